@@ -1,0 +1,21 @@
+"""Shared test setup.
+
+torch on two threads slows badly when the other core is busy, so the suite runs single-threaded. Tests that need
+an accelerator read ``INTERP_DEVICE`` (default ``cpu``).
+"""
+
+import os
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+DEVICE = os.environ.get("INTERP_DEVICE", "cpu")
+
+
+@pytest.fixture
+def device() -> str:
+    return DEVICE
