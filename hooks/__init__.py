@@ -1,0 +1,11 @@
+"""Model-agnostic instrumentation: hook points, hooked modules, activation caches.
+
+This package knows nothing about transformers; ``interp`` builds on it.
+"""
+
+from hooks.cache import ActivationCache
+from hooks.module import HookedModule
+from hooks.names import UnknownHookError, resolve_names
+from hooks.point import HookEditError, HookPoint
+
+__all__ = ["ActivationCache", "HookEditError", "HookPoint", "HookedModule", "UnknownHookError", "resolve_names"]

@@ -1,0 +1,124 @@
+"""HookedModule: names every HookPoint by its module path and runs the model with hooks or a cache.
+
+Every function attached for a call is removed in a ``finally``, so hooks never outlive the call that added
+them, also when the forward raises. Backward functions are captured on the graph when the forward runs, so a
+``loss.backward()`` after ``run_with_hooks`` has returned still reaches them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from hooks.cache import ActivationCache
+from hooks.names import NamesFilter, layer_of, resolve_names
+from hooks.point import HookFn, HookPoint
+
+HookSpec = Sequence[tuple[NamesFilter, HookFn]]
+
+
+class HookedModule(nn.Module):
+    """Mixin for modules whose submodules include :class:`HookPoint` s.
+
+    Call :meth:`setup_hooks` at the end of ``__init__``; it names each point by its path.
+    """
+
+    hook_dict: dict[str, HookPoint]
+    cache_n_layers: int | None = None
+
+    def setup_hooks(self) -> None:
+        """Name every HookPoint below this module by its module path and index them."""
+        self.hook_dict = {}
+        for path, module in self.named_modules():
+            if isinstance(module, HookPoint):
+                module.name = path
+                module.layer = layer_of(path)
+                self.hook_dict[path] = module
+
+    def hook_names(self) -> list[str]:
+        """Every hook name, in the order the forward pass reaches them."""
+        return list(self.hook_dict)
+
+    def resolve(self, names_filter: NamesFilter) -> list[str]:
+        """The hook names a filter selects; raises on an unknown name or an empty match."""
+        return resolve_names(names_filter, list(self.hook_dict))
+
+    @contextlib.contextmanager
+    def hooks(self, fwd_hooks: HookSpec = (), bwd_hooks: HookSpec = ()) -> Iterator[HookedModule]:
+        """Attach hooks for the duration of a ``with`` block.
+
+        Args:
+            fwd_hooks: ``(names_filter, fn)`` pairs; ``fn(activation, hook)`` returns ``None`` or a tensor of
+                the same shape, dtype and device that replaces the activation.
+            bwd_hooks: the same for gradients of the named activations.
+        """
+        added: list[tuple[list[HookFn], HookFn]] = []
+        try:
+            for spec, attr in ((fwd_hooks, "fwd_fns"), (bwd_hooks, "bwd_fns")):
+                for names_filter, fn in spec:
+                    if not callable(fn):
+                        raise TypeError(f"hook for {names_filter!r} is {fn!r}, which is not callable")
+                    for name in self.resolve(names_filter):
+                        fns = getattr(self.hook_dict[name], attr)
+                        fns.append(fn)
+                        added.append((fns, fn))
+            yield self
+        finally:
+            for fns, fn in reversed(added):
+                _remove_identity(fns, fn)
+
+    def run_with_hooks(
+        self, *args: Any, fwd_hooks: HookSpec = (), bwd_hooks: HookSpec = (), **kwargs: Any
+    ) -> Any:
+        """Run the forward pass with hooks attached for this call only."""
+        with self.hooks(fwd_hooks, bwd_hooks):
+            return self(*args, **kwargs)
+
+    def run_with_cache(
+        self,
+        *args: Any,
+        names_filter: NamesFilter = None,
+        device: str | torch.device | None = None,
+        fwd_hooks: HookSpec = (),
+        **kwargs: Any,
+    ) -> tuple[Any, ActivationCache]:
+        """Run the forward pass and capture activations.
+
+        Args:
+            names_filter: which hooks to capture (``None``: all; a name, glob, list or predicate).
+            device: where to move captured tensors as they are captured (e.g. ``"cpu"`` off a GPU).
+            fwd_hooks: extra hooks applied in the same call (an edit and a cache at once); a hook that edits
+                an activation runs before the cache sees it.
+
+        Returns:
+            ``(output, cache)``; the cache holds detached tensors, exactly the ones named.
+        """
+        store: dict[str, torch.Tensor] = {}
+        save = _saver(store, device)
+        with self.hooks([*fwd_hooks, (self.resolve(names_filter), save)]):
+            out = self(*args, **kwargs)
+        ordered = {name: store[name] for name in self.hook_dict if name in store}
+        return out, ActivationCache(ordered, n_layers=self.cache_n_layers)
+
+
+def _saver(store: dict[str, torch.Tensor], device: str | torch.device | None) -> HookFn:
+    def save(x: torch.Tensor, hook: HookPoint) -> None:
+        t = x.detach()
+        if device is not None:
+            t = t.to(device)
+        if t.untyped_storage().nbytes() > t.nbytes:  # a view would pin its whole base tensor
+            t = t.clone()
+        store[hook.name] = t
+
+    return save
+
+
+def _remove_identity(fns: list[Callable], fn: Callable) -> None:
+    for i in range(len(fns) - 1, -1, -1):
+        if fns[i] is fn:
+            del fns[i]
+            return

@@ -1,0 +1,82 @@
+"""HookPoint: an identity module that user functions attach to.
+
+A HookPoint sits on every activation worth naming. With nothing attached it returns its input untouched and
+costs one Python call. Hook functions are kept in plain lists on the point rather than in torch's module hook
+dicts: the point can then say cheaply whether anything is listening (``active``), which is how attention
+decides between the fused kernel and the explicit computation, and every replacement can be checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+HookFn = Callable[[torch.Tensor, "HookPoint"], Any]
+
+
+class HookEditError(RuntimeError):
+    """A hook returned something that cannot replace the activation it was given."""
+
+
+class HookPoint(nn.Module):
+    """An identity module carrying forward and backward hook functions.
+
+    Attributes:
+        name: the module path, e.g. ``blocks.3.attn.hook_pattern``; set by :class:`HookedModule`.
+        layer: the block index parsed from the name, or ``None`` outside blocks.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name: str | None = None
+        self.layer: int | None = None
+        self.fwd_fns: list[HookFn] = []
+        self.bwd_fns: list[HookFn] = []
+
+    @property
+    def active(self) -> bool:
+        """Whether any forward or backward function is attached."""
+        return bool(self.fwd_fns or self.bwd_fns)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for fn in self.fwd_fns:
+            out = fn(x, self)
+            if out is not None:
+                x = self._checked(out, x, fn)
+        if self.bwd_fns and x.requires_grad:
+            fns = tuple(self.bwd_fns)  # the functions attached now, even if backward runs after the call
+            x = x.view_as(x)  # a fresh node, so the gradient hook sees only this activation's gradient
+            x.register_hook(lambda grad: self._run_bwd(grad, fns))
+        return x
+
+    def _run_bwd(self, grad: torch.Tensor, fns: tuple[HookFn, ...]) -> torch.Tensor:
+        for fn in fns:
+            out = fn(grad, self)
+            if out is not None:
+                grad = self._checked(out, grad, fn)
+        return grad
+
+    def _checked(self, out: Any, like: torch.Tensor, fn: HookFn) -> torch.Tensor:
+        fn_name = getattr(fn, "__name__", repr(fn))
+        if not isinstance(out, torch.Tensor):
+            raise HookEditError(
+                f"hook {fn_name!r} on {self.name!r} returned {type(out).__name__}; "
+                "return a tensor to replace the activation, or None to leave it"
+            )
+        for what, got, want in (
+            ("shape", tuple(out.shape), tuple(like.shape)),
+            ("dtype", out.dtype, like.dtype),
+            ("device", out.device, like.device),
+        ):
+            if got != want:
+                raise HookEditError(
+                    f"hook {fn_name!r} on {self.name!r} returned a tensor with {what} {got}; "
+                    f"the activation has {what} {want}"
+                )
+        return out
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}"

@@ -1,0 +1,124 @@
+"""Multi-head and grouped-query attention with a hook on every intermediate.
+
+Pay only for what is asked: unless something hooks or caches this layer's ``hook_attn_scores``,
+``hook_pattern`` or ``hook_result`` in the current call, the layer runs the fused
+``scaled_dot_product_attention`` kernel and never materialises a ``[batch, head, query, key]`` tensor. The
+explicit path computes the same thing step by step (agreeing to float tolerance), and the per-head results
+``[batch, pos, head, d_model]`` are formed only when ``hook_result`` is in use.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from hooks import HookPoint
+from interp.config import TransformerConfig
+from interp.model.layout import merge_heads_in, merge_heads_out, param_in_layout
+from interp.model.positional import apply_rotary
+
+# scaled_dot_product_attention reads grouped keys and values without copying them from torch 2.5 on.
+_SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
+
+
+class Attention(nn.Module):
+    """One attention sublayer. Query head ``h`` reads key/value head ``h // (n_heads // n_kv_heads)``."""
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        h, g, d, e = cfg.n_heads, cfg.n_kv_heads, cfg.d_model, cfg.d_head
+        self.W_Q = param_in_layout((h, d, e), (0, 2, 1))  # stored as nn.Linear's [h * e, d]
+        self.W_K = param_in_layout((g, d, e), (0, 2, 1))
+        self.W_V = param_in_layout((g, d, e), (0, 2, 1))
+        self.W_O = param_in_layout((h, e, d), (2, 0, 1))  # stored as nn.Linear's [d, h * e]
+        if cfg.attn_bias:
+            self.b_Q = nn.Parameter(torch.zeros(h, e))
+            self.b_K = nn.Parameter(torch.zeros(g, e))
+            self.b_V = nn.Parameter(torch.zeros(g, e))
+            self.b_O = nn.Parameter(torch.zeros(d))
+        else:
+            self.b_Q = self.b_K = self.b_V = self.b_O = None
+        self.rotary = cfg.positional == "rotary"
+        self.hook_q = HookPoint()  # [batch, pos, head, d_head]
+        self.hook_k = HookPoint()  # [batch, pos, kv_head, d_head]
+        self.hook_v = HookPoint()  # [batch, pos, kv_head, d_head]
+        if self.rotary:
+            self.hook_rot_q = HookPoint()
+            self.hook_rot_k = HookPoint()
+        self.hook_attn_scores = HookPoint()  # [batch, head, query, key]
+        self.hook_pattern = HookPoint()  # [batch, head, query, key]
+        self.hook_z = HookPoint()  # [batch, pos, head, d_head]
+        self.hook_result = HookPoint()  # [batch, pos, head, d_model]
+
+    @property
+    def explicit(self) -> bool:
+        """Whether this call must materialise scores and patterns (something hooks them or the results)."""
+        return self.hook_attn_scores.active or self.hook_pattern.active or self.hook_result.active
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """``x [batch, pos, d_model]`` -> attention output ``[batch, pos, d_model]``.
+
+        Args:
+            mask: ``[batch, 1, query, key]`` booleans, True where a query may attend; ``None`` means "causal
+                if the config is causal, else everything".
+            rotary: ``(cos, sin)`` from :class:`~interp.model.positional.Rotary`, for rotary models.
+        """
+        q = self.hook_q(self._project(x, self.W_Q, self.b_Q))  # [batch, pos, head, d_head]
+        k = self.hook_k(self._project(x, self.W_K, self.b_K))  # [batch, pos, kv_head, d_head]
+        v = self.hook_v(self._project(x, self.W_V, self.b_V))
+        if self.rotary:
+            q = self.hook_rot_q(apply_rotary(q, *rotary))
+            k = self.hook_rot_k(apply_rotary(k, *rotary))
+        z = self._explicit(q, k, v, mask) if self.explicit else self._fused(q, k, v, mask)
+        z = self.hook_z(z)  # [batch, pos, head, d_head]
+        if self.hook_result.active:
+            result = self.hook_result(torch.einsum("bphe,hed->bphd", z, self.W_O))  # [batch, pos, head, d_model]
+            out = result.sum(dim=2)
+        else:
+            out = z.reshape(*z.shape[:2], -1) @ merge_heads_out(self.W_O)  # [batch, pos, d_model]
+        return out + self.b_O if self.b_O is not None else out
+
+    def _project(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        flat = F.linear(x, merge_heads_in(w).T, None if b is None else b.reshape(-1))  # [batch, pos, head * e]
+        return flat.unflatten(-1, (w.shape[0], w.shape[2]))  # [batch, pos, head, d_head]
+
+    def _fused(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, head, pos, d_head]
+        kwargs = {}
+        if self.cfg.group_size > 1:
+            if _SDPA_HAS_GQA:
+                kwargs["enable_gqa"] = True
+            else:
+                k = k.repeat_interleave(self.cfg.group_size, dim=1)
+                v = v.repeat_interleave(self.cfg.group_size, dim=1)
+        is_causal = mask is None and self.cfg.causal
+        z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, **kwargs)
+        return z.transpose(1, 2)  # [batch, pos, head, d_head]
+
+    def _explicit(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        r = self.cfg.group_size
+        q_grouped = rearrange(q, "b q (g r) e -> b g r q e", r=r)
+        scores = torch.einsum("bgrqe,bkge->bgrqk", q_grouped, k) / math.sqrt(self.cfg.d_head)
+        scores = rearrange(scores, "b g r q k -> b (g r) q k")  # [batch, head, query, key]
+        if mask is None and self.cfg.causal:
+            n = scores.shape[-1]
+            mask = torch.ones(n, n, dtype=torch.bool, device=scores.device).tril()
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        scores = self.hook_attn_scores(scores)
+        pattern = self.hook_pattern(scores.softmax(dim=-1, dtype=torch.float32).to(q.dtype))
+        pattern_grouped = rearrange(pattern, "b (g r) q k -> b g r q k", r=r)
+        z = torch.einsum("bgrqk,bkge->bqgre", pattern_grouped, v)
+        return rearrange(z, "b q g r e -> b q (g r) e")  # [batch, pos, head, d_head]
