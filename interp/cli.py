@@ -20,7 +20,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _cmd_study(args: argparse.Namespace) -> int:
-    from interp.studies import run_study
+    from interp.registry import run_study
 
     return run_study(args.name, args.study_args)
 
