@@ -1,0 +1,1 @@
+"""Studies: experiments built on the public API of interp."""

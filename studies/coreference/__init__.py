@@ -1,0 +1,1 @@
+"""The pronoun-coreference study: how a model resolves a pronoun and which heads carry it."""
