@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from interp.report.manifest import MANIFEST_SCHEMA
+from interp.report.manifest import MANIFEST_SCHEMA, VERSIONED_PACKAGES
 
 RESULTS_SCHEMA = "interp.report.results/1"
 
@@ -80,9 +80,11 @@ def validate_manifest(manifest: Any) -> None:
     if _typed(m, "config", dict, "manifest", p):
         _json_values(m["config"], "manifest['config']", p)
     if _typed(m, "versions", dict, "manifest", p):
-        for key in ("python", "torch", "numpy", "transformers", "tokenizers", "interp"):
+        _keys(m["versions"], "manifest['versions']", {"python", *VERSIONED_PACKAGES}, p)
+        for key in ("python", *VERSIONED_PACKAGES):
             _typed(m["versions"], key, str, "manifest['versions']", p, nullable=key != "python")
     if _typed(m, "source", dict, "manifest", p, nullable=True) and m["source"] is not None:
+        _keys(m["source"], "manifest['source']", {"commit", "dirty"}, p)
         _typed(m["source"], "commit", str, "manifest['source']", p)
         _typed(m["source"], "dirty", bool, "manifest['source']", p)
     if _typed(m, "files", dict, "manifest", p):

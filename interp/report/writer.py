@@ -141,9 +141,12 @@ class Report:
         if not isinstance(fig, Figure):
             raise TypeError(f"figure {name!r} must be a matplotlib Figure, got {type(fig).__name__}")
         width_in, height_in = fig.get_size_inches()
-        dpi = min(dpi, MAX_FIGURE_PX / max(width_in, height_in))
+        pad = 0.1  # inches of margin around the tight bounding box
+        dpi = min(dpi, MAX_FIGURE_PX / (max(width_in, height_in) + 2 * pad))
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, bbox_inches="tight")
+        fig.savefig(
+            buf, format="png", dpi=dpi, metadata={"Software": None}, bbox_inches="tight", pad_inches=pad
+        )
         if "matplotlib.pyplot" in sys.modules:  # release figures made with pyplot; plain Figures need nothing
             sys.modules["matplotlib.pyplot"].close(fig)
         self._blocks.append(FigureBlock(name, buf.getvalue(), caption, int(width_in * dpi)))

@@ -1,0 +1,226 @@
+"""The report folder: layout, content, determinism, escaping in the written HTML, and writing in one go."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from interp.report import Report, validate_manifest, validate_results
+from interp.report import writer as writer_module
+from tests.report.conftest import PAYLOAD
+
+
+def _files(root):
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def test_folder_layout_and_contents(tmp_path, make_report):
+    out = make_report(tmp_path / "report").write()
+    assert out == tmp_path / "report"
+    assert _files(out) == [
+        "figures/scores.png",
+        "index.html",
+        "manifest.json",
+        "results.json",
+        "tables/items.csv",
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no temporary folder left behind
+
+    results = json.loads((out / "results.json").read_text())
+    validate_results(results, required=["scores", "label", "missing"])
+    assert results["title"] == f"Test report {PAYLOAD}"
+    assert results["results"]["label"] == PAYLOAD
+    assert results["results"]["missing"] is None
+    assert np.asarray(results["results"]["scores"]).shape == (3, 4)
+    assert results["figures"] == {"scores": "figures/scores.png"}
+    assert results["tables"] == {
+        "items": {"csv": "tables/items.csv", "rows": 150, "columns": ["item", "value", "text"]}
+    }
+    assert results["headline"]["accuracy"]["ci"] == [0.1, 0.9]
+    assert results["headline"][PAYLOAD] == {"value": 3, "ci": None, "unit": PAYLOAD, "note": None}
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    validate_manifest(manifest)
+    assert manifest["seed"] == 0
+    assert manifest["command"] == ["interp", "study", "demo", PAYLOAD]
+    assert manifest["config"] == {"n_items": 8, "label": PAYLOAD}
+    assert manifest["versions"]["numpy"] == np.__version__
+    assert manifest["wall_time_s"] >= 0
+    for name, sha in manifest["files"].items():
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == sha
+    assert set(manifest["files"]) == set(_files(out)) - {"manifest.json"}
+
+    table = pd.read_csv(out / "tables" / "items.csv")
+    assert len(table) == 150 and list(table.columns) == ["item", "value", "text"]
+    assert (table["text"] == PAYLOAD).all()
+
+
+def test_png_is_a_png_without_timestamps(tmp_path, make_report):
+    png = (make_report(tmp_path / "r").write() / "figures" / "scores.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert b"tIME" not in png and b"Software" not in png and b"matplotlib" not in png
+
+
+def test_same_seed_gives_identical_files_except_the_manifest(tmp_path, make_report):
+    a = make_report(tmp_path / "a", seed=3).write()
+    b = make_report(tmp_path / "b", seed=3).write()
+    for name in _files(a):
+        if name != "manifest.json":
+            assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    c = make_report(tmp_path / "c", seed=4).write()
+    assert (a / "results.json").read_bytes() != (c / "results.json").read_bytes()
+
+
+def test_html_escapes_every_user_string(tmp_path, make_report):
+    page = (make_report(tmp_path / "r").write() / "index.html").read_text()
+    assert "<script>alert(1)" not in page
+    assert "<img src=x" not in page
+    assert 'onerror="window.__pwned' not in page
+    # only the page's own script elements close
+    assert page.count("</script>") == page.count("<script") == 2
+    assert re.search(r"<title>Test report &lt;script&gt;alert\(1\)&lt;/script&gt;", page)
+
+
+def test_html_is_self_contained(tmp_path, make_report):
+    page = (make_report(tmp_path / "r").write() / "index.html").read_text()
+    assert "http://" not in page and "https://" not in page and "//cdn" not in page
+    assert not re.search(r"""<(link|script|img|iframe)[^>]+(src|href)=["'](?!data:)""", page)
+    assert "Content-Security-Policy" in page
+    assert 'src="data:image/png;base64,' in page
+
+
+def test_table_is_truncated_in_html_with_a_note(tmp_path, make_report):
+    page = (make_report(tmp_path / "r").write() / "index.html").read_text()
+    table = page[page.index('id="tab-items"') :]
+    table = table[: table.index("</figure>")]
+    assert table.count("<tr>") == 26  # header and 25 rows
+    assert "Showing the first 25 of 150 rows" in table
+    assert '<a href="tables/items.csv">' in table
+
+
+def test_model_and_data_files_are_hashed(tmp_path):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"weights" * 1000)
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    data = tmp_path / "items.jsonl"
+    data.write_text('{"text": "a"}\n')
+    report = Report(tmp_path / "r", "T", model="toy", model_path=model, data_paths=[data, folder], seed=1)
+    manifest = json.loads((report.write() / "manifest.json").read_text())
+    validate_manifest(manifest)
+    assert manifest["model"] == {
+        "name": "toy",
+        "path": str(model),
+        "sha256": hashlib.sha256(b"weights" * 1000).hexdigest(),
+        "bytes": 7000,
+    }
+    assert manifest["data"][0]["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
+    listing = f"{hashlib.sha256(b'{}').hexdigest()}  config.json\n"
+    assert manifest["data"][1]["sha256"] == hashlib.sha256(listing.encode()).hexdigest()
+
+
+def test_missing_model_file_raises(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        Report(tmp_path / "r", "T", model_path=tmp_path / "absent.gguf")
+
+
+def test_device_dtype_and_command(tmp_path):
+    import torch
+
+    report = Report(tmp_path / "r", "T", device=torch.device("cpu"), dtype=torch.bfloat16, command="a 'b c'")
+    manifest = json.loads((report.write() / "manifest.json").read_text())
+    assert (manifest["device"], manifest["dtype"], manifest["command"]) == ("cpu", "bfloat16", ["a", "b c"])
+
+
+def test_rewrite_replaces_an_earlier_report(tmp_path, make_report):
+    out = make_report(tmp_path / "r").write()
+    (out / "figures" / "stale.png").write_bytes(b"old")
+    report = Report(tmp_path / "r", "Second")
+    report.write()
+    assert _files(out) == ["index.html", "manifest.json", "results.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]
+
+
+def test_refuses_to_replace_a_folder_that_is_not_a_report(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not an earlier report"):
+        Report(tmp_path / "r", "T").write()
+    assert (tmp_path / "r" / "notes.txt").read_text() == "mine"
+
+
+def test_a_crash_while_writing_leaves_the_earlier_report_and_no_debris(tmp_path, make_report, monkeypatch):
+    out = make_report(tmp_path / "r").write()
+    before = {name: (out / name).read_bytes() for name in _files(out)}
+
+    def crash(self, root, results):
+        (root / "index.html").write_text("half")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(writer_module.Report, "_write_files", crash)
+    with pytest.raises(RuntimeError, match="disk full"):
+        Report(tmp_path / "r", "T").write()
+    assert {name: (out / name).read_bytes() for name in _files(out)} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]
+
+
+def test_invalid_arguments_raise_clear_errors(tmp_path):
+    report = Report(tmp_path / "r", "T")
+    with pytest.raises(ValueError, match="invalid figure name '../x'"):
+        report.add_figure("../x", Figure())
+    with pytest.raises(TypeError, match="must be a matplotlib Figure"):
+        report.add_figure("ok", object())
+    report.add_table("t", pd.DataFrame({"a": [1]}))
+    with pytest.raises(ValueError, match="table 't' was already added"):
+        report.add_table("t", pd.DataFrame({"a": [1]}))
+    with pytest.raises(ValueError, match="only trusted fragments"):
+        report.add_html("w", "<div></div>", trusted=False)
+    report.add_results({"a": 1})
+    with pytest.raises(ValueError, match=r"results already hold \['a'\]"):
+        report.add_results({"a": 2})
+    report.add_headline("h", 1.0)
+    with pytest.raises(ValueError, match="headline 'h' was already added"):
+        report.add_headline("h", 2.0)
+    with pytest.raises(TypeError, match="single number or string"):
+        report.add_headline("v", [1, 2])
+    with pytest.raises(ValueError, match="non-empty title"):
+        Report(tmp_path / "r", " ")
+    with pytest.raises(TypeError, match="seed must be an int"):
+        Report(tmp_path / "r", "T", seed=1.0)
+
+
+def test_results_that_cannot_be_json_fail_before_anything_is_written(tmp_path):
+    report = Report(tmp_path / "r", "T")
+    report.results["bad"] = object()
+    with pytest.raises(TypeError, match=r"results\['results'\]\['bad'\]"):
+        report.write()
+    assert not (tmp_path / "r").exists()
+
+
+def test_trusted_html_and_its_assets_are_included_once(tmp_path):
+    report = Report(tmp_path / "r", "T")
+    report.add_html(
+        "w1", '<div class="viewer">one</div>', trusted=True, css=".viewer{color:red}", js="var x=1;"
+    )
+    report.add_html(
+        "w2", '<div class="viewer">two</div>', trusted=True, css=".viewer{color:red}", js="var x=1;"
+    )
+    page = (report.write() / "index.html").read_text()
+    assert '<div class="widget" id="html-w1"><div class="viewer">one</div></div>' in page
+    assert page.count(".viewer{color:red}") == 1
+    assert page.count("<script>var x=1;</script>") == 1
+
+
+def test_large_figure_is_downscaled(tmp_path):
+    report = Report(tmp_path / "r", "T")
+    report.add_figure("big", Figure(figsize=(40, 10)), dpi=200)
+    png = (report.write() / "figures" / "big.png").read_bytes()
+    width = int.from_bytes(png[16:20], "big")
+    assert width <= writer_module.MAX_FIGURE_PX
