@@ -34,7 +34,7 @@ h2 { font-size: 1.25em; margin: 2em 0 0.6em; padding-bottom: 0.2em; border-botto
 .subtitle { color: var(--muted); margin: 0 0 1.25em; }
 .headline { display: flex; flex-wrap: wrap; gap: 0.75rem; margin: 1rem 0 1.5rem; }
 .kpi { border: 1px solid var(--line); border-left: 4px solid var(--accent); border-radius: 4px;
-  padding: 0.6em 0.9em; min-width: 11em; background: var(--bg); }
+  padding: 0.6em 0.9em; min-width: 11em; max-width: 26em; background: var(--bg); }
 .kpi .label { color: var(--muted); font-size: 0.85em; }
 .kpi .value { font-size: 1.45em; font-weight: 600; font-variant-numeric: tabular-nums; }
 .kpi .unit { font-size: 0.6em; font-weight: 400; color: var(--muted); }
