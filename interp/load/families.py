@@ -1,0 +1,64 @@
+"""The one table of checkpoint families: ``model_type`` (config.json) or GGUF architecture -> converter.
+
+A family turns a checkpoint's config into a :class:`TransformerConfig` and its tensors into our parameter
+names. Adding a family means writing its module and one row here; nothing else branches on model names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from interp.config import TransformerConfig
+from interp.load import bert, gguf_llama, gpt2, llama
+from interp.load.errors import CheckpointError
+from interp.load.gguf_file import GGUFFile
+from interp.load.hf_config import HFConfig
+from interp.load.tensors import TensorSource
+
+
+@dataclass(frozen=True)
+class Family:
+    """How to convert one kind of checkpoint.
+
+    Attributes:
+        config: ``(config.json, tensors) -> TransformerConfig``.
+        convert: ``(tensors, cfg, config.json) -> state dict`` in our names.
+        from_gguf: for families a GGUF file can hold: ``GGUFFile -> (config.json, tensors)`` in the family's
+            Hugging Face names, so GGUF files reuse the same converter.
+    """
+
+    config: Callable[[HFConfig, TensorSource], TransformerConfig]
+    convert: Callable[[TensorSource, TransformerConfig, HFConfig], dict[str, torch.Tensor]]
+    from_gguf: Callable[[GGUFFile], tuple[HFConfig, TensorSource]] | None = None
+
+
+FAMILIES: dict[str, Family] = {
+    "gpt2": Family(gpt2.config, gpt2.convert),
+    "bert": Family(bert.config, bert.convert),
+    "llama": Family(llama.config, llama.convert, from_gguf=gguf_llama.to_hf),
+    "mistral": Family(llama.config, llama.convert),
+    "qwen2": Family(llama.qwen2_config, llama.convert),
+}
+
+
+def family_for(model_type: str | None, source: str) -> Family:
+    """The family registered for ``model_type``; raises listing the supported ones."""
+    if model_type not in FAMILIES:
+        raise CheckpointError(
+            f"{source}: model_type {model_type!r} is not supported; supported: {sorted(FAMILIES)}"
+        )
+    return FAMILIES[model_type]
+
+
+def gguf_family_for(architecture: str | None, source: str) -> Family:
+    """The family that reads GGUF files of ``general.architecture``; raises listing the supported ones."""
+    family = FAMILIES.get(architecture)
+    if family is None or family.from_gguf is None:
+        supported = sorted(name for name, f in FAMILIES.items() if f.from_gguf is not None)
+        raise CheckpointError(
+            f"{source}: GGUF architecture {architecture!r} is not supported; supported: {supported}"
+        )
+    return family

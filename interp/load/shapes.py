@@ -1,0 +1,79 @@
+"""The parameter names and shapes a state dict must have for a config (the contract in docs/PARAMS.md).
+
+Every loader checks its output here before a model is built, so a mismatch is reported by name, with both
+shapes, instead of surfacing later as an error inside ``load_state_dict``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from interp.config import TransformerConfig
+from interp.load.errors import CheckpointError
+
+
+def expected_shapes(cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every parameter of a :class:`~interp.HookedTransformer` built from ``cfg``."""
+    d, v, h, g, e, m = cfg.d_model, cfg.d_vocab, cfg.n_heads, cfg.n_kv_heads, cfg.d_head, cfg.d_mlp
+    shapes: dict[str, tuple[int, ...]] = {"embed.W_E": (v, d)}
+    if cfg.positional == "learned":
+        shapes["pos_embed.W_pos"] = (cfg.n_ctx, d)
+    if cfg.embed_norm:
+        shapes.update(_norm("embed_ln", cfg))
+    for layer in range(cfg.n_layers):
+        p = f"blocks.{layer}."
+        shapes.update(_norm(p + "ln1", cfg))
+        shapes.update({p + "attn.W_Q": (h, d, e), p + "attn.W_K": (g, d, e), p + "attn.W_V": (g, d, e)})
+        shapes[p + "attn.W_O"] = (h, e, d)
+        if cfg.attn_bias:
+            shapes.update({p + "attn.b_Q": (h, e), p + "attn.b_K": (g, e), p + "attn.b_V": (g, e)})
+            shapes[p + "attn.b_O"] = (d,)
+        shapes.update(_norm(p + "ln2", cfg))
+        shapes[p + "mlp.W_in"] = (d, m)
+        if cfg.mlp == "gated":
+            shapes[p + "mlp.W_gate"] = (d, m)
+        shapes[p + "mlp.W_out"] = (m, d)
+        if cfg.mlp_bias:
+            shapes[p + "mlp.b_in"] = (m,)
+            if cfg.mlp == "gated":
+                shapes[p + "mlp.b_gate"] = (m,)
+            shapes[p + "mlp.b_out"] = (d,)
+    if cfg.norm_placement == "pre":
+        shapes.update(_norm("ln_final", cfg))
+    if cfg.lm_head == "mlm":
+        shapes.update({"head.W": (d, d), "head.b": (d,), "head.ln.w": (d,), "head.ln.b": (d,)})
+    if cfg.lm_head != "none":
+        if not cfg.tie_embeddings:
+            shapes["unembed.W_U"] = (d, v)
+        shapes["unembed.b_U"] = (v,)
+    return shapes
+
+
+def check_state_dict(state: dict[str, torch.Tensor], cfg: TransformerConfig, source: str) -> None:
+    """Raise :class:`CheckpointError` unless ``state`` has exactly the parameters ``cfg`` implies."""
+    expected = expected_shapes(cfg)
+    missing = sorted(set(expected) - set(state))
+    extra = sorted(set(state) - set(expected))
+    wrong = [
+        f"{name}: {list(state[name].shape)} (expected {list(shape)})"
+        for name, shape in expected.items()
+        if name in state and tuple(state[name].shape) != shape
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing {missing[:6]}")
+    if extra:
+        problems.append(f"unexpected {extra[:6]}")
+    if wrong:
+        problems.append("wrong shapes " + "; ".join(wrong[:6]))
+    if problems:
+        raise CheckpointError(
+            f"converting {source} gave a state dict that does not fit its config: " + ", ".join(problems)
+        )
+
+
+def _norm(prefix: str, cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
+    shapes = {prefix + ".w": (cfg.d_model,)}
+    if cfg.norm == "layernorm":
+        shapes[prefix + ".b"] = (cfg.d_model,)
+    return shapes

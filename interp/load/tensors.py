@@ -1,0 +1,86 @@
+"""Checkpoint tensors being converted, each taken exactly once with its shape checked.
+
+A converter takes every tensor it understands, checking the shape that the config implies before reshaping,
+so a config that contradicts its weights fails with the tensor's name instead of a cryptic reshape error.
+Whatever is left at the end and is not on the family's ignore list raises: an unknown tensor means a variant
+this loader does not understand, and dropping it silently would load a different model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import torch
+
+from interp.load.errors import CheckpointError
+
+
+class TensorSource:
+    """Named tensors from one checkpoint, converted to float32 as they are taken.
+
+    Args:
+        tensors: name -> tensor, in the checkpoint's own names.
+        source: the file or folder, named in errors.
+    """
+
+    def __init__(self, tensors: dict[str, torch.Tensor], source: str) -> None:
+        self._tensors = dict(tensors)
+        self.source = source
+
+    def names(self) -> list[str]:
+        """The names not yet taken."""
+        return sorted(self._tensors)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tensors
+
+    def strip_prefix(self, prefix: str) -> None:
+        """Drop ``prefix`` from the names that have it (``bert.encoder...`` -> ``encoder...``)."""
+        self._tensors = {
+            (k[len(prefix) :] if k.startswith(prefix) else k): v for k, v in self._tensors.items()
+        }
+
+    def rename(self, pattern: str, replacement: str) -> None:
+        """Rewrite names with a regular expression (e.g. old BERT's ``LayerNorm.gamma`` -> ``.weight``)."""
+        self._tensors = {re.sub(pattern, replacement, k): v for k, v in self._tensors.items()}
+
+    def take(self, name: str, shape: tuple[int, ...], meaning: str = "") -> torch.Tensor:
+        """Remove and return tensor ``name`` as float32, checking that it has ``shape``.
+
+        Args:
+            name: the checkpoint's tensor name.
+            shape: the shape the config implies.
+            meaning: how the config implies it (e.g. ``"num_heads * head_dim, hidden_size"``), for the error.
+        """
+        if name not in self._tensors:
+            raise CheckpointError(
+                f"{self.source} has no tensor {name!r}; the checkpoint is incomplete or truncated"
+            )
+        tensor = self._tensors.pop(name)
+        if tuple(tensor.shape) != tuple(shape):
+            why = f" ({meaning})" if meaning else ""
+            raise CheckpointError(
+                f"tensor {name!r} in {self.source} has shape {list(tensor.shape)}, but the config implies "
+                f"{list(shape)}{why}; the config does not match the weights"
+            )
+        return tensor.to(torch.float32)
+
+    def take_optional(self, name: str, shape: tuple[int, ...], meaning: str = "") -> torch.Tensor | None:
+        """:meth:`take`, or ``None`` when the checkpoint has no such tensor."""
+        return self.take(name, shape, meaning) if name in self._tensors else None
+
+    def finish(self, ignore: Iterable[str] = ()) -> None:
+        """Raise if a tensor is left that no pattern in ``ignore`` (regular expressions) matches."""
+        patterns = [re.compile(p) for p in ignore]
+        left = [n for n in sorted(self._tensors) if not any(p.fullmatch(n) for p in patterns)]
+        if left:
+            shown = ", ".join(repr(n) for n in left[:8]) + (
+                f" and {len(left) - 8} more" if len(left) > 8 else ""
+            )
+            raise CheckpointError(
+                f"{self.source} has tensors this loader does not understand: {shown}. It is probably a "
+                "variant of the family (an extra head, adapters, a different layout) that is not supported; "
+                "loading it without them would be a different model"
+            )
+        self._tensors.clear()
