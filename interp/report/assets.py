@@ -60,14 +60,18 @@ dl.provenance dd { margin: 0; overflow-wrap: anywhere; }
 @media print { #toc { display: none; } main { margin-left: 0; } }
 """
 
-# Fills the results viewer from the embedded JSON with textContent, never innerHTML.
+# Fills the results viewer from the embedded JSON when it is first opened, with textContent, never innerHTML.
 JS = """
 (function () {
   "use strict";
+  var details = document.getElementById("results-details");
   var data = document.getElementById("interp-results");
   var out = document.getElementById("results-json");
-  if (data && out) {
-    out.textContent = JSON.stringify(JSON.parse(data.textContent), null, 2);
-  }
+  if (!details || !data || !out) { return; }
+  details.addEventListener("toggle", function () {
+    if (details.open && !out.textContent) {
+      out.textContent = JSON.stringify(JSON.parse(data.textContent), null, 2);
+    }
+  });
 })();
 """

@@ -18,6 +18,9 @@ from interp.report.assets import CONTENT_SECURITY_POLICY, CSS, JS
 from interp.report.blocks import Block, Headline, SectionBlock
 from interp.report.serialize import json_for_script
 
+MAX_EMBEDDED_RESULTS_BYTES = 2**20
+"""Results larger than this as JSON stay in ``results.json`` only, to keep the page small."""
+
 
 def render_page(
     *,
@@ -38,7 +41,8 @@ def render_page(
         headline: Key numbers for the box at the top, by label.
         blocks: Sections, prose, figures, tables and widgets, in order.
         provenance: The manifest fields that do not depend on time (see :func:`render_provenance`).
-        results: The ``results.json`` dict, embedded for the page's own viewer and for readers' scripts.
+        results: The ``results.json`` dict, embedded (up to :data:`MAX_EMBEDDED_RESULTS_BYTES`) for the
+            page's own viewer and for readers' scripts, as ``<script id="interp-results">``.
         extra_css: Stylesheets that widgets need, each included once.
         extra_js: Scripts that widgets need, each included once, after the content.
     """
@@ -46,6 +50,8 @@ def render_page(
     toc = "".join(f'<li><a href="#{escape(s.anchor)}">{escape(s.title)}</a></li>' for s in sections)
     toc += '<li><a href="#provenance">Provenance</a></li>'
     box = "".join(h.render(label) for label, h in headline.items())
+    data = json_for_script(results)
+    embed = len(data.encode("utf-8")) <= MAX_EMBEDDED_RESULTS_BYTES
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -62,9 +68,9 @@ def render_page(
         "</header>",
         f'<section class="headline" aria-label="Key numbers">{box}</section>' if box else "",
         _render_blocks(blocks),
-        render_provenance(provenance),
+        render_provenance(provenance, results_embedded=embed),
         "</main>",
-        f'<script type="application/json" id="interp-results">{json_for_script(results)}</script>',
+        f'<script type="application/json" id="interp-results">{data}</script>' if embed else "",
         f"<script>{JS}</script>",
         *(f"<script>{js}</script>" for js in _unique(extra_js)),
         "</body></html>\n",
@@ -87,7 +93,7 @@ def _render_blocks(blocks: Sequence[Block]) -> str:
     return "\n".join(out)
 
 
-def render_provenance(p: Mapping[str, Any]) -> str:
+def render_provenance(p: Mapping[str, Any], *, results_embedded: bool = True) -> str:
     """The closing section: model and data hashes, seed, command, versions, config, and the raw results."""
     rows: list[tuple[str, str]] = []
     model = p.get("model")
@@ -117,8 +123,13 @@ def render_provenance(p: Mapping[str, Any]) -> str:
         '<a href="manifest.json">manifest.json</a>; the numbers below are '
         '<a href="results.json">results.json</a>.</p>'
         f"<details><summary>config</summary><pre>{escape(config)}</pre></details>"
-        '<details><summary>results.json</summary><pre id="results-json"></pre></details>'
-        "</section>"
+        + (
+            '<details id="results-details"><summary>results.json</summary>'
+            '<pre id="results-json"></pre></details>'
+            if results_embedded
+            else '<p class="note">results.json is too large to embed in this page; open the file.</p>'
+        )
+        + "</section>"
     )
 
 

@@ -94,7 +94,11 @@ class Report:
         self.out_dir = Path(out_dir)
         self.title = title
         self.subtitle = subtitle
-        self.command = shlex.split(command) if isinstance(command, str) else list(command or sys.argv)
+        self.command = (
+            shlex.split(command)
+            if isinstance(command, str)
+            else list(sys.argv if command is None else command)
+        )
         self.seed = seed
         self.config: dict[str, Any] = to_jsonable({} if config is None else config, _path="config")
         if not isinstance(self.config, dict):

@@ -40,6 +40,8 @@ def test_embedded_results_round_trip_through_the_page(tmp_path, make_report, bro
     browser.open_file(out / "index.html")
     embedded = browser.js("return JSON.parse(document.getElementById('interp-results').textContent);")
     assert embedded == json.loads((out / "results.json").read_text())
+    assert browser.js("return document.getElementById('results-json').textContent;") == ""
+    browser.driver.find_element("css selector", "#results-details summary").click()
     shown = browser.js("return document.getElementById('results-json').textContent;")
     assert json.loads(shown)["results"]["label"] == PAYLOAD
 

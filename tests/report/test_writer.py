@@ -224,3 +224,16 @@ def test_large_figure_is_downscaled(tmp_path):
     png = (report.write() / "figures" / "big.png").read_bytes()
     width = int.from_bytes(png[16:20], "big")
     assert width <= writer_module.MAX_FIGURE_PX
+
+
+def test_results_too_large_to_embed_stay_in_the_file(tmp_path, monkeypatch):
+    from interp.report import page
+
+    monkeypatch.setattr(page, "MAX_EMBEDDED_RESULTS_BYTES", 100)
+    report = Report(tmp_path / "r", "T", command=[])
+    report.add_results({"big": list(range(100))})
+    out = report.write()
+    html = (out / "index.html").read_text()
+    assert 'id="interp-results"' not in html and "too large to embed" in html
+    assert json.loads((out / "results.json").read_text())["results"]["big"] == list(range(100))
+    assert json.loads((out / "manifest.json").read_text())["command"] == []
