@@ -33,38 +33,38 @@ PAYLOAD = '<script>alert(1)</script> </script> "quotes\' <img src=x onerror="win
 """A string that would run script or break out of an element if any part of a report failed to escape it."""
 
 
-@pytest.fixture
-def make_report():
-    """Build a small report with every kind of block, with ``PAYLOAD`` in each place a user string can go."""
+def build_report(out_dir, *, seed: int = 0, **kwargs):
+    """A small report with every kind of block, with ``PAYLOAD`` in each place a user string can go."""
     import numpy as np
     import pandas as pd
 
     from interp.report import Report, figures
 
-    def build(out_dir, *, seed: int = 0, **kwargs):
-        rng = np.random.default_rng(seed)
-        report = Report(
-            out_dir,
-            f"Test report {PAYLOAD}",
-            subtitle=f"subtitle {PAYLOAD}",
-            command=["interp", "study", "demo", PAYLOAD],
-            seed=seed,
-            config={"n_items": 8, "label": PAYLOAD},
-            **kwargs,
-        )
-        report.add_section(f"Section {PAYLOAD}", f"Prose with `code`, **strong** and {PAYLOAD}.\n\n- a\n- b")
-        scores = rng.random((3, 4))
-        report.add_figure(
-            "scores", figures.heatmap_layer_head(scores, title="score", cbar_label="s"), caption=PAYLOAD
-        )
-        report.add_section("Tables")
-        frame = pd.DataFrame(
-            {"item": np.arange(150), "value": rng.normal(size=150), "text": [PAYLOAD] * 150},
-        )
-        report.add_table("items", frame, caption=f"caption {PAYLOAD}", max_rows=25)
-        report.add_headline("accuracy", float(scores.mean()), ci=(0.1, 0.9), note=f"note {PAYLOAD}")
-        report.add_headline(PAYLOAD, 3, unit=PAYLOAD)
-        report.add_results({"scores": scores, "label": PAYLOAD, "missing": float("nan")})
-        return report
+    rng = np.random.default_rng(seed)
+    report = Report(
+        out_dir,
+        f"Test report {PAYLOAD}",
+        subtitle=f"subtitle {PAYLOAD}",
+        command=["interp", "study", "demo", PAYLOAD],
+        seed=seed,
+        config={"n_items": 8, "label": PAYLOAD},
+        **kwargs,
+    )
+    report.add_section(f"Section {PAYLOAD}", f"Prose with `code`, **strong** and {PAYLOAD}.\n\n- a\n- b")
+    scores = rng.random((3, 4))
+    report.add_figure(
+        "scores", figures.heatmap_layer_head(scores, title="score", cbar_label="s"), caption=PAYLOAD
+    )
+    report.add_section("Tables")
+    frame = pd.DataFrame({"item": np.arange(150), "value": rng.normal(size=150), "text": [PAYLOAD] * 150})
+    report.add_table("items", frame, caption=f"caption {PAYLOAD}", max_rows=25)
+    report.add_headline("accuracy", float(scores.mean()), ci=(0.1, 0.9), note=f"note {PAYLOAD}")
+    report.add_headline(PAYLOAD, 3, unit=PAYLOAD)
+    report.add_results({"scores": scores, "label": PAYLOAD, "missing": float("nan")})
+    return report
 
-    return build
+
+@pytest.fixture
+def make_report():
+    """:func:`build_report`, as a fixture."""
+    return build_report

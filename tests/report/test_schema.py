@@ -8,11 +8,12 @@ import json
 import pytest
 
 from interp.report import ReportSchemaError, validate_manifest, validate_results
+from tests.report.conftest import build_report
 
 
-@pytest.fixture
-def written(tmp_path, make_report):
-    out = make_report(tmp_path / "r").write()
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    out = build_report(tmp_path_factory.mktemp("schema") / "r").write()
     return json.loads((out / "manifest.json").read_text()), json.loads((out / "results.json").read_text())
 
 
