@@ -7,6 +7,7 @@ computation, so a bad token id or mask fails with a message rather than deep ins
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -166,10 +167,14 @@ class HookedTransformer(HookedModule):
         return self.tokenizer
 
     def to_tokens(self, text: str | list[str], prepend_bos: bool | None = None, **kwargs: Any):
-        """Token ids and attention mask for text (see :class:`interp.tokens.Tokenizer`)."""
-        ids, mask = self._need_tokenizer().to_tokens(text, prepend_bos=prepend_bos, **kwargs)[:2]
+        """Tokenize text for this model: a :class:`interp.tokens.Tokens` batch on the model's device.
+
+        It unpacks as ``ids, mask = model.to_tokens(texts)``; its ``offsets`` and ``span_positions`` align
+        characters with tokens. Keyword arguments (e.g. ``padding_side``) go to the tokenizer.
+        """
+        tokens = self._need_tokenizer().to_tokens(text, prepend_bos=prepend_bos, **kwargs)
         device = self.embed.W_E.device
-        return ids.to(device), mask.to(device)
+        return dataclasses.replace(tokens, ids=tokens.ids.to(device), mask=tokens.mask.to(device))
 
     def to_str_tokens(self, text: str, prepend_bos: bool | None = None) -> list[str]:
         """The tokens of ``text`` as strings."""
