@@ -14,11 +14,11 @@ def _chromium() -> Iterator[Browser]:
     reason = missing_reason()
     if reason is not None:
         pytest.skip(f"browser tests need Chromium: {reason}")
-    session = Browser()
+    chromium = Browser()
     try:
-        yield session
+        yield chromium
     finally:
-        session.close()
+        chromium.close()
 
 
 @pytest.fixture
