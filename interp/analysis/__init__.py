@@ -1,0 +1,62 @@
+"""Analysis over a model and its activations: decompositions, attribution, patching, head scores, probes.
+
+Functions take ``(model, cache)`` or ``(model, tokens)`` and return tensors or pandas DataFrames with named
+columns (``layer``, ``head``, ``position``, ``value``...). Each needs specific hooks in the cache; a missing
+one raises :class:`MissingHooksError` naming the hooks and the ``names_filter`` that captures them.
+"""
+
+from interp.analysis.ablation import ablate, ablation_hooks
+from interp.analysis.attribution import attribution_patch, verify_top_k
+from interp.analysis.checks import MissingHooksError
+from interp.analysis.decompose import decompose_names, decompose_resid
+from interp.analysis.head_scores import (
+    duplicate_token_scores,
+    first_token_scores,
+    head_table,
+    induction_scores,
+    previous_token_scores,
+    repeated_tokens,
+    span_attention,
+)
+from interp.analysis.lens import accumulated_resid, logit_lens, logit_lens_top, unembed_stream
+from interp.analysis.logit_attribution import component_table, direct_logit_attribution, dla_names
+from interp.analysis.norms import apply_norm, linearise_norm
+from interp.analysis.patching import Slot, hook_names_for, patch, run_patched
+from interp.analysis.probes import ProbeResult, probe_layers, train_probe, wilson_interval
+from interp.analysis.sources import attention_norms, source_contributions
+
+__all__ = [
+    "MissingHooksError",
+    "ProbeResult",
+    "Slot",
+    "ablate",
+    "ablation_hooks",
+    "accumulated_resid",
+    "apply_norm",
+    "attention_norms",
+    "attribution_patch",
+    "component_table",
+    "decompose_names",
+    "decompose_resid",
+    "direct_logit_attribution",
+    "dla_names",
+    "duplicate_token_scores",
+    "first_token_scores",
+    "head_table",
+    "hook_names_for",
+    "induction_scores",
+    "linearise_norm",
+    "logit_lens",
+    "logit_lens_top",
+    "patch",
+    "previous_token_scores",
+    "probe_layers",
+    "repeated_tokens",
+    "run_patched",
+    "source_contributions",
+    "span_attention",
+    "train_probe",
+    "unembed_stream",
+    "verify_top_k",
+    "wilson_interval",
+]

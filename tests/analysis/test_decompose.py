@@ -1,0 +1,103 @@
+import pytest
+import torch
+
+from interp.analysis import (
+    MissingHooksError,
+    attention_norms,
+    decompose_names,
+    decompose_resid,
+    source_contributions,
+)
+from tests.analysis.models import build, tokens
+
+KINDS = ["gpt2", "llama", "bert"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_parts_sum_to_every_stream(kind):
+    model = build(kind)
+    _, cache = model.run_with_cache(tokens(), names_filter=lambda n: True)
+    n = model.cfg.n_layers
+    for layer in range(n):
+        for where in ("pre", "mid", "post"):
+            labels, parts = decompose_resid(model, cache, layer, where)
+            assert len(labels) == parts.shape[0]
+            torch.testing.assert_close(
+                parts.sum(0), cache[f"blocks.{layer}.hook_resid_{where}"], atol=1e-4, rtol=0
+            )
+    labels, parts = decompose_resid(model, cache, n, "pre")
+    torch.testing.assert_close(parts.sum(0), cache[f"blocks.{n - 1}.hook_resid_post"], atol=1e-4, rtol=0)
+
+
+def test_labels_name_every_component():
+    gpt2 = build("gpt2")
+    _, cache = gpt2.run_with_cache(tokens(), names_filter=decompose_names(gpt2, 1, "mid"))
+    labels, _ = decompose_resid(gpt2, cache, 1, "mid")
+    heads = [f"L{l}H{h}" for l in range(2) for h in range(4)]
+    assert labels == ["embed", "pos_embed", *heads[:4], "L0_attn_bias", "L0_mlp", *heads[4:], "L1_attn_bias"]
+    bert = build("bert")
+    _, cache = bert.run_with_cache(tokens(), names_filter=decompose_names(bert, 0, "post"))
+    labels, _ = decompose_resid(bert, cache, 0, "post")
+    assert labels[:3] == ["embed", "pos_embed", "embed_ln_bias"]
+    assert labels[-4:] == ["L0_attn_bias", "L0_ln1_bias", "L0_mlp", "L0_ln2_bias"]
+
+
+def test_z_stands_in_for_result():
+    model = build("llama")
+    names = [n.replace("hook_result", "hook_z") for n in decompose_names(model, 2, "pre")]
+    _, cache = model.run_with_cache(tokens(), names_filter=names + ["blocks.1.hook_resid_post"])
+    _, parts = decompose_resid(model, cache, 2, "pre")
+    torch.testing.assert_close(parts.sum(0), cache["blocks.1.hook_resid_post"], atol=1e-4, rtol=0)
+
+
+def test_missing_hooks_are_named():
+    model = build("bert")
+    _, cache = model.run_with_cache(tokens(), names_filter="hook_embed")
+    with pytest.raises(MissingHooksError, match=r"blocks\.0\.attn\.hook_result.*decompose_names"):
+        decompose_resid(model, cache, 1, "pre")
+    with pytest.raises(IndexError, match="layer 3 is out of range"):
+        decompose_resid(model, cache, 3, "pre")
+    with pytest.raises(IndexError, match="layer 2 is out of range"):
+        decompose_resid(model, cache, 2, "mid")
+    with pytest.raises(ValueError, match="where='middle'"):
+        decompose_resid(model, cache, 0, "middle")
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_source_contributions_sum_to_result(kind):
+    model = build(kind)
+    _, cache = model.run_with_cache(tokens(), names_filter="blocks.1.attn.*")
+    for head in range(model.cfg.n_heads):
+        for q in (0, 5, -1):
+            parts = source_contributions(model, cache, 1, head, q)  # [batch, key, d_model]
+            assert parts.shape == (2, 8, 32)
+            torch.testing.assert_close(
+                parts.sum(1), cache["blocks.1.attn.hook_result"][:, q, head], atol=1e-5, rtol=0
+            )
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "bert"])
+def test_attention_norms_match_naive(kind):
+    model = build(kind)
+    _, cache = model.run_with_cache(tokens(), names_filter="blocks.0.attn.*")
+    norms = attention_norms(model, cache, 0)
+    naive = torch.stack(
+        [
+            torch.stack([source_contributions(model, cache, 0, h, q).norm(dim=-1) for q in range(8)], dim=1)
+            for h in range(model.cfg.n_heads)
+        ],
+        dim=1,
+    )  # [batch, head, query, key]
+    torch.testing.assert_close(norms, naive, atol=1e-5, rtol=1e-5)
+
+
+def test_source_errors():
+    model = build("gpt2")
+    _, cache = model.run_with_cache(tokens(), names_filter="blocks.0.attn.hook_pattern")
+    with pytest.raises(MissingHooksError, match="hook_v"):
+        source_contributions(model, cache, 0, 0, 0)
+    _, cache = model.run_with_cache(tokens(), names_filter="blocks.0.attn.*")
+    with pytest.raises(IndexError, match="head 4 is out of range"):
+        source_contributions(model, cache, 0, 4, 0)
+    with pytest.raises(IndexError, match="query_pos 8 is out of range for a sequence of 8 tokens"):
+        source_contributions(model, cache, 0, 0, 8)

@@ -1,0 +1,120 @@
+import pandas as pd
+import pytest
+import torch
+
+from interp import HookedTransformer
+from interp.analysis import attribution_patch, patch, run_patched, verify_top_k
+from tests.analysis.models import CONFIGS, build, tokens
+
+torch.set_grad_enabled(False)  # attribution_patch turns gradients on where it needs them)
+
+
+def logit_diff(logits: torch.Tensor) -> torch.Tensor:
+    return (logits[:, -1, 3] - logits[:, -1, 7]).mean()
+
+
+@pytest.fixture(scope="module")
+def setting():
+    model = build("gpt2")
+    return model, tokens(seed=1), tokens(seed=2)
+
+
+def test_patching_everything_gives_the_source_and_nothing_the_target(setting):
+    model, clean, corrupt = setting
+    clean_logits, corrupt_logits = model(clean), model(corrupt)
+    everything = run_patched(model, corrupt, clean, "blocks.0.hook_resid_pre")
+    torch.testing.assert_close(everything, clean_logits, atol=0, rtol=0)
+    nothing = run_patched(model, corrupt, clean, "blocks.0.hook_resid_pre", positions=[])
+    torch.testing.assert_close(nothing, corrupt_logits, atol=0, rtol=0)
+    frame = patch(model, clean, corrupt, "blocks.0.hook_resid_pre", logit_diff, by="layer")
+    assert frame["value"].tolist() == pytest.approx([1.0], abs=1e-6)
+
+
+def test_batched_patches_match_one_at_a_time(setting):
+    model, clean, corrupt = setting
+    frame = patch(
+        model, clean, corrupt, "blocks.{layer}.attn.hook_z", logit_diff, by="head_position", batch_size=7
+    )
+    assert list(frame.columns) == ["hook", "layer", "position", "head", "delta", "value"]
+    assert len(frame) == 2 * 8 * 4
+    corrupt_metric = float(logit_diff(model(corrupt)))
+    for row in frame.sample(6, random_state=0).itertuples():
+        logits = run_patched(model, corrupt, clean, row.hook, positions=[row.position], heads=[row.head])
+        assert float(logit_diff(logits)) - corrupt_metric == pytest.approx(row.delta, abs=1e-5)
+    clean_metric = frame.attrs["clean_metric"]
+    assert frame["value"].to_numpy() == pytest.approx(
+        frame["delta"].to_numpy() / (clean_metric - corrupt_metric)
+    )
+
+
+def test_resid_patching_recovers_at_the_last_position(setting):
+    model, clean, corrupt = setting
+    frame = patch(model, clean, corrupt, "blocks.*.hook_resid_post", logit_diff)
+    assert frame["layer"].tolist() == [0] * 8 + [1] * 8
+    # after the last block only the last position reaches the metric, and it carries all of it
+    final = frame[frame["layer"] == 1]
+    assert final["value"].tolist() == pytest.approx([0.0] * 7 + [1.0], abs=1e-5)
+
+
+def test_attribution_agrees_with_patching(setting):
+    _, clean, corrupt = setting
+    model = HookedTransformer(CONFIGS["gpt2"])  # the default init (std 0.02) is close to linear
+    hooks = "blocks.{layer}.attn.hook_z"
+    exact = patch(model, clean, corrupt, hooks, logit_diff, by="head")
+    approx = attribution_patch(model, clean, corrupt, logit_diff, hooks, by="head")
+    assert list(approx.columns) == list(exact.columns)
+    assert approx.attrs["corrupt_metric"] == pytest.approx(exact.attrs["corrupt_metric"], abs=1e-5)
+    spearman = exact["delta"].corr(approx["delta"], method="spearman")
+    assert spearman > 0.8, spearman
+    assert exact["delta"].abs().idxmax() == approx["delta"].abs().idxmax()
+    checked = verify_top_k(model, clean, corrupt, logit_diff, approx, k=3)
+    top = exact.reindex(exact["delta"].abs().sort_values(ascending=False).index).head(3)
+    assert checked["patched_delta"].to_numpy() == pytest.approx(top["delta"].to_numpy(), abs=1e-5)
+    assert {"attribution", "patched", "attribution_delta", "patched_delta"} <= set(checked.columns)
+
+
+@pytest.mark.parametrize("hook", ["unembed.hook_in", "ln_final.hook_normalized"])
+def test_attribution_is_exact_where_the_metric_is_linear(setting, hook):
+    model, clean, corrupt = setting
+    exact = patch(model, clean, corrupt, hook, logit_diff)
+    approx = attribution_patch(model, clean, corrupt, logit_diff, hook)
+    assert approx["delta"].to_numpy() == pytest.approx(exact["delta"].to_numpy(), abs=1e-4)
+    assert approx["delta"][:7].abs().max() == 0 and exact["delta"][7] != 0
+
+
+def test_attribution_leaves_parameter_grads_alone(setting):
+    model, clean, corrupt = setting
+    attribution_patch(model, clean, corrupt, logit_diff, "blocks.0.hook_resid_pre")
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_patching_errors(setting):
+    model, clean, corrupt = setting
+    with pytest.raises(
+        ValueError, match=r"clean tokens have shape \(2, 8\) but corrupt tokens have shape \(2, 7\)"
+    ):
+        patch(model, clean, corrupt[:, :7], "blocks.0.hook_resid_pre", logit_diff)
+    with pytest.raises(ValueError, match=r"metric returned a tensor of shape \(2,\)"):
+        patch(model, clean, corrupt, "blocks.0.hook_resid_pre", lambda logits: logits[:, -1, 3])
+    with pytest.raises(ValueError, match=r"metric returned a tensor of shape \(2,\)"):
+        attribution_patch(model, clean, corrupt, lambda logits: logits[:, -1, 3], "blocks.0.hook_resid_pre")
+    with pytest.raises(IndexError, match="position 8 is out of range"):
+        patch(model, clean, corrupt, "blocks.0.hook_resid_pre", logit_diff, positions=[8])
+    with pytest.raises(IndexError, match="head 4 is out of range"):
+        patch(model, clean, corrupt, "blocks.0.attn.hook_z", logit_diff, by="head", heads=[4])
+    with pytest.raises(ValueError, match="needs an activation with a head axis"):
+        patch(model, clean, corrupt, "blocks.0.hook_resid_pre", logit_diff, by="head")
+    with pytest.raises(ValueError, match="by='neuron'"):
+        patch(model, clean, corrupt, "blocks.0.hook_resid_pre", logit_diff, by="neuron")
+    with pytest.raises(KeyError, match="did you mean"):
+        patch(model, clean, corrupt, "blocks.0.hook_resid_pr", logit_diff)
+    cache = model.run_with_cache(clean[:1], names_filter="blocks.0.hook_resid_pre")[1]
+    with pytest.raises(ValueError, match="source activation of 'blocks.0.hook_resid_pre' has shape"):
+        run_patched(model, corrupt, cache, "blocks.0.hook_resid_pre")
+
+
+def test_identical_runs_warn_and_give_nan(setting):
+    model, clean, _ = setting
+    with pytest.warns(UserWarning, match="normalised recovery is undefined"):
+        frame = patch(model, clean, clean, "blocks.0.hook_resid_pre", logit_diff, positions=[0])
+    assert pd.isna(frame["value"]).all() and (frame["delta"] == 0).all()
