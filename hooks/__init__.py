@@ -3,9 +3,18 @@
 This package knows nothing about transformers; ``interp`` builds on it.
 """
 
+from hooks.attach import attach
 from hooks.cache import ActivationCache
 from hooks.module import HookedModule
 from hooks.names import UnknownHookError, resolve_names
 from hooks.point import HookEditError, HookPoint
 
-__all__ = ["ActivationCache", "HookEditError", "HookPoint", "HookedModule", "UnknownHookError", "resolve_names"]
+__all__ = [
+    "ActivationCache",
+    "attach",
+    "HookEditError",
+    "HookPoint",
+    "HookedModule",
+    "UnknownHookError",
+    "resolve_names",
+]
