@@ -37,7 +37,7 @@ class Norm(nn.Module):
         x = x.float()  # statistics in float32, as the reference implementations do under bfloat16
         if self.kind == "layernorm":
             x = x - x.mean(-1, keepdim=True)
-        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
-        normalized = self.hook_normalized((x / scale).to(dtype))
+        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt().to(dtype))
+        normalized = self.hook_normalized((x / scale.float()).to(dtype))
         out = normalized * self.w
         return out + self.b if self.b is not None else out
