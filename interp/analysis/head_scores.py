@@ -163,11 +163,12 @@ def _span(spec, batch: int, n_pos: int, what: str) -> torch.Tensor:
             raise ValueError(
                 f"{what} mask has shape {tuple(spec.shape)}; expected [batch, pos] = {(batch, n_pos)}"
             )
-        return spec.cpu()
-    if isinstance(spec, slice):
-        spec = range(n_pos)[spec]
-    mask = torch.zeros(batch, n_pos, dtype=torch.bool)
-    mask[:, check_indices(spec, n_pos, what, f"a sequence of {n_pos} tokens")] = True
+        mask = spec.cpu()
+    else:
+        if isinstance(spec, slice):
+            spec = range(n_pos)[spec]
+        mask = torch.zeros(batch, n_pos, dtype=torch.bool)
+        mask[:, check_indices(spec, n_pos, what, f"a sequence of {n_pos} tokens")] = True
     empty = (~mask.any(1)).nonzero().flatten().tolist()
     if empty:
         raise ValueError(
