@@ -35,7 +35,8 @@ PaddingSide = Literal["left", "right"]
 class Tokens:
     """A tokenized batch, padded to one length.
 
-    It unpacks as ``ids, mask = tokenizer.to_tokens(texts)``; the other fields align text and tokens.
+    It unpacks (and indexes) like the pair ``(ids, mask)``: ``ids, mask = tokenizer.to_tokens(texts)``; the
+    other fields align text and tokens.
 
     Attributes:
         ids: token ids, LongTensor ``[batch, pos]``; padding positions hold the pad id.
@@ -57,6 +58,9 @@ class Tokens:
 
     def __iter__(self) -> Iterator[torch.Tensor]:
         return iter((self.ids, self.mask))
+
+    def __getitem__(self, index: int | slice) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        return (self.ids, self.mask)[index]
 
     def span_positions(self, start: int, end: int, row: int = 0) -> list[int]:
         """Positions in row ``row`` (padding included) of the tokens covering characters ``[start, end)``.

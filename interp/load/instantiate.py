@@ -40,7 +40,7 @@ def load(
 
     torch_device, torch_dtype = parse_device(device), parse_dtype(dtype)
     cfg, state, tokenizer = load_checkpoint(name_or_path)
-    model = HookedTransformer(cfg)
+    model = HookedTransformer(cfg, init_weights=False)
     model.load_state_dict(state, strict=True)
     model.tokenizer = tokenizer
     model.to(device=torch_device, dtype=torch_dtype)

@@ -1,0 +1,163 @@
+"""GGUF files written here from a tiny random Llama, read by our loader and by transformers.
+
+Both dequantize the same bytes, so weights agree to float32 rounding; the Q/K un-permutation is checked
+directly against the original projection, and skipping it is shown not to match.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType as Q
+
+from interp.load import load_checkpoint
+from interp.load.gguf_file import GGUFFile
+from interp.load.gguf_llama import unpermute_rotary_rows
+from tests.load.builders import SEED, byte_level_bpe, hf_from_gguf, tiny_llama, write_llama_gguf
+
+QUANTIZED = {
+    "attn_q.weight": Q.Q8_0,
+    "attn_k.weight": Q.Q4_0,
+    "attn_v.weight": Q.Q4_1,
+    "attn_output.weight": Q.Q5_0,
+    "ffn_gate.weight": Q.Q5_1,
+    "ffn_up.weight": Q.F16,
+    "ffn_down.weight": Q.BF16,
+}
+STRINGS = [
+    SEED,
+    "Numbers 12345 and 3.14159, x1y22",
+    "  leading spaces\tand\t\ttabs\n\nnewlines   ",
+    "café naïve Ångström",
+    "日本語のテキスト",
+    "emoji 😀👍🏽 done",
+    "<|endoftext|> in the middle <|endoftext|>",
+]
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    return byte_level_bpe()
+
+
+@pytest.fixture(scope="module")
+def reference(bpe):
+    return tiny_llama(vocab_size=bpe.get_vocab_size())
+
+
+@pytest.fixture(scope="module")
+def gguf_dir(tmp_path_factory, reference, bpe):
+    folder = tmp_path_factory.mktemp("gguf")
+    write_llama_gguf(reference, bpe, folder / "f32.gguf")
+    write_llama_gguf(reference, bpe, folder / "quant.gguf", qtypes=QUANTIZED)
+    write_llama_gguf(reference, bpe, folder / "unpermuted.gguf", permute=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hf_quant(gguf_dir):
+    return hf_from_gguf(gguf_dir / "quant.gguf")
+
+
+def _w_q_rows(w_q: torch.Tensor) -> torch.Tensor:
+    """Our ``W_Q [head, d_model, d_head]`` as a Hugging Face ``q_proj.weight [head * d_head, d_model]``."""
+    return w_q.permute(0, 2, 1).reshape(-1, w_q.shape[1])
+
+
+def test_unpermuted_q_and_k_equal_the_original(gguf_dir, reference):
+    cfg, state, _ = load_checkpoint(gguf_dir / "f32.gguf", use_cache=False)
+    attn = reference.model.layers[1].self_attn
+    torch.testing.assert_close(_w_q_rows(state["blocks.1.attn.W_Q"]), attn.q_proj.weight, atol=0, rtol=0)
+    torch.testing.assert_close(_w_q_rows(state["blocks.1.attn.W_K"]), attn.k_proj.weight, atol=0, rtol=0)
+    raw = GGUFFile(gguf_dir / "f32.gguf").tensors()["blk.1.attn_q.weight"]
+    assert not torch.allclose(raw, attn.q_proj.weight)  # the file really is permuted
+    torch.testing.assert_close(unpermute_rotary_rows(raw, cfg.n_heads), attn.q_proj.weight, atol=0, rtol=0)
+
+
+def test_skipping_the_unpermutation_is_caught(gguf_dir, reference):
+    _, state, _ = load_checkpoint(gguf_dir / "unpermuted.gguf", use_cache=False)
+    q_proj = reference.model.layers[0].self_attn.q_proj.weight
+    assert (_w_q_rows(state["blocks.0.attn.W_Q"]) - q_proj).abs().max() > 1e-2
+
+
+def test_quantized_weights_match_transformers(gguf_dir, hf_quant):
+    cfg, state, _ = load_checkpoint(gguf_dir / "quant.gguf", use_cache=False)
+    hf = hf_quant.state_dict()
+    for layer in range(cfg.n_layers):
+        attn, mlp = f"model.layers.{layer}.self_attn.", f"model.layers.{layer}.mlp."
+        ours = f"blocks.{layer}."
+        torch.testing.assert_close(
+            _w_q_rows(state[ours + "attn.W_Q"]), hf[attn + "q_proj.weight"], atol=1e-6, rtol=0
+        )
+        torch.testing.assert_close(
+            _w_q_rows(state[ours + "attn.W_K"]), hf[attn + "k_proj.weight"], atol=1e-6, rtol=0
+        )
+        torch.testing.assert_close(
+            _w_q_rows(state[ours + "attn.W_V"]), hf[attn + "v_proj.weight"], atol=1e-6, rtol=0
+        )
+        torch.testing.assert_close(
+            state[ours + "mlp.W_gate"].T, hf[mlp + "gate_proj.weight"], atol=1e-6, rtol=0
+        )
+        torch.testing.assert_close(state[ours + "mlp.W_in"].T, hf[mlp + "up_proj.weight"], atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            state[ours + "mlp.W_out"].T, hf[mlp + "down_proj.weight"], atol=1e-6, rtol=0
+        )
+    assert cfg.tie_embeddings is False and "unembed.W_U" in state
+
+
+@pytest.mark.parametrize("qtype", [Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K])
+def test_k_quants_match_transformers(tmp_path, qtype):
+    import gguf
+    from transformers.integrations.gguf.dequant import dequantize as hf_dequantize
+
+    rows, cols = 3, 512
+    block_elems, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    rng = np.random.default_rng(0)
+    raw = rng.integers(0, 256, size=(rows * cols // block_elems, block_bytes), dtype=np.uint8)
+    scale_offsets = {Q.Q2_K: (80, 82), Q.Q3_K: (108,), Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,)}[qtype]
+    for offset in scale_offsets:  # finite fp16 scales, as a real quantizer writes
+        raw[:, offset : offset + 2] = (
+            rng.uniform(-0.1, 0.1, size=(raw.shape[0], 1)).astype(np.float16).view(np.uint8)
+        )
+    writer = gguf.GGUFWriter(str(tmp_path / "k.gguf"), "llama")
+    writer.add_tensor("w", raw.reshape(rows, -1), raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    ours = GGUFFile(tmp_path / "k.gguf").tensors()["w"]
+    theirs = hf_dequantize(torch.from_numpy(raw.reshape(-1).copy()), int(qtype)).reshape(rows, cols)
+    assert ours.shape == (rows, cols)
+    torch.testing.assert_close(ours, theirs.float(), atol=1e-6, rtol=1e-6)
+
+
+def test_logits_match_transformers(gguf_dir, hf_quant, bpe):
+    from interp.load import load
+
+    model = load(gguf_dir / "quant.gguf")
+    ids, mask = model.to_tokens([SEED, "The cat sat on the mat."], padding_side="right")
+    with torch.no_grad():
+        ours = model(ids, mask)
+        theirs = hf_quant(input_ids=ids, attention_mask=mask).logits
+    real = mask.bool()
+    diff = (ours - theirs)[real].abs().max().item()
+    assert diff < 1e-4, diff
+
+
+def test_tokenizer_matches_transformers(gguf_dir):
+    from transformers import AutoTokenizer
+
+    theirs = AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file="f32.gguf")
+    _, _, ours = load_checkpoint(gguf_dir / "f32.gguf", use_cache=False)
+    assert ours.prepends_bos  # the file says add_bos_token
+    for text in STRINGS:
+        expected = theirs(text, return_offsets_mapping=True)
+        got = ours.to_tokens(text)
+        assert got.ids[0].tolist() == expected["input_ids"], text
+        assert [tuple(o) for o in got.offsets[0].tolist()] == [
+            tuple(o) for o in expected["offset_mapping"]
+        ], text
+        assert ours.decode(got.ids[0], skip_special_tokens=True) == theirs.decode(
+            expected["input_ids"], skip_special_tokens=True
+        )
