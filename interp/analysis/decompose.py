@@ -57,7 +57,7 @@ def _head_results(model: nn.Module, cache: ActivationCache, l: int) -> torch.Ten
     if f"blocks.{l}.attn.hook_z" in cache:
         z = cache[f"blocks.{l}.attn.hook_z"]
         return torch.einsum(
-            "bphe,hed->bphd", z, model.blocks[l].attn.W_O.to(z.dtype)
+            "bphe,hed->bphd", z, model.blocks[l].attn.W_O.detach().to(z.device, z.dtype)
         )  # [batch, pos, head, d_model]
     return None
 
@@ -104,7 +104,7 @@ def decompose_resid(
     def add_bias(label: str, bias: torch.Tensor | None) -> None:
         if bias is not None:
             labels.append(label)
-            parts.append(bias.detach().float().expand_as(like))
+            parts.append(bias.detach().to(like.device, torch.float32).expand_as(like))
 
     def through_norm(norm: nn.Module, scale_name: str, label: str) -> None:
         stacked = linearise_norm(

@@ -43,6 +43,7 @@ def unembed_stream(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Logits from a stream ``[..., d_model]`` through the output path (final norm with its own scale)."""
     if model.unembed is None:
         raise ValueError("this model has no unembedding (lm_head='none'), so there are no logits to read")
+    x = x.to(model.device)
     if model.ln_final is not None:
         x = apply_norm(model, model.ln_final, x)
     x = x.to(model.dtype)

@@ -121,7 +121,7 @@ def direct_logit_attribution(
         parts = linearise_norm(model, model.ln_final, scale, parts)
         if model.ln_final.b is not None:
             labels = labels + ["ln_final_bias"]
-            norm_bias = model.ln_final.b.detach().float().expand_as(parts[0])
+            norm_bias = model.ln_final.b.detach().to(parts.device, torch.float32).expand_as(parts[0])
             parts = torch.cat([parts, norm_bias[None]])
     values = torch.einsum("cbd,bd->cb", parts, direction)  # [component, batch]
     if bias is not None:

@@ -33,4 +33,4 @@ def linearise_norm(
     parts = parts.float()
     if model.cfg.norm == "layernorm":
         parts = parts - parts.mean(-1, keepdim=True)
-    return parts / scale.float() * norm.w.float()
+    return parts / scale.to(parts.device, torch.float32) * norm.w.to(parts.device, torch.float32)

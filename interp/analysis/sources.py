@@ -22,7 +22,9 @@ def _values_out(model: nn.Module, cache: ActivationCache, layer: int) -> torch.T
     cfg = model.cfg
     v = cache[f"blocks.{layer}.attn.hook_v"]  # [batch, key, kv_head, d_head]
     w_o = rearrange(model.blocks[layer].attn.W_O.detach(), "(g r) e d -> g r e d", r=cfg.group_size)
-    out = torch.einsum("bkge,gred->bkgrd", v, w_o.to(v.dtype))  # [batch, key, kv_head, group, d_model]
+    out = torch.einsum(
+        "bkge,gred->bkgrd", v, w_o.to(v.device, v.dtype)
+    )  # [batch, key, kv_head, group, d_model]
     return rearrange(out, "b k g r d -> b k (g r) d")
 
 
@@ -50,7 +52,7 @@ def source_contributions(
     query_pos = check_index(query_pos, n_pos, "query_pos", f"a sequence of {n_pos} tokens")
     cfg = model.cfg
     v = cache[names[1]][:, :, head // cfg.group_size]  # [batch, key, d_head]
-    vo = v @ model.blocks[layer].attn.W_O[head].detach().to(v.dtype)  # [batch, key, d_model]
+    vo = v @ model.blocks[layer].attn.W_O[head].detach().to(v.device, v.dtype)  # [batch, key, d_model]
     return pattern[:, head, query_pos, :, None] * vo  # [batch, key, d_model]
 
 

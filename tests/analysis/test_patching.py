@@ -82,6 +82,33 @@ def test_attribution_is_exact_where_the_metric_is_linear(setting, hook):
     assert approx["delta"][:7].abs().max() == 0 and exact["delta"][7] != 0
 
 
+@pytest.mark.parametrize(
+    "hook", ["blocks.1.attn.hook_pattern", "blocks.0.attn.hook_z", "blocks.0.attn.hook_v"]
+)
+def test_attribution_slots_are_labelled_consistently(setting, hook):
+    model, clean, corrupt = setting
+    grid = attribution_patch(model, clean, corrupt, logit_diff, hook, by="head_position")
+    assert len(grid) == 8 * 4
+    for by, key in (("head", "head"), ("position", "position")):
+        total = attribution_patch(model, clean, corrupt, logit_diff, hook, by=by)
+        summed = grid.groupby(key)["delta"].sum()
+        assert summed.to_numpy() == pytest.approx(total.set_index(key)["delta"].to_numpy(), abs=1e-5)
+    whole = attribution_patch(model, clean, corrupt, logit_diff, hook, by="layer")
+    assert whole["delta"].item() == pytest.approx(grid["delta"].sum(), abs=1e-5)
+
+
+def test_key_value_hooks_are_patched_per_key_value_head():
+    llama = build("llama")  # 4 query heads sharing 2 key/value heads
+    clean, corrupt = tokens(seed=1), tokens(seed=2)
+    exact = patch(llama, clean, corrupt, "blocks.0.attn.hook_v", logit_diff, by="head")
+    approx = attribution_patch(llama, clean, corrupt, logit_diff, "blocks.0.attn.hook_v", by="head")
+    assert exact["head"].tolist() == approx["head"].tolist() == [0, 1]
+    both = run_patched(llama, corrupt, clean, "blocks.0.attn.hook_v", heads=[0, 1])
+    torch.testing.assert_close(
+        both, run_patched(llama, corrupt, clean, "blocks.0.attn.hook_v"), atol=0, rtol=0
+    )
+
+
 def test_attribution_leaves_parameter_grads_alone(setting):
     model, clean, corrupt = setting
     attribution_patch(model, clean, corrupt, logit_diff, "blocks.0.hook_resid_pre")
