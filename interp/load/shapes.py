@@ -41,7 +41,7 @@ def expected_shapes(cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
     if cfg.norm_placement == "pre":
         shapes.update(_norm("ln_final", cfg))
     if cfg.lm_head == "mlm":
-        shapes.update({"head.W": (d, d), "head.b": (d,), "head.ln.w": (d,), "head.ln.b": (d,)})
+        shapes.update({"head.W": (d, d), "head.b": (d,), **_norm("head.ln", cfg)})
     if cfg.lm_head != "none":
         if not cfg.tie_embeddings:
             shapes["unembed.W_U"] = (d, v)

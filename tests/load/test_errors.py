@@ -1,0 +1,225 @@
+"""Bad input fails with an error that names the file or value and says what to do."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import gguf
+import numpy as np
+import pytest
+
+from interp.load import CheckpointError, load, load_checkpoint
+from tests.load.builders import SEED, byte_level_bpe, save_folder, tiny_llama, write_llama_gguf
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    return byte_level_bpe()
+
+
+@pytest.fixture(scope="module")
+def llama_folder(tmp_path_factory, bpe):
+    return save_folder(tiny_llama(bpe.get_vocab_size()), bpe, tmp_path_factory.mktemp("llama") / "model")
+
+
+@pytest.fixture
+def copy(tmp_path, llama_folder):
+    def make():
+        target = tmp_path / "copy"
+        shutil.copytree(llama_folder, target)
+        return target
+
+    return make
+
+
+def _edit_config(folder, **changes):
+    path = folder / "config.json"
+    values = json.loads(path.read_text())
+    values.update(changes)
+    path.write_text(json.dumps(values))
+
+
+def test_missing_paths_and_names(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no model file or folder at"):
+        load_checkpoint(tmp_path / "absent")
+    with pytest.raises(
+        FileNotFoundError, match=r"neither a packaged model \(\['minilm-l6', 'smollm2-135m'\]\)"
+    ):
+        load_checkpoint("gpt-5")
+    with pytest.raises(FileNotFoundError, match="has no config.json"):
+        load_checkpoint(tmp_path)
+
+
+def test_missing_weights_and_tokenizer(copy):
+    folder = copy()
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(FileNotFoundError, match="has no tokenizer.json"):
+        load_checkpoint(folder)
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match="pytorch_model.bin, a pickle"):
+        load_checkpoint(folder)
+    (folder / "pytorch_model.bin").unlink()
+    with pytest.raises(FileNotFoundError, match="has no model.safetensors"):
+        load_checkpoint(folder)
+
+
+def test_truncated_and_corrupt_safetensors(copy):
+    folder = copy()
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) * 2 // 3])
+    with pytest.raises(
+        CheckpointError, match=r"model.safetensors is not a readable safetensors file; .*truncated"
+    ):
+        load_checkpoint(folder)
+    weights.write_bytes(b"\x00" * 64)
+    with pytest.raises(CheckpointError, match="not a readable safetensors file"):
+        load_checkpoint(folder)
+
+
+def test_missing_shard(tmp_path, bpe):
+    folder = save_folder(tiny_llama(bpe.get_vocab_size()), bpe, tmp_path / "sharded", max_shard_size="40KB")
+    shards = sorted(folder.glob("model-*.safetensors"))
+    shards[-1].unlink()
+    with pytest.raises(FileNotFoundError, match=f"lists the shard {shards[-1].name}, which is missing"):
+        load_checkpoint(folder)
+
+
+def test_invalid_config_json(copy):
+    folder = copy()
+    (folder / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="config.json is not valid JSON"):
+        load_checkpoint(folder)
+
+
+def test_config_that_does_not_match_the_weights(copy):
+    folder = copy()
+    _edit_config(folder, num_key_value_heads=1)
+    pattern = (
+        r"tensor 'model.layers.0.self_attn.k_proj.weight' in .* has shape \[32, 64\], but the config implies "
+        r"\[16, 64\] \(num_key_value_heads \* head_dim, hidden_size\); the config does not match the weights"
+    )
+    with pytest.raises(CheckpointError, match=pattern):
+        load_checkpoint(folder)
+    _edit_config(folder, num_key_value_heads=2, intermediate_size=100)
+    with pytest.raises(
+        CheckpointError, match=r"gate_proj.weight' .* \[96, 64\], but the config implies \[100, 64\]"
+    ):
+        load_checkpoint(folder)
+
+
+def test_unsupported_architecture_lists_the_supported(copy):
+    folder = copy()
+    _edit_config(folder, model_type="t5")
+    with pytest.raises(
+        CheckpointError, match=r"model_type 't5' is not supported; supported: \['bert', 'gpt2', "
+    ):
+        load_checkpoint(folder)
+
+
+def test_unimplemented_features_are_refused(copy):
+    folder = copy()
+    _edit_config(folder, rope_parameters={"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0})
+    with pytest.raises(CheckpointError, match="rotary scaling 'llama3' is not implemented"):
+        load_checkpoint(folder)
+    _edit_config(folder, rope_parameters={"rope_type": "default", "rope_theta": 1e4}, hidden_act="tanh")
+    with pytest.raises(CheckpointError, match="hidden_act='tanh' is not a supported activation"):
+        load_checkpoint(folder)
+
+
+def test_unknown_tensors_are_refused(tmp_path):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from tests.load.builders import wordpiece
+
+    backend = wordpiece()
+    cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=48)
+    cfg.vocab_size = backend.get_vocab_size()
+    folder = save_folder(BertForSequenceClassification(cfg), backend, tmp_path / "classifier")
+    with pytest.raises(CheckpointError, match=r"tensors this loader does not understand: 'classifier.bias'"):
+        load_checkpoint(folder)
+
+
+def test_text_longer_than_the_context(llama_folder):
+    model = load(llama_folder)
+    assert model.tokenizer.n_ctx == model.cfg.n_ctx == 128
+    with pytest.raises(ValueError, match=r"is \d+ tokens long, more than the model's context n_ctx=128"):
+        model.to_tokens(" ".join([SEED] * 8))
+
+
+def test_bad_device_and_dtype(llama_folder):
+    with pytest.raises(ValueError, match="dtype='int8' is not a floating torch dtype"):
+        load(llama_folder, dtype="int8")
+    with pytest.raises(ValueError, match="dtype='float33'"):
+        load(llama_folder, dtype="float33")
+    with pytest.raises(ValueError, match="device='gpu' is not a device"):
+        load(llama_folder, device="gpu")
+
+
+@pytest.fixture(scope="module")
+def gguf_path(tmp_path_factory, bpe):
+    return write_llama_gguf(tiny_llama(bpe.get_vocab_size()), bpe, tmp_path_factory.mktemp("g") / "tiny.gguf")
+
+
+def test_not_a_gguf_file(tmp_path):
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"NOPE" + b"\x00" * 100)
+    with pytest.raises(CheckpointError, match=r"model.gguf is not a GGUF file: it starts with b'NOPE'"):
+        load_checkpoint(path, use_cache=False)
+    other = tmp_path / "notes.txt"
+    other.write_text("hello")
+    with pytest.raises(CheckpointError, match="neither a model folder nor a GGUF file"):
+        load_checkpoint(other)
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.5, 0.97])
+def test_truncated_gguf(tmp_path, gguf_path, fraction):
+    data = gguf_path.read_bytes()
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(data[: int(len(data) * fraction)])
+    with pytest.raises(CheckpointError, match=r"cut.gguf.*(truncated or corrupt)"):
+        load_checkpoint(path, use_cache=False)
+
+
+def _write_gguf(path, tensors, arch="llama", metadata=None):
+    writer = gguf.GGUFWriter(str(path), arch)
+    for key, value in (metadata or {}).items():
+        writer.add_string(key, value)
+    for name, (array, qtype) in tensors.items():
+        writer.add_tensor(name, array, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_unknown_quantization_type_names_the_tensor(tmp_path):
+    from interp.load.gguf_file import GGUFFile
+
+    block = np.zeros((4, 66), dtype=np.uint8)  # four IQ2_XXS blocks of 256 values
+    path = _write_gguf(
+        tmp_path / "iq.gguf", {"blk.0.attn_q.weight": (block, gguf.GGMLQuantizationType.IQ2_XXS)}
+    )
+    with pytest.raises(
+        CheckpointError, match=r"tensor 'blk.0.attn_q.weight' has type IQ2_XXS, which this loader"
+    ):
+        GGUFFile(path).tensors()
+
+
+def test_unsupported_gguf_architecture(tmp_path):
+    path = _write_gguf(tmp_path / "gpt2.gguf", {}, arch="gpt2")
+    with pytest.raises(
+        CheckpointError, match=r"GGUF architecture 'gpt2' is not supported; supported: \['llama'\]"
+    ):
+        load_checkpoint(path, use_cache=False)
+
+
+def test_gguf_rope_scaling_is_refused(tmp_path, bpe):
+    def scaled(writer):
+        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+
+    path = write_llama_gguf(tiny_llama(bpe.get_vocab_size()), bpe, tmp_path / "yarn.gguf", extra=scaled)
+    with pytest.raises(CheckpointError, match="rotary scaling 'yarn' is not implemented"):
+        load_checkpoint(path, use_cache=False)
