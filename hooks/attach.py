@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from hooks.attention_recompute import SpecForward
+from hooks.attention_recompute import SpecForward, Switch
 from hooks.attention_spec import AttentionSpec
 from hooks.cache import ActivationCache
 from hooks.hf_specs import builtin_spec
@@ -83,6 +83,8 @@ class Attachment(HookedModule):
         self._sites: dict[str, tuple[nn.Module, str]] = {}  # hook_in/out name -> (module, "in" | "out")
         self._handles: dict[str, Any] = {}  # torch hook handles, by point name, while a point is active
         self._replaced: list[tuple[nn.Module, Any]] = []  # (attention module, its __dict__ forward or None)
+        self._spec_paths: list[str] = []
+        self._muted = Switch()  # on while an attention spec is checked: module hooks stay silent
         self._detached = False
         specs = _find_specs(module, attention, builtin_specs)
         try:
@@ -124,8 +126,9 @@ class Attachment(HookedModule):
         for point in points.values():
             self.hook_dict[point.name] = point
         previous = module.__dict__.get("forward")
-        module.__dict__["forward"] = SpecForward(module, path, spec, points, module.forward)
+        module.__dict__["forward"] = SpecForward(module, path, spec, points, module.forward, self._muted)
         self._replaced.append((module, previous))
+        self._spec_paths.append(path)
         _REPLACED.add(module)
 
     # Lifecycle ----------------------------------------------------------------------------------------------
@@ -197,11 +200,20 @@ class Attachment(HookedModule):
             if missing:
                 raise HookNotFiredError(
                     f"{', '.join(repr(n) for n in missing)} did not fire: the module was not called in this "
-                    "forward pass"
+                    "forward pass" + self._spec_hint(missing)
                 )
         if not cache:
             raise HookNotFiredError(f"no hook selected by {names_filter!r} fired in this forward pass")
         return out, cache
+
+    def _spec_hint(self, missing: list[str]) -> str:
+        inside = [p for p in self._spec_paths if any(n.startswith(_join(p, "")) for n in missing)]
+        if not inside:
+            return ""
+        return (
+            f" ({inside[0]!r} runs from its attention spec, which calls only the parts the spec names; hook "
+            f"those, or {inside[0]}.hook_q ... hook_result)"
+        )
 
     def _sync(self) -> None:
         """Register torch hooks on the modules whose points are active, and remove those no longer needed."""
@@ -210,15 +222,19 @@ class Attachment(HookedModule):
             if active and name not in self._handles:
                 point = self.hook_dict[name]
                 if where == "in":
-                    self._handles[name] = module.register_forward_pre_hook(_pre_hook(point), with_kwargs=True)
+                    self._handles[name] = module.register_forward_pre_hook(
+                        _pre_hook(point, self._muted), with_kwargs=True
+                    )
                 else:
-                    self._handles[name] = module.register_forward_hook(_post_hook(point))
+                    self._handles[name] = module.register_forward_hook(_post_hook(point, self._muted))
             elif not active and name in self._handles:
                 self._handles.pop(name).remove()
 
 
-def _pre_hook(point: HookPoint) -> Callable:
+def _pre_hook(point: HookPoint, muted: Switch) -> Callable:
     def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        if muted.on:
+            return None
         for i, value in enumerate(args):
             if isinstance(value, torch.Tensor):
                 new = point(value)
@@ -234,8 +250,10 @@ def _pre_hook(point: HookPoint) -> Callable:
     return hook
 
 
-def _post_hook(point: HookPoint) -> Callable:
+def _post_hook(point: HookPoint, muted: Switch) -> Callable:
     def hook(module: nn.Module, args: tuple, output: Any) -> Any:
+        if muted.on:
+            return None
         if isinstance(output, torch.Tensor):
             new = point(output)
             return None if new is output else new

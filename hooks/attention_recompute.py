@@ -32,6 +32,13 @@ from hooks.point import HookPoint
 OutputFn = Callable[[torch.Tensor, torch.Tensor | None], Any]
 
 
+class Switch:
+    """A flag shared by an attachment's module hooks and its attention forwards."""
+
+    def __init__(self) -> None:
+        self.on = False
+
+
 class SpecForward:
     """A callable installed as ``module.forward``; holds the module's hook points.
 
@@ -41,6 +48,8 @@ class SpecForward:
         spec: how it computes.
         points: hook name (``hook_q``...) -> HookPoint, already named.
         original: the module's own forward, run once by the check.
+        muted: a switch that the attachment's module hooks obey; on during the check, so that hook functions
+            on the module's parts see only the real run.
     """
 
     def __init__(
@@ -50,8 +59,10 @@ class SpecForward:
         spec: AttentionSpec,
         points: dict[str, HookPoint],
         original: Callable[..., Any],
+        muted: Switch,
     ) -> None:
         self.module, self.path, self.spec, self.points, self.original = module, path, spec, points, original
+        self.muted = muted
         self.output: OutputFn | None = spec.output
         self.needs_pattern = False
         self.checked = False
@@ -194,6 +205,7 @@ class SpecForward:
         """Compare the recomputation with the module's own forward on this call's arguments."""
         spec = self.spec
         flags = [(m, m.training) for m in self.module.modules()]
+        was_muted, self.muted.on = self.muted.on, True
         try:
             self.module.eval()
             with torch.no_grad():
@@ -202,6 +214,7 @@ class SpecForward:
                 own_args, own_kwargs = spec.check_args(args, kwargs) if spec.check_args else (args, kwargs)
                 out, pattern = self.compute(own_args, own_kwargs, explicit=True, silent=True)
         finally:
+            self.muted.on = was_muted
             for m, training in flags:
                 m.training = training
         ref_out, ref_pattern = self._infer_output(ref, out, pattern)
@@ -212,8 +225,11 @@ class SpecForward:
 
     def _infer_output(self, ref: Any, out: torch.Tensor, pattern: torch.Tensor) -> tuple[Any, Any]:
         """The module's output and pattern within ``ref``; sets ``self.output`` to rebuild that structure."""
-        if self.output is not None:
-            return first_tensor((ref,), {}) if not isinstance(ref, torch.Tensor) else ref, None
+        if self.output is not None:  # the user's output function; compare the first tensor it holds
+            items = (
+                ref.values() if isinstance(ref, dict) else ref if isinstance(ref, (tuple, list)) else (ref,)
+            )
+            return next((t for t in items if isinstance(t, torch.Tensor)), ref), None
         if isinstance(ref, torch.Tensor):
             self.output = _tensor_output
             return ref, None

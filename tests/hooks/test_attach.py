@@ -276,3 +276,55 @@ def test_gradients_reach_backward_hooks(toy, tokens):
             hooked(tokens).sum().backward()
     assert grads["layers.0.attn.hook_v"].shape == (2, 7, H, E)
     assert grads["layers.1.hook_in"].abs().sum() > 0
+
+
+class DictAttention(nn.Module):
+    """Separate projections, grouped keys and values, a padding mask argument, a dict for an output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(D, D, bias=False)
+        self.k = nn.Linear(D, 2 * E, bias=False)
+        self.v = nn.Linear(D, 2 * E, bias=False)
+        self.o = nn.Linear(D, D, bias=False)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> dict[str, torch.Tensor]:
+        b, p, _ = x.shape
+        q = self.q(x).view(b, p, H, E).transpose(1, 2)
+        k, v = (f(x).view(b, p, 2, E).transpose(1, 2).repeat_interleave(2, dim=1) for f in (self.k, self.v))
+        allowed = keep[:, None, None, :].bool()  # [batch, 1, 1, key]
+        z = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        return {"out": self.o(z.transpose(1, 2).reshape(b, p, D)), "n": p}
+
+
+def test_separate_projections_gqa_mask_and_a_custom_output():
+    torch.manual_seed(0)
+    attn = DictAttention().eval()
+    spec = AttentionSpec(
+        q="q",
+        k="k",
+        v="v",
+        out="o",
+        n_heads=H,
+        mask=lambda m, args, kwargs: args[1][:, None, None, :].bool(),
+        output=lambda out, pattern: {"out": out, "n": out.shape[1]},
+    )
+    x = torch.randn(2, 5, D)
+    keep = torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]])
+    want = attn(x, keep)
+    with attach(attn, {"": spec}) as hooked:
+        out, cache = hooked.run_with_cache(x, keep, names_filter=["hook_k", "hook_pattern"])
+    torch.testing.assert_close(out["out"], want["out"])
+    assert out["n"] == 5
+    assert cache["hook_k"].shape == (2, 5, 2, E)
+    assert (cache["hook_pattern"][1, :, :, 0] == 0).all()
+    torch.testing.assert_close(cache["hook_pattern"].sum(-1), torch.ones(2, H, 5))
+
+
+def test_the_first_call_check_runs_no_hook_functions(toy, tokens):
+    calls = []
+    with attach(toy, {"layers.*.attn": SPEC}) as hooked:
+        hooked.run_with_hooks(
+            tokens, fwd_hooks=[("layers.0.attn.qkv.hook_out", lambda x, hook: calls.append(1))]
+        )
+    assert calls == [1]

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from hooks import attach
+from hooks.attach import HookNotFiredError
 from hooks.attention_spec import AttentionSpec, AttentionSpecError
 
 transformers = pytest.importorskip("transformers")
@@ -166,3 +167,16 @@ def test_detach_leaves_the_hf_model_as_it_was():
         assert {p: dict(m._forward_hooks) for p, m in model.named_modules()} == hooks_before
         assert not any("forward" in m.__dict__ for m in model.modules())
         torch.testing.assert_close(model(**batch).logits, want)
+
+
+def test_hooks_inside_a_spec_module_that_do_not_fire_say_why():
+    model = build("bert", "sdpa")
+    with attach(model) as hooked, torch.no_grad():
+        with pytest.raises(HookNotFiredError, match="runs from its attention spec"):
+            hooked.run_with_cache(
+                **inputs(False), names_filter="bert.encoder.layer.0.attention.self.hook_out"
+            )
+        _, cache = hooked.run_with_cache(
+            **inputs(False), names_filter="bert.encoder.layer.0.attention.self.query.*"
+        )
+    assert cache["bert.encoder.layer.0.attention.self.query.hook_out"].shape == (2, 7, D)
