@@ -1,0 +1,720 @@
+"""The explainer page: HTML, CSS and JavaScript as Python strings, and the data embedded once.
+
+Kept as strings rather than package-data files so the package needs no data files to be found at run time.
+The page is one file that opens from the file system: CSS and JS inline, data in a
+``<script type="application/json">`` written by :func:`~interp.report.json_for_script`, the same
+Content-Security-Policy as reports (inline code and ``data:`` images only). The only string from outside put
+into the markup by Python is the text, through ``html.escape``; tokens and the text are inserted by the script
+with ``textContent``, never ``innerHTML``. Nothing time-dependent is written, so the same data give the same
+bytes.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from interp.report.assets import CONTENT_SECURITY_POLICY
+from interp.report.serialize import json_for_script
+
+DIGITS = 3
+"""Significant digits of the floats embedded in the page."""
+
+CSS = """
+:root { --fg:#1d2125; --muted:#5b6570; --line:#dde1e6; --bg:#fff; --panel:#f6f8fa; --accent:#2f6fb3;
+  --hi:#e8590c; }
+* { box-sizing: border-box; }
+body { margin:0; color:var(--fg); background:var(--bg);
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
+main { max-width: 76rem; margin: 0 auto; padding: 0 1.5rem 4rem; }
+h1 { font-size: 1.5em; margin: 1.2rem 0 0.2rem; overflow-wrap: anywhere; }
+h2 { font-size: 1.2em; margin: 2rem 0 0.5rem; padding-bottom: 0.2em; border-bottom: 1px solid var(--line); }
+#text { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 6.5em; overflow: auto; margin: 0.3rem 0;
+  padding: 0.3rem 0.6rem; border-left: 4px solid var(--line); background: var(--panel); font-size: 1.05em; }
+h3 { font-size: 1em; margin: 1.2rem 0 0.4rem; }
+p { max-width: 60rem; }
+.sub, .note { color: var(--muted); font-size: 0.9em; }
+code, .mono { font-family: ui-monospace, Menlo, Consolas, "DejaVu Sans Mono", monospace; font-size: 0.9em; }
+#bar { position: sticky; top: 0; z-index: 5; background: rgba(255,255,255,0.97);
+  border-bottom: 1px solid var(--line); padding: 0.5rem 0; }
+#controls { display: flex; flex-wrap: wrap; gap: 1rem; align-items: center; font-size: 0.9em; }
+#controls label { color: var(--muted); }
+select { font: inherit; padding: 0.1em 0.3em; }
+.tokens { display: flex; flex-wrap: wrap; gap: 3px; margin: 0.4rem 0; max-height: 9.5em; overflow: auto; }
+.tok { display: inline-flex; flex-direction: column; align-items: center; border: 1px solid var(--line);
+  border-radius: 3px; padding: 0 3px; cursor: default; min-width: 1.2em; background: #fff; }
+.tok .t { white-space: pre; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.85em; }
+.tok .w { font-size: 0.7em; color: var(--muted); font-variant-numeric: tabular-nums; }
+.tok.query { border-color: var(--hi); box-shadow: inset 0 -3px 0 var(--hi); }
+.tok.source { outline: 2px solid var(--fg); }
+.tok.dark .t, .tok.dark .w { color: #fff; }
+#hover-note { min-height: 1.4em; }
+.grid { display: grid; gap: 3px; align-items: center; font-size: 0.75em; width: max-content; }
+.grid canvas { width: 44px; height: 44px; image-rendering: pixelated; border: 1px solid var(--line);
+  cursor: pointer; display: block; }
+.grid canvas.sel { outline: 3px solid var(--hi); }
+.scroll { max-height: 30em; overflow: auto; border: 1px solid var(--line); border-radius: 4px; }
+table { border-collapse: collapse; font-size: 0.85em; font-variant-numeric: tabular-nums; }
+th, td { padding: 0.15em 0.6em; border-bottom: 1px solid var(--line); text-align: right; }
+th { background: var(--panel); position: sticky; top: 0; }
+td.t { text-align: left; white-space: pre; font-family: ui-monospace, Menlo, Consolas, monospace; }
+tr.query td { background: #fff1e6; }
+.matrix { display: flex; align-items: flex-start; margin: 0.3rem 0 0.2rem; max-height: 24em; overflow: auto;
+  width: max-content; max-width: 100%; }
+.mlabels { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 11px; text-align: right;
+  padding-right: 6px; }
+.mlabels div { height: 14px; line-height: 14px; white-space: pre; max-width: 16em; overflow: hidden; }
+.matrix canvas { image-rendering: pixelated; border: 1px solid var(--line); }
+.row2 { display: flex; flex-wrap: wrap; gap: 2rem; align-items: flex-start; }
+.kpis { display: flex; flex-wrap: wrap; gap: 0.6rem; margin: 0.5rem 0; }
+.kpi { border: 1px solid var(--line); border-left: 4px solid var(--accent); border-radius: 4px;
+  padding: 0.3em 0.7em; min-width: 9em; }
+.kpi .l { color: var(--muted); font-size: 0.8em; } .kpi .v { font-size: 1.25em; font-weight: 600; }
+.bars .b { display: flex; align-items: center; gap: 0.5em; font-size: 0.85em; height: 1.35em; }
+.bars .lab { width: 10em; text-align: right; white-space: pre; overflow: hidden;
+  font-family: ui-monospace, Menlo, Consolas, monospace; }
+.bars .fill { background: var(--accent); height: 0.9em; }
+.bars .num { color: var(--muted); font-variant-numeric: tabular-nums; }
+ol.lens { margin: 0.2em 0; padding-left: 1.6em; font-size: 0.9em; }
+ol.lens .t { white-space: pre; font-family: ui-monospace, Menlo, Consolas, monospace;
+  background: var(--panel); padding: 0 0.2em; }
+.readout { font-size: 0.8em; color: var(--muted); min-height: 1.3em; font-variant-numeric: tabular-nums; }
+"""
+
+BODY = """
+<div id="bar"><main>
+<div id="controls">
+<span><label for="layer-select">Layer</label> <select id="layer-select"></select></span>
+<span><label for="head-select">Head</label> <select id="head-select"></select></span>
+<span>following <b class="qtok mono"></b> at position <b id="query-pos"></b></span>
+<span class="note">hover a token to see where it reads from</span>
+</div>
+<div id="sentence" class="tokens" aria-label="tokens"></div>
+<div id="hover-note" class="note"></div>
+</main></div>
+<main>
+<p>A transformer reads every token of a text at once. In each layer, every attention head lets each token
+gather information from the tokens it can see: the token's <em>query</em> (what it looks for) is compared
+with every token's <em>key</em> (what that token offers); the comparisons become weights that sum to 1; and
+the token receives the weighted mix of the tokens' <em>values</em> (what they pass on). This page follows
+one token, <b class="qtok mono"></b>, through that computation, with the numbers the model computed.</p>
+
+<section id="step-tokens"><h2>1. Tokens and embeddings</h2>
+<p>The text is split into tokens, words or pieces of words, each with an id in the vocabulary. The id selects
+one row of the embedding matrix, a vector of <span class="d-model"></span> numbers. It is the same vector
+wherever the token occurs: no context yet. Below, each token with its id, the length of its embedding vector,
+and its first dimensions as a heat strip (red positive, blue negative).</p>
+<div id="embed-view"></div></section>
+
+<section id="step-position"><h2>2. Where position comes in</h2>
+<p id="position-text"></p>
+<div id="position-view" class="row2"></div></section>
+
+<section id="step-heads"><h2>Finding a head</h2>
+<p>Each small picture is one head's attention pattern on this text (rows: the reading token, columns: the
+token read; darker means more weight). Layers go down, heads across. Click one to follow it below.</p>
+<div id="head-grid"></div></section>
+
+<section id="step-qkv"><h2>3. Query, key and value</h2>
+<p id="qkv-text">Three learned projections turn each token's stream vector (after the layer's norm) into a
+query, a key and a value of <span class="d-head"></span> numbers per head.</p>
+<div id="qkv-view"></div></section>
+
+<section id="step-scores"><h2>4. Scores, and the division by &radic;d<sub>k</sub></h2>
+<p>A key's score is the dot product of the query with that key: large where the two vectors point the same
+way. Before the softmax it is divided by &radic;d<sub>k</sub>
+(here d<sub>k</sub> = <span class="d-head"></span>, so by <span id="sqrt-dk"></span>). Without the
+division, dot products of longer vectors spread wider (roughly like &radic;d<sub>k</sub>), the softmax
+piles almost all weight onto one key, and its gradients vanish;
+dividing keeps the scores where the softmax still responds. The table gives, for <b class="qtok mono"></b>,
+each key's raw score, the scaled score, and the weight the softmax gives with and without the division.</p>
+<div id="score-kpis" class="kpis"></div>
+<div id="score-view"></div></section>
+
+<section id="step-pattern"><h2>5. The attention pattern</h2>
+<p>The softmax turns the scaled scores into positive weights that sum to 1: how much information
+<b class="qtok mono"></b> takes from each token in this head. <span id="causal-text"></span> Many heads park
+most of their weight on the first token when nothing else matches; the head shown first is the one that
+sends the most weight from <b class="qtok mono"></b> to any other token.</p>
+<div id="pattern-row" class="tokens"></div>
+<div class="row2"><div><canvas id="pattern-canvas" width="1" height="1"></canvas>
+<div class="note">this head's whole pattern; the followed token's row is outlined</div></div>
+<div><h3>What Q seeks and what K offers</h3>
+<p class="note">The score is a sum over dimensions of q<sub>i</sub>&middot;k<sub>i</sub>. Each bar is one
+dimension's product for the key chosen here: tall bars are where the query's request and the key's offer
+agree (up) or clash (down).</p>
+<label for="key-select" class="note">key</label> <select id="key-select"></select>
+<div><canvas id="qk-bars" width="1" height="1"></canvas></div>
+<div id="qk-readout" class="readout"></div><div id="qk-sum" class="note"></div></div></div></section>
+
+<section id="step-output"><h2>6. The output is a mixture of values</h2>
+<p>The head's output for <b class="qtok mono"></b> is
+z = &Sigma;<sub>k</sub> weight<sub>k</sub> v<sub>k</sub>, every value scaled by its attention weight and
+summed. Rows: the largest terms, their sum, and z as the model computed it.</p>
+<div id="mixture-view"></div></section>
+
+<section id="step-residual"><h2>7. What the head wrote into the stream</h2>
+<p>The head maps z back to the stream's width with its output matrix W<sub>O</sub> and adds it, with the other
+heads' outputs, to the residual stream, the running sum every layer reads from and writes to. The write is
+linear in the values, so it splits exactly into one part per source token, weight<sub>k</sub>
+v<sub>k</sub>W<sub>O</sub>; the length of each part says how much that token moved the stream, which can
+differ from its attention weight. The logit lens reads the stream with the model's own final norm and
+unembedding: the next tokens it would predict before and after this layer.</p>
+<div id="resid-kpis" class="kpis"></div>
+<div class="row2"><div><h3>Source tokens of this head's write</h3>
+<div id="sources-view" class="bars"></div></div>
+<div><h3>Logit lens at <b class="qtok mono"></b></h3><div id="lens-view" class="row2"></div></div></div>
+</section>
+</main>
+"""
+
+
+SCRIPT = r"""
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("explain-data").textContent);
+  var M = D.model, N = D.tokens.length, Q = D.query, P = D.pattern;
+  var GROUP = M.n_heads / M.n_kv_heads;
+  var S = { layer: D.layer, head: D.head, key: null };
+  var RED = [202, 45, 38], BLUE = [38, 98, 176], ACC = [47, 111, 179];
+
+  function $(id) { return document.getElementById(id); }
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined && text !== null) { e.textContent = String(text); }
+    return e;
+  }
+  function clear(node) { while (node.firstChild) { node.removeChild(node.firstChild); } return node; }
+  function fmt(x, p) {
+    if (x === null || x === undefined) { return "\u2013"; }
+    if (x === 0) { return "0"; }
+    var a = Math.abs(x);
+    if (a >= 1e5 || a < 1e-3) { return x.toExponential(2); }
+    return String(Number(x.toPrecision(p || 3)));
+  }
+  function mix(c, t) {
+    t = Math.max(0, Math.min(1, t));
+    return [Math.round(255 + (c[0] - 255) * t), Math.round(255 + (c[1] - 255) * t),
+      Math.round(255 + (c[2] - 255) * t)];
+  }
+  function rgb(c) { return "rgb(" + c[0] + "," + c[1] + "," + c[2] + ")"; }
+  function diverging(v, scale) { return v >= 0 ? mix(RED, v / scale) : mix(BLUE, -v / scale); }
+  function weightColor(w) { return mix(ACC, Math.sqrt(Math.max(w, 0))); }
+  function maxAbs(rows) {
+    var m = 1e-12;
+    rows.forEach(function (r) {
+      r.forEach(function (v) { if (v !== null && Math.abs(v) > m) { m = Math.abs(v); } });
+    });
+    return m;
+  }
+  function kvHead(h) { return Math.floor(h / GROUP); }
+  function kvPos() { return D.kv_pos[S.layer][kvHead(S.head)]; }
+  function tokLabel(pos) { return D.tokens[pos]; }
+
+  // The attention row of token i for (layer, head): weights, or null where the page holds none (top-k).
+  function patternRow(l, h, i) {
+    if (P.dense) { return P.values[l][h][i]; }
+    if (i === Q) { return D.row[l][h]; }
+    var row = [], keys = P.keys[l][h][i], vals = P.values[l][h][i], j;
+    for (j = 0; j < N; j++) { row.push(null); }
+    for (j = 0; j < keys.length; j++) { row[keys[j]] = vals[j]; }
+    for (j = 0; j < N; j++) { if (row[j] === null && (!M.causal || j <= i)) { row[j] = null; } }
+    return row;
+  }
+
+  function tokChip(pos) {
+    var s = el("span", "tok");
+    s.dataset.pos = String(pos);
+    s.appendChild(el("span", "t", tokLabel(pos)));
+    if (pos === Q) { s.classList.add("query"); }
+    return s;
+  }
+  function paintChip(chip, w, withNumber) {
+    chip.dataset.weight = w === null ? "" : String(w);
+    var c = w === null ? [246, 248, 250] : weightColor(w);
+    chip.style.background = rgb(c);
+    chip.classList.toggle("dark", w !== null && Math.sqrt(w) > 0.6);
+    var num = chip.querySelector(".w");
+    if (withNumber) {
+      if (!num) { num = el("span", "w"); chip.appendChild(num); }
+      num.textContent = w === null ? "<top-k" : fmt(w, 2);
+    }
+  }
+
+  // Heat strips: one canvas for a [rows, dims] block, labels beside it, a readout under it.
+  function matrixBlock(labels, rows, opts) {
+    opts = opts || {};
+    var wrap = el("div"), box = el("div", "matrix"), lab = el("div", "mlabels");
+    labels.forEach(function (t) { lab.appendChild(el("div", null, t)); });
+    var dims = rows.length ? rows[0].length : 0;
+    var cw = opts.cellW || Math.max(3, Math.min(12, Math.floor(520 / Math.max(dims, 1))));
+    var ch = 14, scale = opts.scale || maxAbs(rows);
+    var canvas = el("canvas");
+    canvas.width = Math.max(1, dims * cw);
+    canvas.height = Math.max(1, rows.length * ch);
+    var ctx = canvas.getContext("2d");
+    rows.forEach(function (r, i) {
+      r.forEach(function (v, j) {
+        ctx.fillStyle = rgb(v === null ? [230, 230, 230] : diverging(v, scale));
+        ctx.fillRect(j * cw, i * ch, cw, ch - 1);
+      });
+    });
+    var readout = el("div", "readout");
+    canvas.addEventListener("mousemove", function (ev) {
+      var r = canvas.getBoundingClientRect();
+      var i = Math.floor((ev.clientY - r.top) / ch), j = Math.floor((ev.clientX - r.left) / cw);
+      if (rows[i] && j >= 0 && j < dims) {
+        readout.textContent = labels[i] + "  dim " + j + ": " + fmt(rows[i][j]);
+      }
+    });
+    box.appendChild(lab);
+    box.appendChild(canvas);
+    if (opts.title) { wrap.appendChild(el("div", "note", opts.title)); }
+    wrap.appendChild(box);
+    wrap.appendChild(readout);
+    return wrap;
+  }
+
+  // A pattern as a picture: [query, key] bins of at most `size` pixels, each the largest weight in it.
+  function drawPattern(canvas, l, h, size) {
+    var n = Math.min(N, size), grid = new Float32Array(n * n), i, j;
+    function put(q, k, w) {
+      var a = Math.floor(q * n / N) * n + Math.floor(k * n / N);
+      if (w > grid[a]) { grid[a] = w; }
+    }
+    if (P.dense) {
+      for (i = 0; i < N; i++) { for (j = 0; j < N; j++) { put(i, j, P.values[l][h][i][j]); } }
+    } else {
+      for (i = 0; i < N; i++) {
+        var keys = P.keys[l][h][i], vals = P.values[l][h][i];
+        for (j = 0; j < keys.length; j++) { put(i, keys[j], vals[j]); }
+      }
+      D.row[l][h].forEach(function (w, k) { put(Q, k, w); });
+    }
+    canvas.width = n;
+    canvas.height = n;
+    var ctx = canvas.getContext("2d"), img = ctx.createImageData(n, n);
+    for (i = 0; i < n * n; i++) {
+      var c = weightColor(grid[i]);
+      img.data[4 * i] = c[0]; img.data[4 * i + 1] = c[1]; img.data[4 * i + 2] = c[2];
+      img.data[4 * i + 3] = 255;
+    }
+    ctx.putImageData(img, 0, 0);
+    return n;
+  }
+
+  function kpi(box, label, value) {
+    var k = el("div", "kpi");
+    k.appendChild(el("div", "l", label));
+    k.appendChild(el("div", "v", value));
+    box.appendChild(k);
+  }
+
+  function shownKeys(weights, limit) {
+    var all = [], k;
+    for (k = 0; k < N; k++) { all.push(k); }
+    if (N <= limit) { return all; }
+    all.sort(function (a, b) { return (weights[b] || 0) - (weights[a] || 0) || a - b; });
+    return all.slice(0, limit).sort(function (a, b) { return a - b; });
+  }
+
+  // ---- static parts: the text, tokens, embeddings, position, the head grid ----
+  function renderStatic() {
+    document.querySelectorAll(".qtok").forEach(function (e) { e.textContent = tokLabel(Q); });
+    document.querySelectorAll(".d-model").forEach(function (e) { e.textContent = String(M.d_model); });
+    document.querySelectorAll(".d-head").forEach(function (e) { e.textContent = String(M.d_head); });
+    $("query-pos").textContent = String(Q);
+    $("sqrt-dk").textContent = fmt(Math.sqrt(M.d_head), 4);
+    $("subtitle").textContent = N + " tokens; " + M.n_layers + " layers of " + M.n_heads + " heads" +
+      (M.n_kv_heads < M.n_heads ? " sharing " + M.n_kv_heads + " key/value heads" : "") +
+      "; d_model " + M.d_model + ", d_head " + M.d_head + "; " + M.positional + " positions.";
+    $("causal-text").textContent = M.causal ?
+      "Tokens after it are masked: a token reads only itself and what came before." :
+      "This model is bidirectional: every token may read every other.";
+    var sentence = $("sentence");
+    for (var i = 0; i < N; i++) {
+      var chip = tokChip(i);
+      chip.addEventListener("mouseenter", onHover);
+      chip.addEventListener("mouseleave", function () { showRow(Q); });
+      sentence.appendChild(chip);
+    }
+    var ls = $("layer-select"), hs = $("head-select");
+    for (i = 0; i < M.n_layers; i++) { ls.appendChild(new Option(String(i), String(i))); }
+    for (i = 0; i < M.n_heads; i++) { hs.appendChild(new Option(String(i), String(i))); }
+    ls.addEventListener("change", function () { select(Number(ls.value), S.head); });
+    hs.addEventListener("change", function () { select(S.layer, Number(hs.value)); });
+    $("key-select").addEventListener("change", function () {
+      S.key = Number($("key-select").value);
+      renderQK();
+    });
+    renderEmbeddings();
+    renderPositionText();
+    renderGrid();
+  }
+
+  function onHover(ev) { showRow(Number(ev.currentTarget.dataset.pos)); }
+
+  function showRow(i) {
+    var row = patternRow(S.layer, S.head, i);
+    document.querySelectorAll("#sentence .tok").forEach(function (chip, k) {
+      paintChip(chip, row[k], false);
+      chip.classList.toggle("source", k === i);
+    });
+    $("hover-note").textContent = "Where " + JSON.stringify(tokLabel(i)) + " (position " + i +
+      ") reads from in layer " + S.layer + ", head " + S.head +
+      (!P.dense && i !== Q ? " (its top " + P.k + " keys)" : "") + ".";
+  }
+
+  function renderEmbeddings() {
+    var box = $("embed-view"), scroll = el("div", "scroll"), table = el("table"), head = el("tr");
+    ["pos", "token", "id", "\u2016embedding\u2016"].forEach(function (t) {
+      head.appendChild(el("th", null, t));
+    });
+    table.appendChild(head);
+    D.tokens.forEach(function (t, i) {
+      var tr = el("tr", i === Q ? "query" : null);
+      tr.appendChild(el("td", null, i));
+      tr.appendChild(el("td", "t", t));
+      tr.appendChild(el("td", null, D.ids[i]));
+      tr.appendChild(el("td", null, fmt(D.embed.norm[i])));
+      table.appendChild(tr);
+    });
+    scroll.appendChild(table);
+    var row = el("div", "row2");
+    row.appendChild(scroll);
+    row.appendChild(matrixBlock(D.tokens, D.embed.dims,
+      { title: "first " + D.embed.dims[0].length + " of " + M.d_model + " dimensions" }));
+    box.appendChild(row);
+  }
+
+  var ORDER = "Attention by itself ignores order: shuffle the keys and every score stays the same. ";
+
+  function renderPositionText() {
+    var pos = D.position, text = $("position-text"), view = $("position-view");
+    if (pos.kind === "rotary") {
+      text.textContent = ORDER + "This model adds nothing positional to the stream. Instead, in every " +
+        "layer, each query and key is " +
+        "rotated pair of dimensions by pair, by an angle proportional to its position (pair i turns by " +
+        "position \u00d7 \u03b8_i, fast for the first pairs, slow for the last). The dot product of two " +
+        "rotated vectors depends on the difference of their angles, so scores depend on how far apart two " +
+        "tokens are. Left: the angle of three pairs at each position. Right: for the selected head, the " +
+        "cosine between each token's query before and after its rotation (1 at position 0).";
+      view.appendChild(anglePlot(pos.inv_freq));
+      view.appendChild(el("div", null)).id = "qcos-view";
+    } else if (pos.kind === "learned" || pos.kind === "sinusoidal") {
+      var kind = pos.kind === "learned" ? "learned" : "fixed sine-and-cosine";
+      text.textContent = ORDER + "This model adds a " + kind +
+        " vector for each position to the token's embedding, so the stream carries where each token is. " +
+        "Below, the length of each position's vector and its first dimensions.";
+      var bars = el("div", "bars"), mx = Math.max.apply(null, pos.norm.concat([1e-12]));
+      pos.norm.forEach(function (v, i) { bars.appendChild(bar(i + " " + tokLabel(i), v / mx, fmt(v))); });
+      view.appendChild(bars);
+      view.appendChild(matrixBlock(D.tokens, pos.dims, { title: "position vectors, first dimensions" }));
+    } else {
+      text.textContent = "This model has no position information: apart from the causal mask (if any), " +
+        "attention cannot tell where a token is.";
+    }
+  }
+
+  function anglePlot(invFreq) {
+    var wrap = el("div"), c = el("canvas"), w = 360, h = 150;
+    var pairs = [0, Math.floor(invFreq.length / 2), invFreq.length - 1];
+    var colors = ["#e8590c", "#2f6fb3", "#2b8a3e"];
+    c.width = w; c.height = h;
+    var ctx = c.getContext("2d");
+    ctx.strokeStyle = "#dde1e6"; ctx.strokeRect(0.5, 0.5, w - 1, h - 1);
+    pairs.forEach(function (p, s) {
+      ctx.fillStyle = colors[s];
+      for (var i = 0; i < N; i++) {
+        var a = (i * invFreq[p]) % (2 * Math.PI);
+        var x = 4 + i * (w - 8) / Math.max(N - 1, 1), y = h - 4 - a / (2 * Math.PI) * (h - 8);
+        ctx.fillRect(x - 1.5, y - 1.5, 3, 3);
+      }
+    });
+    wrap.appendChild(c);
+    var legend = el("div", "note");
+    pairs.forEach(function (p, s) {
+      var sp = el("span", null, "\u25a0 pair " + p + " (" + fmt(invFreq[p]) + " rad per position)  ");
+      sp.style.color = colors[s];
+      legend.appendChild(sp);
+    });
+    wrap.appendChild(legend);
+    wrap.appendChild(el("div", "note", "angle (0 to 2\u03c0) against position 0.." + (N - 1) +
+      "; at the followed token: " + fmt(Q * invFreq[0]) + " rad for pair 0"));
+    return wrap;
+  }
+
+  function bar(label, frac, num) {
+    var b = el("div", "b"), fill = el("div", "fill");
+    b.appendChild(el("span", "lab", label));
+    fill.style.width = (Math.max(frac, 0) * 12).toFixed(2) + "em";
+    b.appendChild(fill);
+    b.appendChild(el("span", "num", num));
+    return b;
+  }
+
+  function renderGrid() {
+    var grid = $("head-grid"), g = el("div", "grid");
+    g.style.gridTemplateColumns = "auto repeat(" + M.n_heads + ", 46px)";
+    g.appendChild(el("span"));
+    for (var h = 0; h < M.n_heads; h++) { g.appendChild(el("span", null, "H" + h)); }
+    for (var l = 0; l < M.n_layers; l++) {
+      g.appendChild(el("span", null, "L" + l));
+      for (h = 0; h < M.n_heads; h++) {
+        var c = el("canvas");
+        c.dataset.layer = String(l); c.dataset.head = String(h);
+        c.title = "layer " + l + ", head " + h;
+        drawPattern(c, l, h, 48);
+        c.addEventListener("click", function (ev) {
+          select(Number(ev.currentTarget.dataset.layer), Number(ev.currentTarget.dataset.head));
+        });
+        g.appendChild(c);
+      }
+    }
+    grid.appendChild(g);
+  }
+
+  // ---- the parts that follow the selected head ----
+  function select(l, h) {
+    S.layer = l; S.head = h; S.key = null;
+    renderHead();
+  }
+
+  function renderHead() {
+    $("layer-select").value = String(S.layer);
+    $("head-select").value = String(S.head);
+    document.querySelectorAll("#head-grid canvas").forEach(function (c) {
+      c.classList.toggle("sel", Number(c.dataset.layer) === S.layer && Number(c.dataset.head) === S.head);
+    });
+    showRow(Q);
+    renderQCos();
+    renderQKV();
+    renderScores();
+    renderPattern();
+    renderQK();
+    renderMixture();
+    renderResidual();
+  }
+
+  function renderQCos() {
+    var box = $("qcos-view");
+    if (!box) { return; }
+    clear(box);
+    box.appendChild(el("div", "note", "cos(q before rotation, q after), layer " + S.layer +
+      " head " + S.head));
+    var chips = el("div", "tokens"), cos = D.position.q_cos[S.layer][S.head];
+    cos.forEach(function (v, j) {
+      var chip = tokChip(D.position.q_cos_pos[j]), c = mix(ACC, (1 - v) / 2);
+      chip.style.background = rgb(c);
+      chip.appendChild(el("span", "w", fmt(v, 3)));
+      chips.appendChild(chip);
+    });
+    box.appendChild(chips);
+  }
+
+  function renderQKV() {
+    var box = clear($("qkv-view")), g = kvHead(S.head), pos = kvPos();
+    var labels = pos.map(function (p) { return p + " " + tokLabel(p); });
+    var note = "";
+    if (M.positional === "rotary") {
+      note += "Queries and keys are shown after rotation, as the scores use them. ";
+    }
+    if (GROUP > 1) {
+      note += "Query heads share key/value heads in groups of " + GROUP + " (grouped-query attention): " +
+        "head " + S.head + " reads key/value head " + g + ". ";
+    }
+    if (pos.length < N) {
+      note += "Keys and values of the " + pos.length + " tokens this group's heads read most.";
+    }
+    if (note) { box.appendChild(el("p", "note", note)); }
+    var q = D.q[S.layer][S.head], k = D.k[S.layer][g], v = D.v[S.layer][g];
+    var qkScale = maxAbs([q].concat(k));
+    box.appendChild(matrixBlock(["q " + tokLabel(Q)], [q],
+      { title: "query of the followed token", scale: qkScale }));
+    box.appendChild(matrixBlock(labels, k, { title: "keys", scale: qkScale }));
+    box.appendChild(matrixBlock(labels, v, { title: "values" }));
+  }
+
+  function softmax(xs) {
+    var m = -Infinity, out = [], s = 0;
+    xs.forEach(function (x) { if (x !== null && x > m) { m = x; } });
+    xs.forEach(function (x) { var e = x === null ? 0 : Math.exp(x - m); out.push(e); s += e; });
+    return out.map(function (e) { return e / s; });
+  }
+  function entropyBits(ws) {
+    var h = 0;
+    ws.forEach(function (w) { if (w > 0) { h -= w * Math.log2(w); } });
+    return h;
+  }
+
+  function renderScores() {
+    var scaled = D.scores[S.layer][S.head], root = Math.sqrt(M.d_head);
+    var raw = scaled.map(function (s) { return s === null ? null : s * root; });
+    var noDiv = softmax(raw), withDiv = softmax(scaled), row = D.row[S.layer][S.head];
+    var kp = clear($("score-kpis"));
+    kpi(kp, "max weight without \u00f7\u221ad", fmt(Math.max.apply(null, noDiv)));
+    kpi(kp, "max weight with \u00f7\u221ad", fmt(Math.max.apply(null, withDiv)));
+    kpi(kp, "entropy without (bits)", fmt(entropyBits(noDiv)));
+    kpi(kp, "entropy with (bits)", fmt(entropyBits(withDiv)));
+    var box = clear($("score-view")), scroll = el("div", "scroll"), table = el("table"), tr = el("tr");
+    ["pos", "key token", "q\u00b7k", "q\u00b7k / \u221ad", "softmax without \u00f7\u221ad", "weight (with)"]
+      .forEach(function (t) { tr.appendChild(el("th", null, t)); });
+    table.appendChild(tr);
+    var keys = shownKeys(row, 64);
+    keys.forEach(function (k) {
+      var r = el("tr", k === Q ? "query" : null);
+      r.appendChild(el("td", null, k));
+      r.appendChild(el("td", "t", tokLabel(k)));
+      if (scaled[k] === null) {
+        r.appendChild(el("td", null, "masked"));
+        r.appendChild(el("td", null, "masked"));
+      } else {
+        r.appendChild(el("td", null, fmt(raw[k])));
+        r.appendChild(el("td", null, fmt(scaled[k])));
+      }
+      r.appendChild(el("td", null, fmt(noDiv[k])));
+      r.appendChild(el("td", null, fmt(withDiv[k])));
+      table.appendChild(r);
+    });
+    scroll.appendChild(table);
+    box.appendChild(scroll);
+    if (keys.length < N) {
+      box.appendChild(el("p", "note", "the " + keys.length + " keys with the most weight, of " + N));
+    }
+  }
+
+  function renderPattern() {
+    var box = clear($("pattern-row")), row = D.row[S.layer][S.head];
+    row.forEach(function (w, k) {
+      var chip = tokChip(k);
+      paintChip(chip, w, true);
+      box.appendChild(chip);
+    });
+    var c = $("pattern-canvas"), n = drawPattern(c, S.layer, S.head, 256);
+    var px = Math.max(1, Math.floor(300 / n));
+    c.style.width = (n * px) + "px"; c.style.height = (n * px) + "px"; c.style.imageRendering = "pixelated";
+    var ctx = c.getContext("2d");
+    ctx.strokeStyle = "#e8590c"; ctx.lineWidth = Math.max(0.15, n / 300);
+    var y = Math.floor(Q * n / N);
+    ctx.strokeRect(0, y, n, Math.max(1, n / N));
+  }
+
+  function renderQK() {
+    var sel = $("key-select"), pos = kvPos(), row = D.row[S.layer][S.head];
+    if (S.key === null || pos.indexOf(S.key) < 0) {
+      var best = null;
+      pos.forEach(function (p) {
+        if (p !== Q && p !== 0 && (best === null || row[p] > row[best])) { best = p; }
+      });
+      S.key = best === null ? pos[0] : best;
+    }
+    clear(sel);
+    pos.forEach(function (p) {
+      var o = new Option(p + ": " + tokLabel(p) + "  (weight " + fmt(row[p], 2) + ")", String(p));
+      sel.appendChild(o);
+    });
+    sel.value = String(S.key);
+    var g = kvHead(S.head), q = D.q[S.layer][S.head], k = D.k[S.layer][g][pos.indexOf(S.key)];
+    var prod = q.map(function (x, i) { return x * k[i]; });
+    var sum = prod.reduce(function (a, b) { return a + b; }, 0);
+    var c = $("qk-bars"), bw = Math.max(3, Math.floor(520 / prod.length)), h = 160;
+    c.width = prod.length * bw; c.height = h;
+    var ctx = c.getContext("2d"), m = maxAbs([prod]);
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, c.width, h);
+    ctx.fillStyle = "#dde1e6"; ctx.fillRect(0, h / 2, c.width, 1);
+    prod.forEach(function (v, i) {
+      var len = v / m * (h / 2 - 4);
+      ctx.fillStyle = rgb(v >= 0 ? RED : BLUE);
+      ctx.fillRect(i * bw, v >= 0 ? h / 2 - len : h / 2, bw - 1, Math.abs(len));
+    });
+    c.onmousemove = function (ev) {
+      var i = Math.floor((ev.clientX - c.getBoundingClientRect().left) / bw);
+      if (i >= 0 && i < prod.length) {
+        $("qk-readout").textContent = "dim " + i + ": q " + fmt(q[i]) + " \u00d7 k " + fmt(k[i]) + " = " +
+          fmt(prod[i]);
+      }
+    };
+    $("qk-sum").textContent = "\u03a3 q\u1d62k\u1d62 = " + fmt(sum, 4) + "; \u00f7 \u221ad = " +
+      fmt(sum / Math.sqrt(M.d_head), 4) + " (the model's score: " + fmt(D.scores[S.layer][S.head][S.key], 4) +
+      ")";
+  }
+
+  function renderMixture() {
+    var box = clear($("mixture-view")), g = kvHead(S.head), pos = kvPos(), row = D.row[S.layer][S.head];
+    var v = D.v[S.layer][g], z = D.z[S.layer][S.head];
+    var order = pos.slice().sort(function (a, b) { return row[b] - row[a] || a - b; }).slice(0, 8);
+    var rows = [], labels = [], total = z.map(function () { return 0; }), carried = 0;
+    order.forEach(function (p) {
+      var w = row[p], term = v[pos.indexOf(p)].map(function (x) { return w * x; });
+      term.forEach(function (x, i) { total[i] += x; });
+      carried += w;
+      rows.push(term);
+      labels.push(fmt(w, 2) + " \u00d7 v " + tokLabel(p));
+    });
+    rows.push(total); labels.push("sum of these");
+    rows.push(z); labels.push("z (model)");
+    box.appendChild(matrixBlock(labels, rows, { title: "these " + order.length + " terms carry " +
+      fmt(100 * carried, 3) + "% of the attention weight" }));
+  }
+
+  function renderResidual() {
+    var r = D.resid[S.layer], kp = clear($("resid-kpis"));
+    kpi(kp, "\u2016stream\u2016 before layer " + S.layer, fmt(r.pre_norm));
+    kpi(kp, "\u2016stream\u2016 after", fmt(r.post_norm));
+    kpi(kp, "cos(before, after)", fmt(r.cos));
+    kpi(kp, "\u2016this head's write\u2016", fmt(D.head_norm[S.layer][S.head]));
+    kpi(kp, "\u2016all heads' write\u2016", fmt(r.attn_norm));
+    var src = D.src_norm[S.layer][S.head], row = D.row[S.layer][S.head], box = clear($("sources-view"));
+    var mx = Math.max.apply(null, src.concat([1e-12]));
+    box.appendChild(el("div", "note", "\u2016weight \u00b7 v W_O\u2016 per source token (and its weight)"));
+    shownKeys(src, 24).forEach(function (k) {
+      box.appendChild(bar(k + " " + tokLabel(k), src[k] / mx, fmt(src[k]) + "  (w " + fmt(row[k], 2) + ")"));
+    });
+    var lens = clear($("lens-view"));
+    if (!D.lens) {
+      lens.appendChild(el("p", "note", "This model has no unembedding to read the stream with."));
+      return;
+    }
+    [[S.layer, "before layer " + S.layer], [S.layer + 1, "after layer " + S.layer]].forEach(function (e) {
+      var col = el("div"), ol = el("ol", "lens"), item = D.lens[e[0]];
+      col.appendChild(el("div", "note", e[1]));
+      item.tokens.forEach(function (t, i) {
+        var li = el("li");
+        li.appendChild(el("span", "t", t));
+        li.appendChild(document.createTextNode(" " + fmt(item.probs[i], 2)));
+        ol.appendChild(li);
+      });
+      col.appendChild(ol);
+      lens.appendChild(col);
+    });
+  }
+
+  renderStatic();
+  renderHead();
+})();
+"""
+
+
+def render_explainer(data: dict[str, Any]) -> str:
+    """The complete explainer page for ``data`` (from :func:`interp.report.explain.explain_data`)."""
+    text = str(data["text"])
+    short = text if len(text) <= 80 else text[:77] + "..."
+    model = str(data["model"]["name"])
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f'<meta http-equiv="Content-Security-Policy" content="{escape(CONTENT_SECURITY_POLICY)}">',
+        f"<title>{escape(f'Attention explained: {short}')}</title>",
+        f"<style>{CSS}</style>",
+        "</head><body>",
+        f"<main><h1>How {escape(model)} reads a text</h1>",
+        f'<p id="text">{escape(text)}</p>',
+        '<p class="sub" id="subtitle"></p></main>',
+        BODY,
+        f'<script type="application/json" id="explain-data">{json_for_script(data, digits=DIGITS)}</script>',
+        f"<script>{SCRIPT}</script>",
+        "</body></html>\n",
+    ]
+    return "\n".join(parts)
