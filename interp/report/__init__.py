@@ -19,14 +19,17 @@ Example:
     >>> report.write()  # doctest: +SKIP
 """
 
+from interp.report.attention_view import AttentionView, attention_view
 from interp.report.manifest import sha256_file, sha256_path
 from interp.report.schema import ReportSchemaError, validate_manifest, validate_results
 from interp.report.serialize import dumps_deterministic, json_for_script, to_jsonable
 from interp.report.writer import Report
 
 __all__ = [
+    "AttentionView",
     "Report",
     "ReportSchemaError",
+    "attention_view",
     "dumps_deterministic",
     "json_for_script",
     "sha256_file",
