@@ -1,0 +1,151 @@
+"""Which heads attend to the referent: per-head antecedent accuracy, selected on half the schemas and tested
+on the other half with a Holm correction.
+
+A head "picks" the candidate (or the antecedent rather than the distractor) that receives more of its
+attention mass from a query position; its antecedent accuracy is the fraction of items where that pick is
+the referent. In a causal model a query before the switch word cannot see it, so its pattern is the same in
+both twins while the answer flips: on such pairs every head is right exactly once, accuracy 0.5 by
+construction. :func:`twin_difference` checks that numerically.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from interp.analysis import wilson_interval
+from studies.coreference.measure import BY, Measured
+
+
+def binomial_p(k: int, n: int) -> float:
+    """Exact two-sided binomial test of ``k`` successes in ``n`` against p = 0.5.
+
+    >>> round(binomial_p(9, 10), 4)
+    0.0215
+    """
+    if n == 0:
+        return 1.0
+    tail = max(k, n - k)
+    p = sum(math.comb(n, i) for i in range(tail, n + 1)) / 2**n
+    return min(1.0, 2 * p)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the input order.
+
+    >>> holm([0.01, 0.04, 0.03])
+    [0.03, 0.06, 0.06]
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = round(running, 12)
+    return adjusted
+
+
+def picks(measured: Sequence[Measured], targets: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per item, query role, measure and head: whether the referent got more mass, and the margin.
+
+    Args:
+        targets: per item, the key index of the referent (the other of the two keys is the foil).
+
+    Returns:
+        ``(right, margin)``, both ``[item, query, by, n_layers, n_heads]``; ``right`` is NaN where a role or
+        key is missing.
+    """
+    mass = np.stack([m.mass for m in measured])  # [item, query, key, by, layer, head]
+    idx = np.asarray(targets)
+    rows = np.arange(len(idx))
+    referent, foil = mass[rows, :, idx], mass[rows, :, 1 - idx]  # [item, query, by, layer, head]
+    margin = referent - foil
+    right = np.where(np.isnan(margin), np.nan, (margin > 0).astype(float))
+    return right, margin
+
+
+def head_accuracy(right: np.ndarray) -> np.ndarray:
+    """``[query, by, n_layers, n_heads]`` mean of ``right`` over items (NaN items skipped)."""
+    return np.nanmean(right, axis=0)
+
+
+def select_and_test(
+    right: np.ndarray,
+    margin: np.ndarray,
+    select: np.ndarray,
+    queries: Sequence[str],
+    top_k: int = 5,
+) -> pd.DataFrame:
+    """Rank heads by accuracy on the ``select`` items; test the top ``top_k`` on the rest.
+
+    Ties in accuracy are broken by the mean margin. The p-values test held-out accuracy against 0.5 (exact
+    binomial, two-sided) and are Holm-adjusted over the ``top_k`` heads tested per query role and measure.
+    """
+    rows = []
+    test = ~select
+    n_layers, n_heads = right.shape[-2:]
+    for qi, query in enumerate(queries):
+        for bi, by in enumerate(BY):
+            r_sel, r_test = right[select, qi, bi], right[test, qi, bi]  # [item, layer, head]
+            if np.isnan(r_sel).all() or np.isnan(r_test).all():
+                continue
+            score = np.nanmean(r_sel, 0) + 1e-6 * np.tanh(np.nanmean(margin[select, qi, bi], 0))
+            order = np.argsort(-score.flatten(), kind="stable")[:top_k]
+            found = []
+            for rank, flat in enumerate(order):
+                layer, head = divmod(int(flat), n_heads)
+                column = r_test[:, layer, head]
+                column = column[~np.isnan(column)]
+                k, n = int(column.sum()), len(column)
+                low, high = wilson_interval(k, n)
+                found.append(
+                    {
+                        "query": query,
+                        "by": by,
+                        "rank": rank + 1,
+                        "layer": layer,
+                        "head": head,
+                        "select_accuracy": float(np.nanmean(r_sel[:, layer, head])),
+                        "test_accuracy": k / n,
+                        "test_ci_low": low,
+                        "test_ci_high": high,
+                        "test_n": n,
+                        "p": binomial_p(k, n),
+                    }
+                )
+            for row, adjusted in zip(found, holm([f["p"] for f in found]), strict=True):
+                row["p_holm"] = adjusted
+            rows += found
+    return pd.DataFrame(rows)
+
+
+def twin_difference(
+    measured: Sequence[Measured], records: Sequence[dict], query: int, role: str
+) -> dict[str, float | int]:
+    """Largest difference between twins, at a query role, of the heads' masses and of the residual stream.
+
+    Returns ``pairs`` (twin pairs compared, split by whether the switch comes after the pronoun) and the
+    largest absolute differences ``mass_after``/``resid_after`` and ``mass_before``/``resid_before``.
+    """
+    by_schema: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        by_schema.setdefault(r["schema_id"], []).append(i)
+    out: dict[str, float | int] = {}
+    for label, after in (("after", True), ("before", False)):
+        mass_d, resid_d, n = 0.0, 0.0, 0
+        for a, b in (v for v in by_schema.values() if len(v) == 2):
+            if records[a]["switch_after_pronoun"] != after:
+                continue
+            n += 1
+            mass_d = max(mass_d, float(np.nanmax(np.abs(measured[a].mass[query] - measured[b].mass[query]))))
+            if role in measured[a].features:
+                diff = np.abs(measured[a].features[role] - measured[b].features[role])
+                resid_d = max(resid_d, float(diff.max()))
+        stored = bool(measured) and role in measured[0].features
+        out.update(
+            {f"pairs_{label}": n, f"mass_{label}": mass_d, f"resid_{label}": resid_d if stored else None}
+        )
+    return out

@@ -1,0 +1,309 @@
+"""The map over items: one record per item with its scores, its heads' attention masses and probe features.
+
+Every number later reductions need is computed here, per item, so that items can be split across ranks and
+the records gathered and merged exactly (the reductions are sums and counts over records).
+
+For a resolution item the model reads (causal LM) the question prompt with the first candidate appended,
+which holds the sentence as its prefix, so one cached pass gives the question score, the attention from the
+pronoun, the switch word, the sentence's full stop and the prompt's last token, and the probe features; the
+second candidate needs its own pass only when it is more than one token; the two substitutions give the full
+and partial scores. An encoder reads the sentence alone (no scoring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from interp.analysis import attention_norms, span_attention
+from studies.coreference.data import AgreementItem, ResolutionItem
+from studies.coreference.forward import Batch, has_lm_head, run_batches, span_sum
+from studies.coreference.texts import question_prompt, sentence_end, substitute
+
+BY = ("weight", "norm")
+RESOLUTION_QUERIES = ("pronoun", "switch", "end", "final")
+AGREEMENT_QUERIES = ("final",)
+RESOLUTION_KEYS = ("candidate 0", "candidate 1")
+AGREEMENT_KEYS = ("antecedent", "distractor")
+
+
+@dataclass
+class Measured:
+    """One item's measurements.
+
+    Attributes:
+        record: the JSON-ready per-item record (id, scores, predictions, correctness).
+        mass: ``[query, key, by, n_layers, n_heads]`` attention mass from each query role to each key span,
+            by weight and by norm; NaN where the role or span does not exist.
+        features: ``{role: [n_layers, d_model]}`` residual stream after each block, for probes.
+        positions: token positions of the roles in the cached pass (for the seed picture and checks).
+    """
+
+    record: dict
+    mass: np.ndarray
+    features: dict[str, np.ndarray] = field(default_factory=dict)
+    positions: dict[str, int] = field(default_factory=dict)
+
+
+def cache_names(model) -> list[str]:
+    n = model.cfg.n_layers
+    names = [f"blocks.{layer}.attn.hook_{leaf}" for layer in range(n) for leaf in ("pattern", "v")]
+    return names + [f"blocks.{layer}.hook_resid_post" for layer in range(n)]
+
+
+def head_masses(model, batch: Batch, queries: torch.Tensor, keys: torch.Tensor) -> np.ndarray:
+    """Attention mass per head from query positions to key spans, by weight and norm.
+
+    Args:
+        queries: ``[n_query, batch, pos]`` boolean, one position per row (a row without one gives NaN).
+        keys: ``[n_key, batch, pos]`` boolean spans (a row without one gives NaN).
+
+    Returns:
+        ``[batch, n_query, n_key, 2, n_layers, n_heads]``.
+    """
+    cache = batch.cache
+    n_layers = model.cfg.n_layers
+    # Kobayashi norms once per layer, as shares of each query's total: [layer, batch, head, query, key]
+    norms = torch.stack([attention_norms(model, cache, layer) for layer in range(n_layers)])
+    shares = norms / norms.sum(-1, keepdim=True).clamp(min=1e-30)
+    b, n_pos = batch.tokens.ids.shape
+    out = np.full((b, len(queries), len(keys), 2, n_layers, model.cfg.n_heads), np.nan, dtype=np.float32)
+    for qi, q in enumerate(queries):
+        for ki, k in enumerate(keys):
+            rows = (q.any(1) & k.any(1)).nonzero().flatten()
+            if len(rows) == 0:
+                continue
+            # span_attention needs every row to have a span; give empty rows a dummy one and drop them
+            q_full, k_full = q.clone(), k.clone()
+            q_full[~q.any(1), 0] = True
+            k_full[~k.any(1), 0] = True
+            weight = span_attention(model, cache, q_full, k_full, by="weight", reduce="none")  # [b, L, H]
+            norm = torch.einsum("lbhqk,bq,bk->blh", shares, q_full.float(), k_full.float())  # [b, L, H]
+            out[rows, qi, ki, 0] = weight[rows].numpy()
+            out[rows, qi, ki, 1] = norm[rows].numpy()
+    return out
+
+
+def _mask(batch: Batch, spans: Sequence[tuple[int, int] | None], last_only: bool) -> torch.Tensor:
+    """``[batch, pos]`` boolean mask of the tokens covering each row's character span."""
+    b, n_pos = batch.tokens.ids.shape
+    mask = torch.zeros(b, n_pos, dtype=torch.bool)
+    for row, span in enumerate(spans):
+        if span is None:
+            continue
+        positions = batch.tokens.span_positions(span[0], span[1], row)
+        mask[row, positions[-1:] if last_only else positions] = True
+    return mask
+
+
+def _features(batch: Batch, model, row: int, position: int) -> np.ndarray:
+    return np.stack(
+        [
+            batch.cache[f"blocks.{layer}.hook_resid_post"][row, position].float().numpy()
+            for layer in range(model.cfg.n_layers)
+        ]
+    )  # [n_layers, d_model]
+
+
+def resolution_spans(item: ResolutionItem, causal: bool) -> tuple[str, dict[str, tuple[int, int]]]:
+    """The cached text of an item and the character spans of its roles and candidates in it."""
+    s = item.sentence
+    text = question_prompt(item).prefix + question_prompt(item).answers[0] if causal else s
+    spans = {
+        "pronoun": (item.pronoun_char_offset, item.pronoun_char_offset + len(item.pronoun)),
+        "switch": (item.switch_char_offset, item.switch_char_offset + len(item.switch_word)),
+        "end": sentence_end(s),
+        "candidate 0": (
+            item.candidate_char_offsets[0],
+            item.candidate_char_offsets[0] + len(item.candidates[0]),
+        ),
+        "candidate 1": (
+            item.candidate_char_offsets[1],
+            item.candidate_char_offsets[1] + len(item.candidates[1]),
+        ),
+    }
+    if causal:
+        prefix = question_prompt(item).prefix
+        spans["final"] = (len(prefix) - 1, len(prefix))
+        spans["answer 0"] = (len(prefix), len(text))
+    return text, spans
+
+
+def measure_resolution(
+    model, items: Sequence[ResolutionItem], *, batch_size: int = 16, progress: bool = True
+) -> list[Measured]:
+    """Score, attention masses and probe features for each resolution item (see the module docstring)."""
+    causal = has_lm_head(model)
+    queries = RESOLUTION_QUERIES if causal else RESOLUTION_QUERIES[:3]
+    texts, spans = zip(*(resolution_spans(item, causal) for item in items), strict=True)
+    n_extra = 0
+    extra: dict[int, str] = {}
+    if causal:
+        for i, item in enumerate(items):
+            q = question_prompt(item)
+            if _n_answer_tokens(model, q.prefix, q.answers[1]) > 1:
+                extra[i] = q.prefix + q.answers[1]
+        n_extra = len(extra)
+    total = len(items) * (3 if causal else 1) + n_extra
+    bar = tqdm(total=total, desc="resolution passes", unit="text", disable=not progress, leave=False)
+    out: list[Measured] = []
+    question = np.full((len(items), 2), np.nan)
+    for batch in run_batches(
+        model, texts, batch_size=batch_size, names_filter=cache_names(model), progress=bar
+    ):
+        rows = range(batch.start, batch.start + len(batch.tokens.texts))
+        row_spans = [spans[i] for i in rows]
+        q_masks = torch.stack([_mask(batch, [s[r] for s in row_spans], True) for r in queries])
+        k_masks = torch.stack([_mask(batch, [s[k] for s in row_spans], False) for k in RESOLUTION_KEYS])
+        mass = head_masses(model, batch, q_masks, k_masks)
+        for j, i in enumerate(rows):
+            pos = {r: int(q_masks[qi, j].nonzero()[0]) for qi, r in enumerate(queries)}
+            features = {
+                r: _features(batch, model, j, pos[r]) for r in ("pronoun", "end", "final") if r in pos
+            }
+            if causal:
+                question[i, 0] = span_sum(batch, j, *row_spans[j]["answer 0"])
+                if i not in extra:
+                    question[i, 1] = _single_token_logprob(model, batch, j, items[i])
+            out.append(Measured({}, mass[j], features, pos))
+    full = np.full((len(items), 2), np.nan)
+    partial = np.full((len(items), 2), np.nan)
+    if causal:
+        subs = [substitute(item, c) for item in items for c in (0, 1)]
+        for batch in run_batches(model, [s.text for s in subs], batch_size=batch_size, progress=bar):
+            for j in range(len(batch.tokens.texts)):
+                k = batch.start + j
+                full[k // 2, k % 2] = span_sum(batch, j, 0)
+                partial[k // 2, k % 2] = span_sum(batch, j, subs[k].end)
+        order = sorted(extra)
+        for batch in run_batches(model, [extra[i] for i in order], batch_size=batch_size, progress=bar):
+            for j in range(len(batch.tokens.texts)):
+                i = order[batch.start + j]
+                prefix = question_prompt(items[i]).prefix
+                question[i, 1] = span_sum(batch, j, len(prefix), len(batch.tokens.texts[j]))
+    bar.close()
+    for i, (item, m) in enumerate(zip(items, out, strict=True)):
+        m.record = resolution_record(item, full[i], partial[i], question[i], causal)
+    return out
+
+
+def _n_answer_tokens(model, prefix: str, answer: str) -> int:
+    tokens = model.tokenizer.to_tokens(prefix + answer)
+    return len(tokens.span_positions(len(prefix), len(prefix) + len(answer)))
+
+
+def _single_token_logprob(model, batch: Batch, row: int, item: ResolutionItem) -> float:
+    """Log-probability of the one-token second answer, read at the prompt's end in the cached pass."""
+    q = question_prompt(item)
+    tokens = model.tokenizer.to_tokens(q.prefix + q.answers[1], prepend_bos=_bos(model))
+    position = tokens.span_positions(len(q.prefix), len(q.prefix) + len(q.answers[1]))[0]
+    token = int(tokens.ids[0, position])
+    if not torch.equal(tokens.ids[0, :position].cpu(), batch.tokens.ids[row, :position].cpu()):
+        raise ValueError(f"item {item.id!r}: the question prompt tokenizes differently before each answer")
+    return float(batch.logits[row, position - 1].log_softmax(-1)[token])
+
+
+def _bos(model) -> bool | None:
+    from studies.coreference.forward import prepend_bos
+
+    return prepend_bos(model)
+
+
+def _pick(scores: np.ndarray) -> int | None:
+    return None if np.isnan(scores).any() else int(np.argmax(scores))
+
+
+def resolution_record(item: ResolutionItem, full, partial, question, causal: bool) -> dict:
+    record = {
+        "id": item.id,
+        "schema_id": item.schema_id,
+        "answer": item.answer,
+        "candidates": list(item.candidates),
+        "switch_after_pronoun": item.switch_char_offset > item.pronoun_char_offset,
+    }
+    if not causal:
+        return record
+    preds = {name: _pick(v) for name, v in (("full", full), ("partial", partial), ("question", question))}
+    record.update(
+        full=[float(x) for x in full],
+        partial=[float(x) for x in partial],
+        question=[float(x) for x in question],
+        pred_full=preds["full"],
+        pred_partial=preds["partial"],
+        pred_question=preds["question"],
+        correct={name: pred == item.answer for name, pred in preds.items()},
+    )
+    return record
+
+
+def agreement_spans(item: AgreementItem) -> dict[str, tuple[int, int] | None]:
+    a = item.antecedent_char_offset
+    d = item.distractor_char_offset
+    return {
+        "final": (len(item.prompt) - 1, len(item.prompt)),
+        "antecedent": (a, a + len(item.antecedent)),
+        "distractor": None if d is None else (d, d + len(item.distractor)),
+    }
+
+
+def target_ids(model, item: AgreementItem) -> list[int]:
+    """First token of each target pronoun as it follows the prompt."""
+    ids = []
+    for target in item.targets:
+        tokens = model.tokenizer.to_tokens(item.prompt + target, prepend_bos=_bos(model))
+        ids.append(
+            int(tokens.ids[0, tokens.span_positions(len(item.prompt), len(item.prompt) + len(target))[0]])
+        )
+    if len(set(ids)) < len(ids):
+        raise ValueError(
+            f"item {item.id!r}: targets {item.targets} start with the same token; they cannot be told apart"
+        )
+    return ids
+
+
+def measure_agreement(
+    model, items: Sequence[AgreementItem], *, batch_size: int = 16, progress: bool = True
+) -> list[Measured]:
+    """Target logits, attention from the prediction position and probe features for each agreement item."""
+    causal = has_lm_head(model)
+    bar = tqdm(total=len(items), desc="agreement passes", unit="text", disable=not progress, leave=False)
+    out: list[Measured] = []
+    texts = [item.prompt for item in items]
+    for batch in run_batches(
+        model, texts, batch_size=batch_size, names_filter=cache_names(model), progress=bar
+    ):
+        rows = range(batch.start, batch.start + len(batch.tokens.texts))
+        row_spans = [agreement_spans(items[i]) for i in rows]
+        q_masks = torch.stack([_mask(batch, [s["final"] for s in row_spans], True)])
+        k_masks = torch.stack([_mask(batch, [s[k] for s in row_spans], False) for k in AGREEMENT_KEYS])
+        mass = head_masses(model, batch, q_masks, k_masks)
+        ante = _mask(batch, [s["antecedent"] for s in row_spans], True)
+        for j, i in enumerate(rows):
+            item = items[i]
+            pos = {"final": int(q_masks[0, j].nonzero()[0]), "antecedent": int(ante[j].nonzero()[0])}
+            features = {r: _features(batch, model, j, p) for r, p in pos.items()}
+            record = {
+                "id": item.id,
+                "schema_id": item.schema_id,
+                "answer": item.answer,
+                "targets": list(item.targets),
+                "two_people": item.distractor is not None,
+                "antecedent_is_recent": item.distractor is None
+                or item.antecedent_char_offset > item.distractor_char_offset,
+            }
+            if causal:
+                logits = batch.logits[j, pos["final"], target_ids(model, item)]
+                others = [float(x) for k, x in enumerate(logits) if k != item.answer]
+                record.update(
+                    target_logits=[float(x) for x in logits],
+                    logit_diff=float(logits[item.answer]) - max(others),
+                    pred=int(logits.argmax()),
+                    correct=bool(int(logits.argmax()) == item.answer),
+                )
+            out.append(Measured(record, mass[j], features, pos))
+    bar.close()
+    return out

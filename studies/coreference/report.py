@@ -1,0 +1,268 @@
+"""The coreference report: prose with the numbers, tables, figures and ``results.json``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from interp.report import Report, figures
+from studies.coreference.behaviour import verdict
+from studies.coreference.measure import BY
+from studies.coreference.picture import SEED
+
+N_EXAMPLES = 6
+
+
+def _num(value) -> str:
+    return "not stored" if value is None else f"{value:.3g}"
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return frame.replace({np.nan: None}).to_dict(orient="records")
+
+
+def write_report(report: Report, model, config, results: Sequence, picture: dict, seconds: float) -> None:
+    name = config.model
+    lm = model.cfg.causal and model.cfg.lm_head != "none"
+    report.add_section("Hypothesis and metric")
+    report.add_text(
+        "A model that resolves a pronoun prefers the right candidate for both twins of a pair (twins differ "
+        "in one switch word and have opposite answers), attends to the referent from positions that can see "
+        "the switch word, carries the twin difference causally through those heads, and holds the referent "
+        "linearly decodable. Accuracies carry 95% Wilson intervals; chance is 0.5, and rules that ignore the "
+        "switch word score 0.5 accuracy and 0 pair accuracy by construction."
+    )
+    if not lm:
+        report.add_text(
+            f"{name} is an encoder without a language-model head: there is no substitution or question "
+            "scoring and no next-pronoun prediction for it. The report covers attention, patching by "
+            "position "
+            "(the metric is the final stream at the pronoun or last token, projected on the twin difference) "
+            "and probes."
+        )
+    out: dict = {"model": name, "lm_scoring": lm}
+    for result in results:
+        out[result.name] = _data_section(report, model, name, lm, result)
+    out["seed_picture"] = _picture_section(report, model, picture)
+    report.add_section("Run")
+    report.add_text(f"Wall time {seconds:.0f} s on {model.device} ({model.dtype}).")
+    report.add_headline("wall time", round(seconds, 1), unit="s")
+    report.add_results(out)
+    report.write()
+
+
+def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
+    a, label = result.analysis, result.name
+    kind = result.kind
+    report.add_section(f"Behaviour: {label}")
+    out: dict = {"kind": kind, "n_items": len(result.records), "items": result.records}
+    if "behaviour" in a:
+        table = a["behaviour"]
+        report.add_table(f"{label}_behaviour", table, caption="Accuracy with 95% Wilson intervals")
+        main = table.iloc[2] if kind == "resolution" else table.iloc[0]
+        sentences = [
+            verdict(row, name, f"{label} ({row['method']})")
+            for _, row in table.iterrows()
+            if not row["method"].startswith("baseline")
+        ]
+        report.add_text("\n\n".join(sentences))
+        report.add_headline(
+            f"{label}: {main['method']} accuracy",
+            round(float(main["accuracy"]), 3),
+            ci=(float(main["ci_low"]), float(main["ci_high"])),
+            note="95% Wilson",
+        )
+        out["behaviour"] = _records(table)
+        examples = pd.DataFrame(result.records[:N_EXAMPLES]).drop(columns=["correct"], errors="ignore")
+        report.add_table(
+            f"{label}_examples", examples, caption=f"The first {N_EXAMPLES} items by id (no selection)"
+        )
+    else:
+        report.add_text(f"No behavioural scores: {name} has no language-model head.")
+    _attention_section(report, result, out)
+    _causal_section(report, lm, result, out)
+    report.add_section(f"Probes: {label}")
+    probes = a["probes"]
+    report.add_table(
+        f"{label}_probes", probes, caption="Per-layer probe, split by twin pair; control = shuffled labels"
+    )
+    curves, bands = {}, {}
+    for role, frame in probes.groupby("role", sort=False):
+        curves[f"{role}"] = frame["accuracy"].to_numpy()
+        bands[f"{role}"] = (frame["ci_low"].to_numpy(), frame["ci_high"].to_numpy())
+        curves[f"{role} (control)"] = frame["control_accuracy"].to_numpy()
+    layers = sorted(probes["layer"].unique())
+    fig = figures.line_plot(
+        layers,
+        curves,
+        ci=bands,
+        title=f"Probe for the referent ({label})",
+        ylabel="test accuracy",
+        baseline=float(probes["chance"].iloc[0]),
+        baseline_label="majority class",
+    )
+    report.add_figure(f"{label}_probes", fig)
+    best = probes.loc[probes["accuracy"].idxmax()]
+    report.add_text(
+        f"Best probe: {best['role']} after layer {int(best['layer'])}, {best['accuracy']:.2f} "
+        f"[{best['ci_low']:.2f}, {best['ci_high']:.2f}] on {int(best['n_test'])} held-out items "
+        f"(control {best['control_accuracy']:.2f}, majority class {best['chance']:.2f})."
+    )
+    out["probes"] = _records(probes)
+    return out
+
+
+def _attention_section(report: Report, result, out: dict) -> None:
+    a, label = result.analysis, result.name
+    report.add_section(f"Attention: {label}")
+    acc = a["head_accuracy"]  # [query, by, layer, head]
+    key = (
+        "the referent (more mass than on the other candidate)"
+        if result.kind == "resolution"
+        else "the antecedent rather than the distractor (two-person prompts)"
+    )
+    report.add_text(
+        f"Antecedent accuracy of each head: the fraction of items where it gives more mass to {key}."
+    )
+    for qi, query in enumerate(result.queries):
+        fig = figures.heatmap_layer_head(
+            acc[qi, 0],
+            title=f"{label}: from {query}, by weight",
+            cbar_label="antecedent accuracy",
+            center=0.5,
+        )
+        report.add_figure(f"{label}_heads_{query}", fig)
+    heads = a["heads"]
+    report.add_table(
+        f"{label}_heads",
+        heads,
+        caption="Top heads selected on half the schemas, tested on the other half (Holm over those tested)",
+    )
+    out["head_accuracy"] = {
+        q: {b: np.round(acc[qi, bi], 4).tolist() for bi, b in enumerate(BY)}
+        for qi, q in enumerate(result.queries)
+    }
+    out["heads"] = _records(heads)
+    significant = heads[heads["p_holm"] < 0.05] if len(heads) else heads
+    if len(heads):
+        top = heads.iloc[0]
+        report.add_text(
+            f"Best held-out head from {top['query']} ({top['by']}): L{int(top['layer'])}H{int(top['head'])}, "
+            f"{top['test_accuracy']:.2f} [{top['test_ci_low']:.2f}, {top['test_ci_high']:.2f}] "
+            f"on {int(top['test_n'])} "
+            f"items (Holm p = {top['p_holm']:.3g}). {len(significant)} of {len(heads)} selected heads "
+            "are above 0.5 "
+            "after correction."
+        )
+    if "twins" in a:
+        lines = []
+        for query, d in a["twins"].items():
+            lines.append(
+                f"- from {query}: pairs with the switch after the pronoun ({d['pairs_after']}): largest twin "
+                f"difference of any head's mass {d['mass_after']:.3g}, "
+                f"of the stream {_num(d['resid_after'])}; "
+                f"switch before the pronoun ({d['pairs_before']}): {d['mass_before']:.3g} and "
+                f"{_num(d['resid_before'])}."
+            )
+        causal = result.measured and "final" in result.queries
+        intro = (
+            "Which positions can carry the distinction? In a causal model a position before the switch word "
+            "cannot see it: its activations are identical across twins, so every head's pick is right for "
+            "exactly one twin of such a pair."
+            if causal
+            else "In an encoder every position sees the switch word."
+        )
+        report.add_text(intro + "\n\n" + "\n".join(lines))
+        out["twins"] = a["twins"]
+
+
+def _causal_section(report: Report, lm: bool, result, out: dict) -> None:
+    a, label = result.analysis, result.name
+    report.add_section(f"Causal: {label}")
+    report.add_text(
+        f"Twin pairs that tokenize to the same length: {a['pairs_kept']} of {a['pairs_total']}; patched: the "
+        f"first {a['pairs_used']} of them. Recovery = "
+        "sum(patched - corrupt) / sum(clean - corrupt) over pairs "
+        f"(clean - corrupt summed: {a.get('resid_denominator', float('nan')):.3g})."
+    )
+    out.update(pairs_kept=a["pairs_kept"], pairs_total=a["pairs_total"], pairs_used=a["pairs_used"])
+    if "resid" not in a:
+        return
+    resid = a["resid"]  # [layer, role]
+    fig = figures.heatmap_layer_head(
+        resid, title=f"{label}: resid_pre patching (attribution), by role", cbar_label="recovery", center=0.0
+    )
+    ax = fig.axes[0]
+    ax.set_xticks(range(len(a["roles"])))
+    ax.set_xticklabels(a["roles"], rotation=45, ha="right", fontsize=7)
+    ax.set_xlabel("position role")
+    report.add_figure(f"{label}_resid_patching", fig)
+    report.add_table(
+        f"{label}_resid_exact",
+        a["resid_exact"],
+        caption="Per pair: top slots by attribution, re-measured exactly",
+    )
+    fig = figures.heatmap_layer_head(
+        a["z"], title=f"{label}: hook_z patching per head (attribution)", cbar_label="recovery", center=0.0
+    )
+    report.add_figure(f"{label}_head_patching", fig)
+    report.add_table(
+        f"{label}_head_exact", a["z_exact"], caption="Top heads by pooled attribution, patched exactly"
+    )
+    if len(a["z_exact"]):
+        top = a["z_exact"].iloc[0]
+        report.add_text(
+            f"Patching head L{int(top['layer'])}H{int(top['head'])}'s output from one twin into the other "
+            f"recovers "
+            f"{top['patched']:.2f} of the twin difference (attribution estimate {top['attribution']:.2f})."
+        )
+    out["resid_recovery"] = {role: np.round(resid[:, i], 4).tolist() for i, role in enumerate(a["roles"])}
+    out["resid_exact"] = _records(a["resid_exact"])
+    out["head_recovery"] = np.round(a["z"], 4).tolist()
+    out["head_exact"] = _records(a["z_exact"])
+
+
+def _picture_section(report: Report, model, picture: dict) -> dict:
+    report.add_section("The seed's picture")
+    diff = picture["max_twin_diff_it"]
+    report.add_text(
+        f'{SEED[0]!r} versus {SEED[1]!r}. Largest twin difference of the stream at "it" over all layers: '
+        f"{diff:.3g}"
+        + (" (identical: the switch word comes after the pronoun)." if model.cfg.causal else ".")
+    )
+    n = picture["norms"].shape[1]
+    fig = figures.line_plot(
+        list(range(n)),
+        {
+            "|stream| at it": picture["norms"][0],
+            "twin difference at it": picture["twin_diff"]["it"],
+            "twin difference at the full stop": picture["twin_diff"]["end"],
+        },
+        title="Residual stream entering each layer (last point: after the last)",
+        xlabel="layer",
+        ylabel="L2 norm",
+    )
+    report.add_figure("seed_stream", fig)
+    for (layer, head), pattern in picture["patterns"].items():
+        tokens = picture["tokens"][0]
+        fig = figures.attention_heatmap(
+            pattern[0][: len(tokens), : len(tokens)], tokens, title=f"L{layer}H{head} on the 'tired' sentence"
+        )
+        report.add_figure(f"seed_pattern_L{layer}H{head}", fig)
+    report.add_table(
+        "seed_sources", picture["sources"], caption="Top three source tokens of each head's write, by norm"
+    )
+    out = {
+        "tokens": picture["tokens"],
+        "max_twin_diff_it": diff,
+        "norms": np.round(picture["norms"], 4).tolist(),
+        "sources": _records(picture["sources"]),
+    }
+    if picture["lens"] is not None:
+        report.add_table(
+            "seed_logit_lens", picture["lens"], caption='Logit lens at "it" (tired sentence)', max_rows=40
+        )
+        out["logit_lens"] = _records(picture["lens"])
+    return out

@@ -1,0 +1,229 @@
+"""Pronoun coreference in trained models: does the model resolve "it", and which heads carry the referent?
+
+Hypothesis. In "The animal didn't cross the street because it was too tired" the pronoun refers to the
+animal; with "wide" it refers to the street. A language model that resolves such pronouns should (1) prefer
+the right candidate when the pronoun is replaced by each candidate or when asked what the pronoun refers to,
+for both twins of a pair; (2) have heads whose attention, from a position that can see the switch word,
+goes to the referent; (3) carry the twin difference causally through those heads and positions; and (4)
+hold the referent linearly decodable in its residual stream. A causal model cannot do any of this *at the
+pronoun* when the switch word comes after it: its activations there are identical across twins.
+
+Metric. Resolution (``winograd``): accuracy of full, partial (Trinh and Le 2018) and question-prompt
+scoring, with 95% Wilson intervals, pair accuracy (both twins right), chance (0.5) and rules that ignore the
+switch (first candidate, nearest candidate: 0.5 accuracy, 0 pair accuracy by construction). Agreement
+(``agreement``): the logit difference between the agreeing and the other pronoun at the next-token position,
+accuracy overall and on two-person prompts against most-recent-name and first-name baselines. Attention:
+per-head antecedent accuracy (more mass on the referent, by weight and by Kobayashi norm) from the pronoun,
+the switch word, the full stop and the final position; heads selected on half the schemas and tested on the
+other half (exact binomial test against 0.5, Holm-corrected over the heads tested). Causal: normalised
+recovery of the metric's logit difference when patching the residual stream (by layer and position role)
+and each head's output ``hook_z`` from one twin into the other, pooled over pairs; attribution patching for
+the sweep, exact patching for the top slots. Probes: per-layer logistic regression for the referent, split
+by twin pair, with a shuffled-label control.
+
+Run time (``interp study coreference``): see the report's manifest (``wall_time_s``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from interp import distributed
+from interp.load import PACKAGED_MODELS, load
+from interp.registry import study_parser
+from interp.report import Report
+from studies.coreference.data import SHIPPED, load_items, split_by_schema, twin_pairs
+from studies.coreference.forward import has_lm_head
+from studies.coreference.measure import (
+    AGREEMENT_QUERIES,
+    RESOLUTION_QUERIES,
+    Measured,
+    measure_agreement,
+    measure_resolution,
+)
+
+DESCRIPTION = "Pronoun coreference: behaviour, attention, patching, probes, on Winograd-style twins."
+
+
+@dataclass(frozen=True)
+class CoreferenceConfig:
+    """The study's settings (recorded in the manifest)."""
+
+    model: str = "smollm2-135m"
+    data: tuple[str, ...] = ("winograd", "agreement")
+    limit: int | None = None
+    batch_size: int = 16
+    patch_pairs: int = 16
+    top_k: int = 5
+    probe_steps: int = 100
+    seed: int = 0
+
+
+@dataclass
+class DataResult:
+    """Everything one data set gave, for the report."""
+
+    name: str
+    kind: str
+    items: list
+    measured: list[Measured]
+    records: list[dict]
+    queries: tuple[str, ...]
+    analysis: dict
+
+
+def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
+    parser = study_parser("coreference", DESCRIPTION)
+    parser.add_argument("--data", action="append", help="winograd, agreement or a JSONL path (repeatable)")
+    parser.add_argument("--limit", type=int, default=None, help="use the first N items (twins kept together)")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--patch-pairs", type=int, default=16, help="twin pairs to patch per data set")
+    parser.add_argument("--top-k", type=int, default=5, help="slots re-measured by exact patching")
+    args = parser.parse_args(argv)
+    if args.limit is not None and args.limit < 2:
+        parser.error(f"--limit {args.limit}: give at least 2 items (one twin pair)")
+    config = CoreferenceConfig(
+        model=args.model,
+        data=tuple(args.data or ("winograd", "agreement")),
+        limit=args.limit,
+        batch_size=args.batch_size,
+        patch_pairs=args.patch_pairs,
+        top_k=args.top_k,
+        seed=args.seed,
+    )
+    return config, {"out": args.out, "device": args.device, "dtype": args.dtype, "quiet": args.quiet}
+
+
+def data_path(name: str) -> Path:
+    if name in SHIPPED:
+        return Path(str(resources.files("studies").joinpath("data", SHIPPED[name])))
+    return Path(name)
+
+
+def model_path(name: str) -> Path | None:
+    if name in PACKAGED_MODELS:
+        return PACKAGED_MODELS[name].location()
+    return Path(name)
+
+
+def take(items: list, limit: int | None) -> list:
+    """The first ``limit`` items in file order, rounded up to whole twin pairs."""
+    if limit is None:
+        return items
+    keep = {x.id for pair in twin_pairs(items)[: (limit + 1) // 2] for x in pair}
+    return [x for x in items if x.id in keep]
+
+
+def measure(model, items: list, config: CoreferenceConfig, progress: bool) -> list[Measured] | None:
+    """The per-item map, sharded across ranks; rank 0 gets every record in item order, others ``None``."""
+    span = distributed.shard_range(len(items))
+    local = items[span.start : span.stop]
+    fn = measure_agreement if items[0].kind == "agreement" else measure_resolution
+    measured = fn(model, local, batch_size=config.batch_size, progress=progress) if local else []
+    for offset, m in enumerate(measured):
+        m.positions["item"] = span.start + offset
+    parts = distributed.gather_objects(measured)
+    if parts is None:
+        return None
+    return sorted((m for part in parts for m in part), key=lambda m: m.positions["item"])
+
+
+def analyse(model, name: str, items: list, measured: list[Measured], config: CoreferenceConfig) -> DataResult:
+    from studies.coreference import attention, behaviour, causal, probes
+
+    kind = items[0].kind
+    records = [m.record for m in measured]
+    lm = has_lm_head(model)
+    queries = (
+        (RESOLUTION_QUERIES if lm else RESOLUTION_QUERIES[:3]) if kind == "resolution" else AGREEMENT_QUERIES
+    )
+    out: dict = {}
+    if lm:
+        out["behaviour"] = (
+            behaviour.resolution_table if kind == "resolution" else behaviour.agreement_table
+        )(records)
+    targets = [r["answer"] for r in records] if kind == "resolution" else [0] * len(records)
+    right, margin = attention.picks(measured, targets)
+    out["head_accuracy"] = attention.head_accuracy(right)
+    first, _ = split_by_schema(items, 0.5, config.seed)
+    select = np.isin([x.id for x in items], [x.id for x in first])
+    out["heads"] = attention.select_and_test(right, margin, select, queries, config.top_k)
+    if kind == "resolution":
+        out["twins"] = {
+            q: attention.twin_difference(measured, records, qi, q) for qi, q in enumerate(queries)
+        }
+    pairs, kept = causal.make_pairs(model, twin_pairs(items), config.patch_pairs)
+    out["pairs_kept"], out["pairs_total"], out["pairs_used"] = kept, len(twin_pairs(items)), len(pairs)
+    roles = causal.ROLES_RESOLUTION if kind == "resolution" else causal.ROLES_AGREEMENT
+    if pairs:
+        out["resid"], out["resid_exact"], out["resid_denominator"] = causal.position_sweep(
+            model, pairs, roles, 3
+        )
+        out["z"], out["z_exact"], out["z_denominator"] = causal.head_sweep(model, pairs, config.top_k)
+    out["roles"] = roles
+    probe_roles = ("pronoun", "final") if kind == "resolution" else ("antecedent", "final")
+    if not lm and kind == "resolution":
+        probe_roles = ("pronoun", "end")
+    out["probes"] = probes.probe_table(measured, records, probe_roles, config.seed, config.probe_steps)
+    return DataResult(name, kind, items, measured, records, queries, out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the study and write the report; returns 0 (the exit status)."""
+    config, run = parse(argv)
+    start = time.perf_counter()
+    torch.manual_seed(config.seed)
+    with distributed.session():
+        model = load(config.model, device=run["device"], dtype=run["dtype"])
+        progress = not run["quiet"] and distributed.rank() == 0
+        results = []
+        for name in config.data:
+            items = take(load_items(name), config.limit)
+            measured = measure(model, items, config, progress)
+            if measured is not None:
+                results.append(analyse(model, name, items, measured, config))
+        if distributed.rank() == 0:
+            from studies.coreference.picture import seed_picture
+            from studies.coreference.report import write_report
+
+            heads = top_heads(results)
+            picture = seed_picture(model, heads)
+            report = Report(
+                run["out"],
+                "Pronoun coreference",
+                subtitle="Does the model resolve the pronoun, and which heads carry the referent?",
+                command=["interp", "study", "coreference", *(argv or [])],
+                seed=config.seed,
+                config=config,
+                model=config.model,
+                model_path=model_path(config.model),
+                data_paths=[data_path(name) for name in config.data],
+                device=str(model.device),
+                dtype=model.dtype,
+            )
+            write_report(report, model, config, results, picture, time.perf_counter() - start)
+    return 0
+
+
+def top_heads(results: Sequence[DataResult], n: int = 2) -> list[tuple[int, int]]:
+    """Heads to draw in the seed picture: the strongest verified ``hook_z`` patches on the resolution set,
+    else the best held-out attention heads."""
+    for result in results:
+        if result.kind == "resolution" and "z_exact" in result.analysis and len(result.analysis["z_exact"]):
+            frame = result.analysis["z_exact"]
+            return [(int(r.layer), int(r.head)) for r in frame.head(n).itertuples()]
+    for result in results:
+        frame = result.analysis["heads"]
+        if len(frame):
+            return [
+                (int(r.layer), int(r.head))
+                for r in frame.drop_duplicates(["layer", "head"]).head(n).itertuples()
+            ]
+    return [(0, 0)]
