@@ -47,8 +47,10 @@ def write_report(report: Report, model, config, results: Sequence, picture: dict
         out[result.name] = _data_section(report, model, name, lm, result)
     out["seed_picture"] = _picture_section(report, model, picture)
     report.add_section("Run")
-    report.add_text(f"Wall time {seconds:.0f} s on {model.device} ({model.dtype}).")
-    report.add_headline("wall time", round(seconds, 1), unit="s")
+    report.add_text(
+        f"Wall time {seconds:.0f} s on {model.device} ({model.dtype}); the manifest records it too. It is "
+        "kept out of results.json so that two runs with one seed give the same bytes."
+    )
     report.add_results(out)
     report.write()
 
