@@ -1,0 +1,201 @@
+"""What instrumentation costs: our forward against the plain ``transformers`` forward on the same weights.
+
+For a GPT-2-small-shaped model and a SmolLM2-shaped model (random weights), and two input shapes, each
+variant is timed in alternating repetitions (one of each per round, the order rotating between rounds) and
+reported as the median of per-round ratios to ``transformers`` with SDPA, so that drift in machine load hits
+numerator and denominator alike. Memory: the bytes each cache holds against the bytes its hooks should hold,
+whether anything is retained once the cache is dropped, and the process's peak resident memory.
+
+    python benchmarks/overhead.py --threads 1 --out benchmarks/results/overhead-cpu.json
+    python benchmarks/overhead.py --device cuda --dtype bfloat16
+
+This is a measurement script, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import resource
+import statistics
+import sys
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+MODELS = {
+    "gpt2-small": dict(family="gpt2", n_layers=12, d_model=768, n_heads=12, n_kv_heads=12, d_mlp=3072, d_vocab=50257),
+    "smollm2-135m": dict(family="llama", n_layers=30, d_model=576, n_heads=9, n_kv_heads=3, d_mlp=1536, d_vocab=49152),
+}
+SHAPES = {"4x128": (4, 128), "1x1024": (1, 1024)}
+
+
+def build_hf(spec: dict, attn: str):
+    """A random-weight ``transformers`` model of the given shape (seeded, so both attention versions match)."""
+    import transformers
+
+    torch.manual_seed(0)
+    if spec["family"] == "gpt2":
+        cfg = transformers.GPT2Config(
+            n_layer=spec["n_layers"], n_embd=spec["d_model"], n_head=spec["n_heads"], vocab_size=spec["d_vocab"],
+            n_positions=1024, n_inner=spec["d_mlp"],
+        )
+        cls = transformers.GPT2LMHeadModel
+    else:
+        cfg = transformers.LlamaConfig(
+            num_hidden_layers=spec["n_layers"], hidden_size=spec["d_model"], num_attention_heads=spec["n_heads"],
+            num_key_value_heads=spec["n_kv_heads"], intermediate_size=spec["d_mlp"], vocab_size=spec["d_vocab"],
+            max_position_embeddings=2048, rope_theta=100000.0, tie_word_embeddings=True,
+        )
+        cls = transformers.LlamaForCausalLM
+    cfg._attn_implementation = attn
+    return cls(cfg).eval()
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    out = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    del out
+    return time.perf_counter() - start
+
+
+def variants(ours, hf_sdpa, hf_eager, tokens: torch.Tensor, n_layers: int) -> dict[str, Callable[[], object]]:
+    mid = n_layers // 2
+    return {
+        "transformers sdpa": lambda: hf_sdpa(tokens).logits,
+        "ours, no hooks": lambda: ours(tokens),
+        "ours, cache resid stream": lambda: ours.run_with_cache(tokens, names_filter="blocks.*.hook_resid_post"),
+        "ours, cache one pattern": lambda: ours.run_with_cache(tokens, names_filter=f"blocks.{mid}.attn.hook_pattern"),
+        "ours, cache all patterns": lambda: ours.run_with_cache(tokens, names_filter="blocks.*.attn.hook_pattern"),
+        "ours, cache everything": lambda: ours.run_with_cache(tokens),
+        "transformers eager, output_attentions": lambda: hf_eager(tokens, output_attentions=True).logits,
+    }
+
+
+CACHE_FILTERS = {
+    "ours, cache resid stream": "blocks.*.hook_resid_post",
+    "ours, cache one pattern": "one",
+    "ours, cache all patterns": "blocks.*.attn.hook_pattern",
+    "ours, cache everything": None,
+}
+
+
+def expected_bytes(model, names: list[str], batch: int, pos: int) -> int:
+    """The bytes the named activations must take, from the hook contract's shapes."""
+    cfg, item = model.cfg, model.dtype.itemsize
+    per_name = {
+        "hook_resid_post": batch * pos * cfg.d_model,
+        "hook_pattern": batch * cfg.n_heads * pos * pos,
+    }
+    return sum(per_name[n.rsplit(".", 1)[-1]] for n in names) * item
+
+
+def memory(ours, tokens: torch.Tensor) -> dict[str, dict]:
+    out = {}
+    batch, pos = tokens.shape
+    for label, names_filter in CACHE_FILTERS.items():
+        if names_filter == "one":
+            names_filter = f"blocks.{ours.cfg.n_layers // 2}.attn.hook_pattern"
+        _, cache = ours.run_with_cache(tokens, names_filter=names_filter)
+        names = list(cache)
+        refs = [weakref.ref(t) for t in cache.values()]
+        row = {"cache_bytes": cache.nbytes, "hooks": len(names)}
+        if names_filter is not None:
+            row["expected_bytes"] = expected_bytes(ours, names, batch, pos)
+        del cache, _
+        gc.collect()
+        row["retained_after_drop"] = sum(r() is not None for r in refs)
+        out[label] = row
+    return out
+
+
+def run(args: argparse.Namespace) -> dict:
+    import interp
+
+    torch.set_num_threads(args.threads)
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    results = {
+        "threads": args.threads, "device": args.device, "dtype": args.dtype, "rounds": args.rounds,
+        "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(), "runs": [],
+    }
+    for model_name in args.models:
+        spec = MODELS[model_name]
+        hf_sdpa = build_hf(spec, "sdpa").to(device, dtype)
+        hf_eager = build_hf(spec, "eager").to(device, dtype)
+        ours = interp.from_hf(hf_sdpa).to(device, dtype).eval()
+        for shape_name in args.shapes:
+            batch, pos = SHAPES[shape_name]
+            tokens = torch.randint(0, spec["d_vocab"], (batch, pos), generator=torch.Generator().manual_seed(0))
+            tokens = tokens.to(device)
+            with torch.inference_mode():
+                fns = variants(ours, hf_sdpa, hf_eager, tokens, spec["n_layers"])
+                for fn in fns.values():  # warm-up
+                    for _ in range(args.warmup):
+                        timed(fn)
+                times: dict[str, list[float]] = {k: [] for k in fns}
+                order = list(fns)
+                for r in range(args.rounds):
+                    for name in order[r % len(order):] + order[: r % len(order)]:
+                        times[name].append(timed(fns[name]))
+                mem = memory(ours, tokens)
+            base = times["transformers sdpa"]
+            no_hooks = times["ours, no hooks"]
+            rows = {}
+            for name, ts in times.items():
+                rows[name] = {
+                    "median_s": statistics.median(ts),
+                    "ratio_to_transformers_sdpa": statistics.median(t / b for t, b in zip(ts, base)),
+                    "ratio_to_ours_no_hooks": statistics.median(t / b for t, b in zip(ts, no_hooks)),
+                    **mem.get(name, {}),
+                }
+            results["runs"].append({"model": model_name, "shape": shape_name, "variants": rows})
+            print_table(model_name, shape_name, rows)
+        del hf_sdpa, hf_eager, ours
+        gc.collect()
+    results["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if torch.cuda.is_available() and args.device.startswith("cuda"):
+        results["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    return results
+
+
+def print_table(model: str, shape: str, rows: dict) -> None:
+    print(f"\n{model}, batch x pos = {shape}")
+    print(f"{'variant':40s} {'median ms':>10s} {'x sdpa':>8s} {'x ours':>8s} {'cache MiB':>10s} {'expected':>9s} {'kept':>5s}")
+    for name, row in rows.items():
+        cache = f"{row['cache_bytes'] / 2**20:10.1f}" if "cache_bytes" in row else " " * 10
+        exp = f"{row['expected_bytes'] / 2**20:9.1f}" if "expected_bytes" in row else " " * 9
+        kept = f"{row['retained_after_drop']:5d}" if "retained_after_drop" in row else " " * 5
+        print(
+            f"{name:40s} {row['median_s'] * 1e3:10.1f} {row['ratio_to_transformers_sdpa']:8.3f} "
+            f"{row['ratio_to_ours_no_hooks']:8.3f} {cache} {exp} {kept}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    results = run(args)
+    print(f"\npeak resident memory: {results['peak_rss_mib']:.0f} MiB")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(results, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
