@@ -173,7 +173,9 @@ class _Run:
         committed = _committed(self.folder)
         meta = read_meta(self.folder) or {}
         start = span.start if span is not None else 0
-        cursor = read_cursor(committed[-1][1]) if committed else Cursor(start, 0, CHAIN_START)
+        cursor = Cursor(start, 0, CHAIN_START)
+        if committed:
+            cursor = read_cursor(read_header(committed[-1])[0]["__metadata__"])
         writer = ShardWriter(self.folder, self.shard_rows, self.dtype, len(committed), self.on_shard)
         clock, h, end, checked, batches_run = time.perf_counter(), CHAIN_START, start, False, 0
         stop = span.stop if span is not None else None
@@ -199,16 +201,15 @@ class _Run:
             writer.commit(Cursor(end, 0, h))
         shards = _committed(self.folder)
         summary = {
-            "shards": [path.name for path, _ in shards],
-            "rows": sum(read_header(p)[0]["_index.item"]["shape"][0] for p, _ in shards),
-            "bytes": sum(p.stat().st_size for p, _ in shards),
+            "shards": [path.name for path in shards],
+            "rows": sum(read_header(p)[0]["_index.item"]["shape"][0] for p in shards),
+            "bytes": sum(p.stat().st_size for p in shards),
             "data_fingerprint": h,
         }
         write_json(
             self.folder / META, {"identity": read_meta(self.folder)["identity"], "complete": True, **summary}
         )
-        rows = sum(n for _, n, _ in writer.written)
-        self.stats = RunStats(rows, batches_run, time.perf_counter() - clock, writer.peak_rows)
+        self.stats = RunStats(writer.rows_written, batches_run, time.perf_counter() - clock, writer.peak_rows)
         return summary
 
     def _check_data(self, seen: str | None, stored: str, batch: int) -> None:
@@ -246,15 +247,15 @@ class _Run:
         return BatchRows(batch.number, tensors, item, position, tokens, ids, hash_before, hash_after, skip)
 
 
-def _committed(folder: Path) -> list[tuple[Path, dict[str, str]]]:
-    """Committed shards in order, with their metadata; a gap in the numbering is an error."""
+def _committed(folder: Path) -> list[Path]:
+    """Committed shards in order; a gap in the numbering is an error."""
     paths = sorted(folder.glob("shard_*.safetensors"))
     for number, path in enumerate(paths):
         if path.name != f"shard_{number:05d}.safetensors":
             raise StoreMismatchError(
                 f"{folder} is missing shard {number} (found {path.name}); delete it to start over"
             )
-    return [(p, read_header(p)[0].get("__metadata__", {})) for p in paths]
+    return paths
 
 
 def _stop_layer(hooks: list[str], n_layers: int) -> int | None:

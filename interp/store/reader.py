@@ -76,6 +76,7 @@ class ActivationStore:
         start = 0
         for number, path in enumerate(paths):
             header, data_start = read_header(path)
+            header.pop("__metadata__", None)  # token strings: read again when the index is built
             rows = header[ITEM]["shape"][0]
             self.shards.append(ShardFile(number, path, start, rows, header, data_start))
             start += rows
@@ -117,7 +118,7 @@ class ActivationStore:
         return pd.concat(frames, ignore_index=True)
 
     def _shard_index(self, shard: ShardFile) -> pd.DataFrame:
-        meta = shard.header.get("__metadata__", {})
+        meta = read_header(shard.path)[0].get("__metadata__", {})
         item = np.array(memmap(shard.path, ITEM, shard.header, shard.data_start))
         ids = dict(json.loads(meta.get("item_ids", "[]")))
         tokens = json.loads(meta["tokens"]) if "tokens" in meta else [None] * shard.rows

@@ -86,7 +86,7 @@ class ShardWriter:
         self.tokens: list[str] | None = None
         self.item_ids: dict[int, Any] = {}
         self.filled = 0
-        self.written: list[tuple[str, int, int]] = []  # (file name, rows, bytes) committed by this writer
+        self.rows_written = 0  # rows committed by this writer
         self.peak_rows = 0  # most rows held at once: the buffer's fill plus the incoming batch
 
     def add(self, rows: BatchRows) -> None:
@@ -135,8 +135,8 @@ class ShardWriter:
         if self.tokens is not None:
             metadata["tokens"] = json.dumps(self.tokens)
         path = self.folder / shard_name(self.next_shard)
-        size = write_safetensors(path, tensors, metadata)
-        self.written.append((path.name, n, size))
+        write_safetensors(path, tensors, metadata)
+        self.rows_written += n
         self.next_shard += 1
         self.filled, self.tokens, self.item_ids = 0, None, {}
         if self.on_shard is not None:
