@@ -176,3 +176,18 @@ def test_sharded_checkpoint(name, tmp_path):
     with torch.no_grad():
         logits = sharded(ids, mask)
     torch.testing.assert_close(logits[mask.bool()], expected[mask.bool()], atol=ATOL, rtol=0)
+
+
+def test_dtype_and_device_are_applied_after_loading(tmp_path, device):
+    reference, _ = _build("llama-gqa", tmp_path)
+    model = load(tmp_path / "llama-gqa", device=device, dtype="bfloat16")
+    assert model.dtype == torch.bfloat16 and model.device.type == torch.device(device).type
+    assert model.tokenizer is not None and not model.training
+    ids, mask = model.to_tokens(TEXTS)
+    with torch.no_grad():
+        logits = model(ids, mask).float().cpu()
+        expected = reference(input_ids=ids.cpu(), attention_mask=mask.cpu()).logits
+    real = mask.bool().cpu()
+    assert (logits - expected)[real].abs().max() < 0.1  # bfloat16 rounding, not a different model
+    same = load(tmp_path / "llama-gqa", dtype=torch.float32)
+    assert same.dtype == torch.float32
