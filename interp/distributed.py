@@ -167,6 +167,8 @@ def fail_fast() -> Iterator[None]:
 
 def _exit_with(err: BaseException) -> None:
     message = f"interp: rank {rank()} of {world_size()} failed: {type(err).__name__}: {err}"
+    if "closed by peer" in str(err) or "Connection reset" in str(err):
+        message += " (probably because another rank failed first: see its error)"
     print(message, file=sys.stderr)
     traceback.print_exception(err, file=sys.stderr)
     if "TORCHELASTIC_ERROR_FILE" in os.environ:
