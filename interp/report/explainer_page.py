@@ -37,6 +37,7 @@ p { max-width: 60rem; }
 code, .mono { font-family: ui-monospace, Menlo, Consolas, "DejaVu Sans Mono", monospace; font-size: 0.9em; }
 #bar { position: sticky; top: 0; z-index: 5; background: rgba(255,255,255,0.97);
   border-bottom: 1px solid var(--line); padding: 0.5rem 0; }
+#bar main { padding-bottom: 0; }
 #controls { display: flex; flex-wrap: wrap; gap: 1rem; align-items: center; font-size: 0.9em; }
 #controls label { color: var(--muted); }
 select { font: inherit; padding: 0.1em 0.3em; }
@@ -277,7 +278,7 @@ SCRIPT = r"""
   }
 
   // A pattern as a picture: [query, key] bins of at most `size` pixels, each the largest weight in it.
-  function drawPattern(canvas, l, h, size) {
+  function drawPattern(canvas, l, h, size, px) {
     var n = Math.min(N, size), grid = new Float32Array(n * n), i, j;
     function put(q, k, w) {
       var a = Math.floor(q * n / N) * n + Math.floor(k * n / N);
@@ -292,13 +293,16 @@ SCRIPT = r"""
       }
       D.row[l][h].forEach(function (w, k) { put(Q, k, w); });
     }
-    canvas.width = n;
-    canvas.height = n;
-    var ctx = canvas.getContext("2d"), img = ctx.createImageData(n, n);
-    for (i = 0; i < n * n; i++) {
-      var c = weightColor(grid[i]);
-      img.data[4 * i] = c[0]; img.data[4 * i + 1] = c[1]; img.data[4 * i + 2] = c[2];
-      img.data[4 * i + 3] = 255;
+    px = px || 1;
+    canvas.width = n * px;
+    canvas.height = n * px;
+    var ctx = canvas.getContext("2d"), img = ctx.createImageData(n * px, n * px), a, c;
+    for (i = 0; i < n * px; i++) {
+      for (j = 0; j < n * px; j++) {
+        c = weightColor(grid[Math.floor(i / px) * n + Math.floor(j / px)]);
+        a = 4 * (i * n * px + j);
+        img.data[a] = c[0]; img.data[a + 1] = c[1]; img.data[a + 2] = c[2]; img.data[a + 3] = 255;
+      }
     }
     ctx.putImageData(img, 0, 0);
     return n;
@@ -591,13 +595,11 @@ SCRIPT = r"""
       paintChip(chip, w, true);
       box.appendChild(chip);
     });
-    var c = $("pattern-canvas"), n = drawPattern(c, S.layer, S.head, 256);
-    var px = Math.max(1, Math.floor(300 / n));
-    c.style.width = (n * px) + "px"; c.style.height = (n * px) + "px"; c.style.imageRendering = "pixelated";
-    var ctx = c.getContext("2d");
-    ctx.strokeStyle = "#e8590c"; ctx.lineWidth = Math.max(0.15, n / 300);
-    var y = Math.floor(Q * n / N);
-    ctx.strokeRect(0, y, n, Math.max(1, n / N));
+    var c = $("pattern-canvas"), px = Math.max(1, Math.floor(300 / Math.min(N, 256)));
+    var n = drawPattern(c, S.layer, S.head, 256, px), ctx = c.getContext("2d");
+    ctx.strokeStyle = "#e8590c";
+    ctx.lineWidth = 2;
+    ctx.strokeRect(1, Math.floor(Q * n / N) * px + 1, n * px - 2, Math.max(px - 2, 1));
   }
 
   function renderQK() {

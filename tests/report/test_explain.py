@@ -6,6 +6,7 @@ Tiny random models with a word-level tokenizer stand in for real ones, so these 
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 
@@ -121,7 +122,8 @@ def test_page_is_deterministic():
 
 
 def test_command_writes_the_page_and_reports_bad_tokens(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("interp.load.load", lambda name, **kwargs: tiny_model())
+    loader = importlib.import_module("interp.load")  # the package; ``interp.load`` is also the function
+    monkeypatch.setattr(loader, "load", lambda name, **kwargs: tiny_model())
     out = tmp_path / "pages" / "explain.html"
     code = cli_main(["explain", SEED_TEXT, "--token", "it", "--layer", "1", "--head", "3", "--out", str(out)])
     assert code == 0

@@ -87,9 +87,12 @@ def check_page(browser, path, screenshot: str) -> dict:
     assert len(grid) == data["model"]["n_layers"] * data["model"]["n_heads"]
     grid[0].click()
     assert shown_pattern(browser) == data["row"][0][0]
+    grid[layer * data["model"]["n_heads"] + head].click()  # back to the head shown first
+    assert shown_pattern(browser) == before
 
     assert browser.console_errors() == []
     assert browser.network_requests() == []
+    browser.js("window.scrollTo(0, 0);")
     assert browser.screenshot(screenshot).stat().st_size > 10_000
     return data
 
