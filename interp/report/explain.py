@@ -22,6 +22,9 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from hooks import ActivationCache
+from interp.analysis import logit_lens, source_contributions
+
 TOP_K = 16
 """Keys kept per query and head when the full pattern is too large to embed."""
 DENSE_LIMIT = 300_000
@@ -143,8 +146,6 @@ def explain_data(
     Raises:
         ValueError: the model has no tokenizer, the text is empty or too long, or no token matches.
     """
-    from interp.analysis import logit_lens, source_contributions
-
     if getattr(model, "tokenizer", None) is None:
         raise ValueError("the explainer needs a model with a tokenizer; load one with interp.load(...)")
     cfg = model.cfg
@@ -152,11 +153,7 @@ def explain_data(
     str_tokens = model.tokenizer.to_str_tokens(tokens.ids[0].tolist())
     query = choose_token(str_tokens, token)
     _, cache = model.run_with_cache(tokens.ids, tokens.mask, names_filter=hook_names(model))
-
-    def act(name: str) -> torch.Tensor:
-        return cache[name][0].detach().float().cpu()
-
-    rows = torch.stack([act(f"blocks.{i}.attn.hook_pattern")[:, query] for i in range(cfg.n_layers)])
+    rows = torch.stack([_act(cache, f"blocks.{i}.attn.hook_pattern")[:, query] for i in range(cfg.n_layers)])
     layer, head = choose_head(rows, query, layer, head)  # rows: [layer, head, key]
     n = len(str_tokens)
     dense = cfg.n_layers * cfg.n_heads * n * n <= DENSE_LIMIT
@@ -165,7 +162,7 @@ def explain_data(
     per_layer.update({key: [] for key in ("k", "v", "src_norm", "head_norm", "q_cos", "resid")})
     layers = tqdm(range(cfg.n_layers), desc="explain: layers", disable=not progress, leave=False)
     for i in layers:
-        _layer_data(model, cache, act, i, query, dense, top_k, per_layer, source_contributions)
+        _layer_data(model, cache, i, query, dense=dense, top_k=top_k, out=per_layer)
     return {
         "model": _model_info(model),
         "text": text,
@@ -174,17 +171,29 @@ def explain_data(
         "query": query,
         "layer": layer,
         "head": head,
-        "embed": _strips(act("hook_embed")),
-        "position": _position(model, act, per_layer.pop("q_cos")),
+        "embed": _strips(_act(cache, "hook_embed")),
+        "position": _position(model, cache, per_layer.pop("q_cos")),
         "pattern": _pattern(per_layer, dense, top_k),
         "row": rows,
         **per_layer,
-        "lens": _lens(model, cache, query, logit_lens),
+        "lens": _lens(model, cache, query),
     }
 
 
-def _layer_data(model, cache, act, i, query, dense, top_k, out, source_contributions) -> None:
+def _act(cache: ActivationCache, name: str) -> torch.Tensor:
+    """The first (only) row of a cached activation, as float32 on the CPU."""
+    return cache[name][0].detach().float().cpu()
+
+
+def _layer_data(
+    model: Any, cache: ActivationCache, i: int, query: int, *, dense: bool, top_k: int, out: dict[str, list]
+) -> None:
+    """Append layer ``i``'s share of the page's data to the lists in ``out``."""
     cfg = model.cfg
+
+    def act(name: str) -> torch.Tensor:
+        return _act(cache, name)
+
     rotary = cfg.positional == "rotary"
     prefix = f"blocks.{i}.attn."
     pattern = act(prefix + "hook_pattern")  # [head, query, key]
@@ -257,14 +266,14 @@ def _strips(x: torch.Tensor) -> dict[str, Any]:
     return {"norm": x.norm(dim=-1), "dims": x[:, :STRIP_DIMS]}
 
 
-def _position(model: Any, act, q_cos: list[torch.Tensor]) -> dict[str, Any]:
+def _position(model: Any, cache: ActivationCache, q_cos: list[torch.Tensor]) -> dict[str, Any]:
     cfg = model.cfg
     if cfg.positional == "rotary":
         inv_freq = model.rotary.inv_freq.detach().float().cpu()
-        positions = cos_positions(act("hook_embed").shape[0])
+        positions = cos_positions(cache["hook_embed"].shape[1])
         return {"kind": "rotary", "inv_freq": inv_freq, "q_cos": q_cos, "q_cos_pos": positions}
     if cfg.positional in ("learned", "sinusoidal"):
-        return {"kind": cfg.positional, **_strips(act("hook_pos_embed"))}
+        return {"kind": cfg.positional, **_strips(_act(cache, "hook_pos_embed"))}
     return {"kind": "none"}
 
 
@@ -275,7 +284,7 @@ def _pattern(per_layer: dict[str, list], dense: bool, top_k: int) -> dict[str, A
     return {"dense": False, "k": top_k, "values": values, "keys": keys}
 
 
-def _lens(model: Any, cache, query: int, logit_lens) -> list[dict[str, Any]] | None:
+def _lens(model: Any, cache: ActivationCache, query: int) -> list[dict[str, Any]] | None:
     """Top tokens that the stream entering each layer (and the final stream) would predict at ``query``."""
     if getattr(model, "unembed", None) is None:
         return None
