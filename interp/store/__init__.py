@@ -18,10 +18,11 @@ Example:
     >>> store.tensor("blocks.0.hook_resid_post").shape  # [rows, d_model]  # doctest: +SKIP
 """
 
-from interp.store.cache import RunStats, cache_activations
+from interp.store.cache import cache_activations
 from interp.store.cli import cache_main, read_items
 from interp.store.meta import StoreMismatchError
 from interp.store.reader import ActivationStore, ShardedArray, StoreShard
+from interp.store.run import RunStats
 
 __all__ = [
     "ActivationStore",
