@@ -7,8 +7,8 @@ import os
 import pytest
 import torch
 
-import interp.load.cache as cache
-import interp.load.checkpoint as checkpoint
+from interp.load import cache
+from interp.load import checkpoint
 from interp.load import load_checkpoint
 from tests.load.builders import SEED, byte_level_bpe, tiny_llama, write_llama_gguf
 

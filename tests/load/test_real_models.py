@@ -122,7 +122,7 @@ def test_minilm_tokenizer_matches_transformers(minilm):
 
 @needs_smollm
 def test_smollm_second_load_is_cached():
-    import interp.load.cache as cache
+    from interp.load import cache
 
     load_checkpoint("smollm2-135m")
     digest = cache.file_sha256(packaged_path("smollm2-135m"))
