@@ -100,7 +100,7 @@ def shard_range(n: int, rank_: int | None = None, world: int | None = None) -> r
     """The contiguous range of ``n`` item indices that a rank owns.
 
     >>> [list(shard_range(10, r, 3)) for r in range(3)]
-    [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9]]
+    [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
     """
     r = rank() if rank_ is None else rank_
     w = world_size() if world is None else world

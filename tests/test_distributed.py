@@ -7,6 +7,7 @@ over two ranks must read back row for row like a single-process store.
 
 from __future__ import annotations
 
+import doctest
 import json
 import os
 import re
@@ -52,6 +53,11 @@ def test_shard_ranges_are_contiguous_disjoint_and_cover_everything():
     assert distributed.shard(list("abcde")) == list("abcde")  # one process owns all
     with pytest.raises(ValueError, match="outside a world of 2"):
         distributed.shard_range(10, 2, 2)
+
+
+def test_docstring_examples():
+    result = doctest.testmod(distributed)
+    assert result.attempted > 0 and result.failed == 0
 
 
 def test_single_process_collectives():
