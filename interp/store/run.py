@@ -109,13 +109,15 @@ class Run:
     def _rows(self, batch: Batch, hash_before: str, hash_after: str, skip: int) -> BatchRows:
         row, col, position = select_rows(batch, self.positions)
         model = self.model
+        # Captures stay on the model's device; only the kept rows are copied to the CPU (for positions="last"
+        # that is one row an item instead of the whole sequence).
         _, cache = model.run_with_cache(
             batch.ids.to(model.device),
             batch.mask.to(model.device),
             names_filter=self.hooks,
-            device="cpu",
             stop_at_layer=self.stop_at_layer,
         )
+        where = (row.to(model.device), col.to(model.device))
         tensors = {}
         for name in self.hooks:
             act = cache[name]  # [batch, pos, ...]
@@ -124,7 +126,7 @@ class Run:
                     f"{name!r} has shape {tuple(act.shape)}, not [batch, pos, ...] for a batch of "
                     f"{tuple(batch.ids.shape)}; the store keeps one row per token"
                 )
-            tensors[name] = act[row, col]  # [rows, ...]
+            tensors[name] = act[where].cpu()  # [rows, ...]
         item = batch.first_item + row
         tokens = self.tokenizer.to_str_tokens(batch.ids[row, col]) if self.tokenizer is not None else None
         ids = None
