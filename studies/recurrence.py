@@ -51,7 +51,7 @@ class RecurrenceConfig:
     n_distractors: int = 8
     d_model: int = 32
     d_hidden: int = 64
-    steps: int = 150
+    steps: int = 200
     batch: int = 32
     lr: float = 3e-3
     n_eval: int = 512

@@ -11,7 +11,7 @@ from studies import recurrence
 @pytest.fixture(scope="module")
 def cfg():
     return recurrence.RecurrenceConfig(
-        distances=(4, 64), steps=120, batch=32, n_eval=256, timing_lengths=(8, 32), timing_repeats=1
+        distances=(4, 64), steps=200, batch=32, n_eval=256, timing_lengths=(8, 32), timing_repeats=1
     )
 
 
