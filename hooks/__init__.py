@@ -4,6 +4,7 @@ This package knows nothing about transformers; ``interp`` builds on it.
 """
 
 from hooks.attach import attach
+from hooks.attention_spec import AttentionSpec
 from hooks.cache import ActivationCache
 from hooks.module import HookedModule
 from hooks.names import UnknownHookError, resolve_names
@@ -11,6 +12,7 @@ from hooks.point import HookEditError, HookPoint
 
 __all__ = [
     "ActivationCache",
+    "AttentionSpec",
     "attach",
     "HookEditError",
     "HookPoint",
