@@ -8,6 +8,7 @@ group, so packages other than this one can register their own.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -80,8 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)
-    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as err:
-        if getattr(args, "debug", False):
+    except (ValueError, FileNotFoundError, KeyError) as err:
+        # Bad input (a missing file, an unknown name, a malformed data line): the message says what to fix.
+        # INTERP_DEBUG=1 shows the traceback instead.
+        if os.environ.get("INTERP_DEBUG"):
             raise
         print(f"interp: error: {err}", file=sys.stderr)
         return 2

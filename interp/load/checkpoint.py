@@ -67,7 +67,10 @@ def _resolve(name_or_path: str | os.PathLike) -> Path:
             f"{name_or_path!r} is neither a packaged model ({sorted(PACKAGED_MODELS)}) nor an existing file "
             "or folder; models are never downloaded, so pass a local path"
         )
-    raise FileNotFoundError(f"no model file or folder at {path}")
+    raise FileNotFoundError(
+        f"no model file or folder at {path}; pass a packaged name ({', '.join(sorted(PACKAGED_MODELS))}), "
+        "a Hugging Face folder (config.json, *.safetensors, tokenizer.json) or a .gguf file"
+    )
 
 
 def _from_folder(folder: Path) -> Checkpoint:
