@@ -1,7 +1,7 @@
 """Shared test setup.
 
-torch on two threads slows badly when the other core is busy, so the suite runs single-threaded. Tests that need
-an accelerator read ``INTERP_DEVICE`` (default ``cpu``).
+torch on two threads slows badly when the other core is busy, so the suite runs single-threaded. Tests that
+need an accelerator read ``INTERP_DEVICE`` (default ``cpu``).
 """
 
 import os
@@ -19,3 +19,10 @@ DEVICE = os.environ.get("INTERP_DEVICE", "cpu")
 @pytest.fixture
 def device() -> str:
     return DEVICE
+
+
+@pytest.fixture(autouse=True)
+def _grad_mode_on():
+    """Every test starts with autograd on, whatever an earlier one did to the global mode."""
+    torch.set_grad_enabled(True)
+    yield

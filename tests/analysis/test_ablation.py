@@ -4,7 +4,13 @@ import torch
 from interp.analysis import ablate, ablation_hooks
 from tests.analysis.models import build, tokens
 
-torch.set_grad_enabled(False)
+
+@pytest.fixture(autouse=True)
+def _no_grad():
+    """These tests run without autograd, as analysis code usually does; the mode ends with each test."""
+    with torch.no_grad():
+        yield
+
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,13 @@ from interp.analysis import (
 )
 from tests.analysis.models import build, tokens
 
-torch.set_grad_enabled(False)
+
+@pytest.fixture(autouse=True)
+def _no_grad():
+    """These tests run without autograd, as analysis code usually does; the mode ends with each test."""
+    with torch.no_grad():
+        yield
+
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "bert"])

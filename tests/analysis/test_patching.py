@@ -6,7 +6,13 @@ from interp import HookedTransformer
 from interp.analysis import attribution_patch, patch, run_patched, verify_top_k
 from tests.analysis.models import CONFIGS, build, tokens
 
-torch.set_grad_enabled(False)  # attribution_patch turns gradients on where it needs them)
+
+@pytest.fixture(autouse=True)
+def _no_grad():
+    """These tests run without autograd, as analysis code usually does; the mode ends with each test."""
+    with torch.no_grad():
+        yield
+
 
 
 def logit_diff(logits: torch.Tensor) -> torch.Tensor:
