@@ -118,8 +118,9 @@ def test_a_failing_rank_stops_the_run_with_its_error(failing_job):
     output = done.stdout + done.stderr
     assert done.returncode != 0
     assert "interp: rank 1 of 2 failed: ValueError: rank one cannot go on" in output
-    root_cause = output.split("Root Cause", 1)[1]
-    assert "rank      : 1" in root_cause and "ValueError: rank one cannot go on" in root_cause
+    # torchrun names the first failure it observed as the root cause; when the stopped rank 0 is seen
+    # first that is rank 0, so only the failing rank's own message above is asserted.
+    assert "Root Cause" in output
     raised_at = float(re.search(r"raising at ([0-9.]+)", output).group(1))
     assert ended - raised_at < 30  # the waiting rank is stopped, not left to a collective timeout
 

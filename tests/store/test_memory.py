@@ -24,8 +24,9 @@ def test_rows_held_stay_below_one_shard_plus_one_batch(tmp_path):
 def test_python_memory_does_not_grow_with_the_data(tmp_path):
     """Token strings and item ids are kept for the current shard only, so traced memory stays flat.
 
-    Keeping every row's token string would grow memory by at least the strings' size; the bound is a third
-    of that (what remains is torch's own small caches, keyed by tensor shapes, which stop growing).
+    Keeping every row's token string would grow memory by at least the strings' size; the bound is 60%
+    of that (what remains is torch's own small caches, keyed by tensor shapes, which stop growing), with
+    room for the noise of other allocations in a long test run.
     """
     model = tiny_model()
     texts = sentences(200, seed=4)
@@ -48,4 +49,4 @@ def test_python_memory_does_not_grow_with_the_data(tmp_path):
     rows_between = 40 * 24
     token_bytes = rows_between * sum(sys.getsizeof(t) for t in store.index["token"]) / len(store)
     assert len(store.shards) > 45
-    assert samples[45] - samples[5] < token_bytes / 3, (samples, token_bytes)
+    assert samples[45] - samples[5] < token_bytes * 0.6, (samples, token_bytes)
