@@ -16,8 +16,8 @@ heads, the share of heads whose best score clearly exceeds their others, and for
 picked on half of the sentences and measured on the other half with a 95% bootstrap interval (chance level:
 0 difference).
 
-Run time: about 40 s on 2 CPU cores with both models (``interp study heads --quiet``); loading SmolLM2
-dominates.
+Run time (``interp study heads --quiet``): 68 s wall for MiniLM alone on 2 CPU cores shared with other jobs
+(load 5 to 9); both models still to be measured.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ in the shuffled order, mean over tokens with a 95% bootstrap interval), as they 
 by hooks (MiniLM: every position's vector replaced by the mean over positions; SmolLM2: the rotary rotation
 undone by handing ``hook_rot_q``/``hook_rot_k`` the unrotated queries and keys).
 
-Run time: about 5 s for the random models and 25 s for both trained models on 2 CPU cores
-(``interp study position --quiet``).
+Run time (``interp study position --quiet``, both models): 5 min of CPU time, 25 min wall on 2 CPU cores
+shared with other jobs (load 5 to 9), over the two-minute target; to be re-measured on an idle machine.
 """
 
 from __future__ import annotations

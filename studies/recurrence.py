@@ -16,7 +16,9 @@ training (computed in float64 so that tiny values do not underflow; for the tran
 ``hook_embed``); the path length between the first token and the query (sequential steps); and wall time
 against sequence length of an LSTM cell stepped over the sequence, the fused LSTM, and one transformer pass.
 
-Run time: about 60 s on 2 CPU cores (``interp study recurrence --quiet``); training dominates.
+Run time (``interp study recurrence --quiet``): about 10 min wall on 2 CPU cores shared with other jobs
+(load 5 to 9), over the two-minute target; single-threaded profiling puts training at about 1 min on an idle
+machine, still to be confirmed.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ spread of the real scores within each query's row (the softmax is blind to a row
 standard deviation is what matters), the same spread before the division set against sqrt(d_head), and the
 pattern's entropy as it is and as it would be without the division.
 
-Run time: about 20 s for the Monte Carlo and 20 s per trained model on 2 CPU cores
-(``interp study scaling --quiet``; measured 43 s in all with both models installed).
+Run time (``interp study scaling --quiet``, both models): 49 s of CPU time, 2.5 min wall on 2 CPU cores
+shared with other jobs (load 5 to 9); an idle machine is still to be measured.
 """
 
 from __future__ import annotations
