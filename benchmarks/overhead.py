@@ -29,8 +29,12 @@ from pathlib import Path
 import torch
 
 MODELS = {
-    "gpt2-small": dict(family="gpt2", n_layers=12, d_model=768, n_heads=12, n_kv_heads=12, d_mlp=3072, d_vocab=50257),
-    "smollm2-135m": dict(family="llama", n_layers=30, d_model=576, n_heads=9, n_kv_heads=3, d_mlp=1536, d_vocab=49152),
+    "gpt2-small": dict(
+        family="gpt2", n_layers=12, d_model=768, n_heads=12, n_kv_heads=12, d_mlp=3072, d_vocab=50257
+    ),
+    "smollm2-135m": dict(
+        family="llama", n_layers=30, d_model=576, n_heads=9, n_kv_heads=3, d_mlp=1536, d_vocab=49152
+    ),
 }
 SHAPES = {"4x128": (4, 128), "1x1024": (1, 1024)}
 
@@ -42,15 +46,25 @@ def build_hf(spec: dict, attn: str):
     torch.manual_seed(0)
     if spec["family"] == "gpt2":
         cfg = transformers.GPT2Config(
-            n_layer=spec["n_layers"], n_embd=spec["d_model"], n_head=spec["n_heads"], vocab_size=spec["d_vocab"],
-            n_positions=1024, n_inner=spec["d_mlp"],
+            n_layer=spec["n_layers"],
+            n_embd=spec["d_model"],
+            n_head=spec["n_heads"],
+            vocab_size=spec["d_vocab"],
+            n_positions=1024,
+            n_inner=spec["d_mlp"],
         )
         cls = transformers.GPT2LMHeadModel
     else:
         cfg = transformers.LlamaConfig(
-            num_hidden_layers=spec["n_layers"], hidden_size=spec["d_model"], num_attention_heads=spec["n_heads"],
-            num_key_value_heads=spec["n_kv_heads"], intermediate_size=spec["d_mlp"], vocab_size=spec["d_vocab"],
-            max_position_embeddings=2048, rope_theta=100000.0, tie_word_embeddings=True,
+            num_hidden_layers=spec["n_layers"],
+            hidden_size=spec["d_model"],
+            num_attention_heads=spec["n_heads"],
+            num_key_value_heads=spec["n_kv_heads"],
+            intermediate_size=spec["d_mlp"],
+            vocab_size=spec["d_vocab"],
+            max_position_embeddings=2048,
+            rope_theta=100000.0,
+            tie_word_embeddings=True,
         )
         cls = transformers.LlamaForCausalLM
     cfg._attn_implementation = attn
@@ -71,9 +85,15 @@ def variants(ours, hf_sdpa, hf_eager, tokens: torch.Tensor, n_layers: int) -> di
     return {
         "transformers sdpa": lambda: hf_sdpa(tokens).logits,
         "ours, no hooks": lambda: ours(tokens),
-        "ours, cache resid stream": lambda: ours.run_with_cache(tokens, names_filter="blocks.*.hook_resid_post"),
-        "ours, cache one pattern": lambda: ours.run_with_cache(tokens, names_filter=f"blocks.{mid}.attn.hook_pattern"),
-        "ours, cache all patterns": lambda: ours.run_with_cache(tokens, names_filter="blocks.*.attn.hook_pattern"),
+        "ours, cache resid stream": lambda: ours.run_with_cache(
+            tokens, names_filter="blocks.*.hook_resid_post"
+        ),
+        "ours, cache one pattern": lambda: ours.run_with_cache(
+            tokens, names_filter=f"blocks.{mid}.attn.hook_pattern"
+        ),
+        "ours, cache all patterns": lambda: ours.run_with_cache(
+            tokens, names_filter="blocks.*.attn.hook_pattern"
+        ),
         "ours, cache everything": lambda: ours.run_with_cache(tokens),
         "transformers eager, output_attentions": lambda: hf_eager(tokens, output_attentions=True).logits,
     }
@@ -122,8 +142,14 @@ def run(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     results = {
-        "threads": args.threads, "device": args.device, "dtype": args.dtype, "rounds": args.rounds,
-        "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(), "runs": [],
+        "threads": args.threads,
+        "device": args.device,
+        "dtype": args.dtype,
+        "rounds": args.rounds,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "runs": [],
     }
     for model_name in args.models:
         spec = MODELS[model_name]
@@ -132,7 +158,9 @@ def run(args: argparse.Namespace) -> dict:
         ours = interp.from_hf(hf_sdpa).to(device, dtype).eval()
         for shape_name in args.shapes:
             batch, pos = SHAPES[shape_name]
-            tokens = torch.randint(0, spec["d_vocab"], (batch, pos), generator=torch.Generator().manual_seed(0))
+            tokens = torch.randint(
+                0, spec["d_vocab"], (batch, pos), generator=torch.Generator().manual_seed(0)
+            )
             tokens = tokens.to(device)
             with torch.inference_mode():
                 fns = variants(ours, hf_sdpa, hf_eager, tokens, spec["n_layers"])
@@ -142,7 +170,7 @@ def run(args: argparse.Namespace) -> dict:
                 times: dict[str, list[float]] = {k: [] for k in fns}
                 order = list(fns)
                 for r in range(args.rounds):
-                    for name in order[r % len(order):] + order[: r % len(order)]:
+                    for name in order[r % len(order) :] + order[: r % len(order)]:
                         times[name].append(timed(fns[name]))
                 mem = memory(ours, tokens)
             base = times["transformers sdpa"]
@@ -151,8 +179,12 @@ def run(args: argparse.Namespace) -> dict:
             for name, ts in times.items():
                 rows[name] = {
                     "median_s": statistics.median(ts),
-                    "ratio_to_transformers_sdpa": statistics.median(t / b for t, b in zip(ts, base)),
-                    "ratio_to_ours_no_hooks": statistics.median(t / b for t, b in zip(ts, no_hooks)),
+                    "ratio_to_transformers_sdpa": statistics.median(
+                        t / b for t, b in zip(ts, base, strict=True)
+                    ),
+                    "ratio_to_ours_no_hooks": statistics.median(
+                        t / b for t, b in zip(ts, no_hooks, strict=True)
+                    ),
                     **mem.get(name, {}),
                 }
             results["runs"].append({"model": model_name, "shape": shape_name, "variants": rows})
@@ -167,7 +199,10 @@ def run(args: argparse.Namespace) -> dict:
 
 def print_table(model: str, shape: str, rows: dict) -> None:
     print(f"\n{model}, batch x pos = {shape}")
-    print(f"{'variant':40s} {'median ms':>10s} {'x sdpa':>8s} {'x ours':>8s} {'cache MiB':>10s} {'expected':>9s} {'kept':>5s}")
+    print(
+        f"{'variant':40s} {'median ms':>10s} {'x sdpa':>8s} {'x ours':>8s} "
+        f"{'cache MiB':>10s} {'expected':>9s} {'kept':>5s}"
+    )
     for name, row in rows.items():
         cache = f"{row['cache_bytes'] / 2**20:10.1f}" if "cache_bytes" in row else " " * 10
         exp = f"{row['expected_bytes'] / 2**20:9.1f}" if "expected_bytes" in row else " " * 9

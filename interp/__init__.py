@@ -2,7 +2,8 @@
 
 >>> import interp
 >>> model = interp.load("smollm2-135m")  # doctest: +SKIP
->>> logits, cache = model.run_with_cache("The animal didn't cross the street because it was too tired")  # doctest: +SKIP
+>>> text = "The animal didn't cross the street because it was too tired"
+>>> logits, cache = model.run_with_cache(text)  # doctest: +SKIP
 >>> cache["pattern", 3].shape  # doctest: +SKIP
 torch.Size([1, 9, 12, 12])
 """

@@ -109,9 +109,7 @@ class TransformerConfig:
         if self.rotary_dim is None:
             object.__setattr__(self, "rotary_dim", self.d_head)
         if self.positional == "rotary" and (self.rotary_dim > self.d_head or self.rotary_dim % 2):
-            raise ValueError(
-                f"rotary_dim={self.rotary_dim} must be even and at most d_head={self.d_head}"
-            )
+            raise ValueError(f"rotary_dim={self.rotary_dim} must be even and at most d_head={self.d_head}")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
         if self.eps <= 0:

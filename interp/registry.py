@@ -36,7 +36,9 @@ def run_study(name: str | None, argv: Sequence[str]) -> int:
     return int(load_study(name)(list(argv)) or 0)
 
 
-def study_parser(name: str, description: str, *, default_model: str | None = "smollm2-135m") -> argparse.ArgumentParser:
+def study_parser(
+    name: str, description: str, *, default_model: str | None = "smollm2-135m"
+) -> argparse.ArgumentParser:
     """The arguments every study accepts, so that all of them read the same on the command line."""
     parser = argparse.ArgumentParser(prog=f"interp study {name}", description=description)
     if default_model is not None:

@@ -25,7 +25,9 @@ def main() -> int:
             b = low(ids, mask).float()
         valid = mask.bool()
         diff = (a - b)[valid].abs()
-        line = f"{name}: max |diff| {diff.max():.4f}, mean {diff.mean():.5f}, scale {a[valid].abs().mean():.3f}"
+        line = (
+            f"{name}: max |diff| {diff.max():.4f}, mean {diff.mean():.5f}, scale {a[valid].abs().mean():.3f}"
+        )
         if ref.cfg.lm_head != "none":
             agree = (a[valid].argmax(-1) == b[valid].argmax(-1)).float().mean()
             line += f", top-1 agreement {agree:.3f}"

@@ -1,5 +1,7 @@
 """Bad configurations and bad inputs each fail with a message that says what is wrong."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -27,7 +29,7 @@ def test_bad_configs(overrides, message):
 def test_config_derives_defaults_and_is_frozen():
     cfg = TransformerConfig(n_layers=1, d_model=64, n_heads=8, d_vocab=10, n_ctx=4)
     assert (cfg.d_head, cfg.n_kv_heads, cfg.d_mlp, cfg.rotary_dim) == (8, 8, 256, 8)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.d_model = 3
     with pytest.raises(TypeError):
         TransformerConfig(1, 64, 8, 10, 4)  # keyword-only
@@ -37,7 +39,9 @@ def test_config_derives_defaults_and_is_frozen():
 def test_seeded_init_is_reproducible():
     a, b = HookedTransformer(tiny_config(seed=3)), HookedTransformer(tiny_config(seed=3))
     c = HookedTransformer(tiny_config(seed=4))
-    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert all(
+        torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True)
+    )
     assert not torch.equal(a.embed.W_E, c.embed.W_E)
 
 
@@ -62,7 +66,9 @@ def test_sequence_longer_than_context(model):
 
 def test_bad_masks(model):
     tokens = torch.tensor([[1, 2, 3]])
-    with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 2\); it must match tokens, \(1, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"attention_mask has shape \(1, 2\); it must match tokens, \(1, 3\)"
+    ):
         model(tokens, torch.tensor([[1, 1]]))
     with pytest.raises(ValueError, match="only 0"):
         model(tokens, torch.tensor([[1, 2, 1]]))

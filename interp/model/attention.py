@@ -13,7 +13,6 @@ import math
 
 import torch
 import torch.nn.functional as F
-from einops import rearrange
 from torch import nn
 
 from hooks import HookPoint
@@ -82,17 +81,23 @@ class Attention(nn.Module):
         z = self._explicit(q, k, v, mask) if self.explicit else self._fused(q, k, v, mask)
         z = self.hook_z(z)  # [batch, pos, head, d_head]
         if self.hook_result.active:
-            result = self.hook_result(torch.einsum("bphe,hed->bphd", z, self.W_O))  # [batch, pos, head, d_model]
+            result = self.hook_result(
+                torch.einsum("bphe,hed->bphd", z, self.W_O)
+            )  # [batch, pos, head, d_model]
             out = result.sum(dim=2)
         else:
             out = z.reshape(*z.shape[:2], -1) @ merge_heads_out(self.W_O)  # [batch, pos, d_model]
         return out + self.b_O if self.b_O is not None else out
 
     def _project(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-        flat = F.linear(x, merge_heads_in(w).T, None if b is None else b.reshape(-1))  # [batch, pos, head * e]
+        flat = F.linear(
+            x, merge_heads_in(w).T, None if b is None else b.reshape(-1)
+        )  # [batch, pos, head * e]
         return flat.unflatten(-1, (w.shape[0], w.shape[2]))  # [batch, pos, head, d_head]
 
-    def _fused(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def _fused(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, head, pos, d_head]
         kwargs = {}
         if self.cfg.group_size > 1:
@@ -108,17 +113,21 @@ class Attention(nn.Module):
     def _explicit(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
     ) -> torch.Tensor:
-        r = self.cfg.group_size
-        q_grouped = rearrange(q, "b q (g r) e -> b g r q e", r=r)
-        scores = torch.einsum("bgrqe,bkge->bgrqk", q_grouped, k) / math.sqrt(self.cfg.d_head)
-        scores = rearrange(scores, "b g r q k -> b (g r) q k")  # [batch, head, query, key]
+        batch, n_q, n_heads, d_head = q.shape
+        g, r = self.cfg.n_kv_heads, self.cfg.group_size
+        # Query heads that share a key/value head are stacked along the query axis, so one batched matmul
+        # serves the whole group without copying keys: [batch, kv_head, group * query, d_head].
+        q_grouped = q.unflatten(2, (g, r)).permute(0, 2, 3, 1, 4).reshape(batch, g, r * n_q, d_head)
+        q_grouped = q_grouped * (1.0 / math.sqrt(d_head))  # scaling q is cheaper than scaling the scores
+        scores = q_grouped @ k.permute(0, 2, 3, 1)  # [batch, kv_head, group * query, key]
+        scores = scores.view(batch, n_heads, n_q, -1)  # [batch, head, query, key]
         if mask is None and self.cfg.causal:
-            n = scores.shape[-1]
-            mask = torch.ones(n, n, dtype=torch.bool, device=scores.device).tril()
+            mask = torch.ones(n_q, scores.shape[-1], dtype=torch.bool, device=scores.device).tril()
         if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
+            scores.masked_fill_(~mask, float("-inf"))
         scores = self.hook_attn_scores(scores)
         pattern = self.hook_pattern(scores.softmax(dim=-1, dtype=torch.float32).to(q.dtype))
-        pattern_grouped = rearrange(pattern, "b (g r) q k -> b g r q k", r=r)
-        z = torch.einsum("bgrqk,bkge->bqgre", pattern_grouped, v)
-        return rearrange(z, "b q g r e -> b q (g r) e")  # [batch, pos, head, d_head]
+        z = pattern.reshape(batch, g, r * n_q, -1) @ v.transpose(
+            1, 2
+        )  # [batch, kv_head, group * query, d_head]
+        return z.view(batch, g, r, n_q, d_head).permute(0, 3, 1, 2, 4).reshape(batch, n_q, n_heads, d_head)

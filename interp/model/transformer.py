@@ -90,7 +90,9 @@ class HookedTransformer(HookedModule):
         """
         if isinstance(tokens, (str, list)):
             if attention_mask is not None:
-                raise ValueError("pass attention_mask with token ids, not with text (text makes its own mask)")
+                raise ValueError(
+                    "pass attention_mask with token ids, not with text (text makes its own mask)"
+                )
             tokens, attention_mask = self.to_tokens(tokens)
         tokens = self._check_tokens(tokens)
         mask, positions = self._prepare_mask(tokens, attention_mask)
@@ -114,7 +116,9 @@ class HookedTransformer(HookedModule):
 
     def _check_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
-            raise TypeError(f"tokens must be an integer tensor [batch, pos], got {getattr(tokens, 'dtype', tokens)!r}")
+            raise TypeError(
+                f"tokens must be an integer tensor [batch, pos], got {getattr(tokens, 'dtype', tokens)!r}"
+            )
         if tokens.ndim == 1:
             tokens = tokens[None]
         if tokens.ndim != 2 or tokens.shape[1] == 0:

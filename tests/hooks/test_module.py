@@ -76,7 +76,9 @@ def test_unknown_names_suggest_close_ones(model):
 
 
 def test_cache_holds_exactly_what_was_named(model):
-    _, cache = model.run_with_cache(TOKENS, names_filter=["blocks.0.attn.hook_pattern", "blocks.1.hook_resid_post"])
+    _, cache = model.run_with_cache(
+        TOKENS, names_filter=["blocks.0.attn.hook_pattern", "blocks.1.hook_resid_post"]
+    )
     assert list(cache) == ["blocks.0.attn.hook_pattern", "blocks.1.hook_resid_post"]
     assert cache.nbytes == (1 * 4 * 6 * 6 + 1 * 6 * 32) * 4
     _, cache = model.run_with_cache(TOKENS, names_filter="blocks.*.attn.hook_q")
@@ -120,6 +122,8 @@ def test_backward_hooks_receive_gradients_of_the_named_activation(model):
 
 def test_backward_hook_can_edit_gradient(model):
     emb = model.embed.W_E
-    out = model.run_with_hooks(TOKENS, bwd_hooks=[("blocks.0.hook_resid_pre", lambda g, hook: torch.zeros_like(g))])
+    out = model.run_with_hooks(
+        TOKENS, bwd_hooks=[("blocks.0.hook_resid_pre", lambda g, hook: torch.zeros_like(g))]
+    )
     out.sum().backward()
     assert emb.grad is not None and emb.grad.abs().sum() == 0

@@ -7,9 +7,7 @@ import os
 import pytest
 import torch
 
-from interp.load import cache
-from interp.load import checkpoint
-from interp.load import load_checkpoint
+from interp.load import cache, checkpoint, load_checkpoint
 from tests.load.builders import SEED, byte_level_bpe, tiny_llama, write_llama_gguf
 
 

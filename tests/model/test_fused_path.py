@@ -18,7 +18,9 @@ def test_fused_and_explicit_logits_agree(variant):
     mask[1, -3:] = 0  # right padding in another
     for m in (None, mask):
         fused = model(tokens, m)
-        explicit = model.run_with_hooks(tokens, m, fwd_hooks=[("blocks.*.attn.hook_pattern", lambda x, hook: None)])
+        explicit = model.run_with_hooks(
+            tokens, m, fwd_hooks=[("blocks.*.attn.hook_pattern", lambda x, hook: None)]
+        )
         valid = torch.ones_like(tokens, dtype=torch.bool) if m is None else m.bool()
         torch.testing.assert_close(fused[valid], explicit[valid], atol=1e-5, rtol=1e-5)
 

@@ -18,7 +18,9 @@ def test_stream_identities(variant):
         torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]))
         assert (pattern.triu(1) == 0).all(), "causal pattern has weight above the diagonal"
         attn_bias = model.blocks[L].attn.b_O
-        torch.testing.assert_close(cache["result", L].sum(2) + attn_bias, cache["attn_out", L], atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            cache["result", L].sum(2) + attn_bias, cache["attn_out", L], atol=1e-6, rtol=0
+        )
         pre, mid, post = cache["resid_pre", L], cache["resid_mid", L], cache["resid_post", L]
         attn_out, mlp_out = cache["attn_out", L], cache["mlp_out", L]
         if cfg.norm_placement == "pre":
@@ -26,16 +28,24 @@ def test_stream_identities(variant):
             torch.testing.assert_close(post, mid + mlp_out)
         else:
             ln1, ln2 = model.blocks[L].ln1, model.blocks[L].ln2
-            torch.testing.assert_close(mid, torch.nn.functional.layer_norm(pre + attn_out, (cfg.d_model,), ln1.w, ln1.b, cfg.eps))
-            torch.testing.assert_close(post, torch.nn.functional.layer_norm(mid + mlp_out, (cfg.d_model,), ln2.w, ln2.b, cfg.eps))
+            torch.testing.assert_close(
+                mid, torch.nn.functional.layer_norm(pre + attn_out, (cfg.d_model,), ln1.w, ln1.b, cfg.eps)
+            )
+            torch.testing.assert_close(
+                post, torch.nn.functional.layer_norm(mid + mlp_out, (cfg.d_model,), ln2.w, ln2.b, cfg.eps)
+            )
         if L + 1 < cfg.n_layers:
             torch.testing.assert_close(cache["resid_pre", L + 1], post)
-        torch.testing.assert_close(cache["scale", L, "ln1"] > 0, torch.ones_like(cache["scale", L, "ln1"], dtype=torch.bool))
+        torch.testing.assert_close(
+            cache["scale", L, "ln1"] > 0, torch.ones_like(cache["scale", L, "ln1"], dtype=torch.bool)
+        )
 
 
 def test_masked_scores_are_minus_infinity():
     model = HookedTransformer(tiny_config())
-    _, cache = model.run_with_cache(torch.randint(0, 61, (1, 4)), names_filter="blocks.0.attn.hook_attn_scores")
+    _, cache = model.run_with_cache(
+        torch.randint(0, 61, (1, 4)), names_filter="blocks.0.attn.hook_attn_scores"
+    )
     scores = cache["attn_scores", 0][0, 0]
     assert torch.isneginf(scores.triu(1)[scores.triu(1) != 0]).all()
     assert torch.isneginf(scores[0, 1:]).all() and torch.isfinite(scores.tril()).all()

@@ -59,8 +59,12 @@ def naive_forward(model, tokens):
                 v[p, gg] = xin[p] @ sd[pre + "attn.W_V"][gg] + sd[pre + "attn.b_V"][gg]
         acts[pre + "attn.hook_q"], acts[pre + "attn.hook_k"], acts[pre + "attn.hook_v"] = q, k, v
         if cfg.positional == "rotary":
-            q = torch.stack([torch.stack([naive_rotate(q[p, i], p, cfg) for i in range(h)]) for p in range(P)])
-            k = torch.stack([torch.stack([naive_rotate(k[p, i], p, cfg) for i in range(g)]) for p in range(P)])
+            q = torch.stack(
+                [torch.stack([naive_rotate(q[p, i], p, cfg) for i in range(h)]) for p in range(P)]
+            )
+            k = torch.stack(
+                [torch.stack([naive_rotate(k[p, i], p, cfg) for i in range(g)]) for p in range(P)]
+            )
         scores = torch.full((h, P, P), float("-inf"))
         for hh in range(h):
             kv = hh // (h // g)
@@ -78,12 +82,16 @@ def naive_forward(model, tokens):
                 result[i, hh] = z[i, hh] @ sd[pre + "attn.W_O"][hh]
         attn_out = result.sum(1) + sd[pre + "attn.b_O"]
         acts.update({pre + "attn.hook_attn_scores": scores, pre + "attn.hook_pattern": pattern})
-        acts.update({pre + "attn.hook_z": z, pre + "attn.hook_result": result, pre + "hook_attn_out": attn_out})
+        acts.update(
+            {pre + "attn.hook_z": z, pre + "attn.hook_result": result, pre + "hook_attn_out": attn_out}
+        )
         x = x + attn_out
         xm = naive_norm(x, sd, pre + "ln2", cfg)
         act = ACT[cfg.act]
         if cfg.mlp == "gated":
-            hidden = act(xm @ sd[pre + "mlp.W_gate"] + sd[pre + "mlp.b_gate"]) * (xm @ sd[pre + "mlp.W_in"] + sd[pre + "mlp.b_in"])
+            hidden = act(xm @ sd[pre + "mlp.W_gate"] + sd[pre + "mlp.b_gate"]) * (
+                xm @ sd[pre + "mlp.W_in"] + sd[pre + "mlp.b_in"]
+            )
         else:
             hidden = act(xm @ sd[pre + "mlp.W_in"] + sd[pre + "mlp.b_in"])
         x = x + hidden @ sd[pre + "mlp.W_out"] + sd[pre + "mlp.b_out"]
