@@ -12,7 +12,6 @@ def _no_grad():
         yield
 
 
-
 @pytest.fixture(scope="module")
 def model():
     return build("gpt2")

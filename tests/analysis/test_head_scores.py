@@ -25,7 +25,6 @@ def _no_grad():
         yield
 
 
-
 def planted_previous_token_model() -> HookedTransformer:
     """Layer 0 head 2 attends from position p to p - 1.
 

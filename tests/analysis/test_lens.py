@@ -19,7 +19,6 @@ def _no_grad():
         yield
 
 
-
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "bert"])
 def test_final_row_of_the_lens_is_the_logits(kind):
     model = build(kind)

@@ -14,7 +14,6 @@ def _no_grad():
         yield
 
 
-
 def logit_diff(logits: torch.Tensor) -> torch.Tensor:
     return (logits[:, -1, 3] - logits[:, -1, 7]).mean()
 
