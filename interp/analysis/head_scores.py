@@ -177,6 +177,16 @@ def _span(spec, batch: int, n_pos: int, what: str) -> torch.Tensor:
     return mask
 
 
+def _span_stack(spec: torch.Tensor, batch: int, n_pos: int, what: str) -> torch.Tensor:
+    """A ``[n_span, batch, pos]`` boolean stack (rows without a position are allowed: they give NaN)."""
+    if tuple(spec.shape[1:]) != (batch, n_pos):
+        raise ValueError(
+            f"{what} stack has shape {tuple(spec.shape)}; expected [n_span, batch, pos] = "
+            f"[n_span, {batch}, {n_pos}]"
+        )
+    return spec.cpu()
+
+
 def span_attention(
     model: nn.Module,
     cache: ActivationCache,
@@ -192,17 +202,29 @@ def span_attention(
     the summed pattern; ``by="norm"``: the summed :func:`attention_norms` over their total, Kobayashi et al.
     2020), averaged over the query span.
 
+    Several spans at once: give ``[n_span, batch, pos]`` boolean stacks for both ``query_positions`` and
+    ``key_positions``; the patterns (or norms) are then read once for every pair of spans, and a row where a
+    span selects no position gives NaN instead of an error.
+
     Args:
         cache: holds every layer's ``attn.hook_pattern`` (and ``attn.hook_v`` for ``by="norm"``).
-        query_positions, key_positions: an index, a list/range/slice of indices shared by all rows, or a
-            ``[batch, pos]`` boolean mask for spans that differ per row.
+        query_positions, key_positions: an index, a list/range/slice of indices shared by all rows, a
+            ``[batch, pos]`` boolean mask for spans that differ per row, or (both) ``[n_span, batch, pos]``
+            stacks of such masks.
         reduce: ``"mean"`` over the batch -> ``[n_layers, n_heads]``; ``"none"`` keeps it:
-            ``[batch, n_layers, n_heads]``.
+            ``[batch, n_layers, n_heads]``. With stacks: ``[n_query_span, n_key_span, n_layers, n_heads]``
+            (the mean skips NaN rows) and ``[batch, n_query_span, n_key_span, n_layers, n_heads]``.
     """
     if by not in ("weight", "norm"):
         raise ValueError(f"by={by!r}; expected 'weight' or 'norm'")
     if reduce not in ("mean", "none"):
         raise ValueError(f"reduce={reduce!r}; expected 'mean' or 'none'")
+    stacked = [isinstance(s, torch.Tensor) and s.dtype == torch.bool and s.ndim == 3
+               for s in (query_positions, key_positions)]  # fmt: skip
+    if any(stacked) and not all(stacked):
+        raise ValueError(
+            "give both query_positions and key_positions as [n_span, batch, pos] stacks, or neither"
+        )
     names = pattern_names(model)
     if by == "norm":
         names += [f"blocks.{layer}.attn.hook_v" for layer in range(model.cfg.n_layers)]
@@ -213,6 +235,15 @@ def span_attention(
         norms = torch.stack([attention_norms(model, cache, layer) for layer in range(model.cfg.n_layers)])
         weights = norms / norms.sum(-1, keepdim=True).clamp(min=1e-30)  # [layer, batch, head, q, k]
     batch, n_pos = weights.shape[1], weights.shape[-1]
+    if all(stacked):
+        queries = _span_stack(query_positions, batch, n_pos, "query_positions").to(weights)
+        keys = _span_stack(key_positions, batch, n_pos, "key_positions").to(weights)
+        mass = torch.einsum("lbhqk,mbk->lbhqm", weights, keys)  # [layer, batch, head, query, key span]
+        summed = torch.einsum("lbhqm,nbq->bnmlh", mass, queries)  # [batch, query span, key span, layer, head]
+        count = queries.sum(-1).T[:, :, None, None, None]  # [batch, query span, 1, 1, 1]
+        empty = (count == 0) | (keys.sum(-1).T[:, None, :, None, None] == 0)
+        per_span = torch.where(empty, torch.nan, summed / count.clamp(min=1))
+        return per_span.nanmean(0) if reduce == "mean" else per_span
     queries = _span(query_positions, batch, n_pos, "query_positions").to(weights)
     keys = _span(key_positions, batch, n_pos, "key_positions").to(weights)
     mass = torch.einsum("lbhqk,bk->lbhq", weights, keys)  # [layer, batch, head, query]

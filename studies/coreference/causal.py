@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from interp import distributed
 from interp.analysis import attribution_patch, verify_top_k
 from studies.coreference.data import AgreementItem, ResolutionItem
 from studies.coreference.forward import has_lm_head, prepend_bos
@@ -126,71 +127,103 @@ def _stream_metric(model, tokens, spans: dict, item):
     return metric
 
 
-def position_sweep(model, pairs: Sequence[Pair], roles: Sequence[str], top_k: int = 3):
-    """Residual-stream patching by layer and position, pooled by role.
+def sweep(model, pairs: Sequence[Pair], roles: Sequence[str], top_positions: int = 3, top_heads: int = 5):
+    """Residual-stream patching by layer and position role, and ``hook_z`` patching per head, over all pairs.
 
-    Returns:
-        ``(recovery [n_layers, n_roles], per_slot frame)``: the attribution estimate pooled over pairs, and
-        for each pair its ``top_k`` slots re-measured exactly.
-    """
-    n_layers = model.cfg.n_layers
-    sums = np.zeros((n_layers, len(roles)))
-    denominator, exact = 0.0, []
-    for pair in pairs:
-        frame = attribution_patch(
-            model, pair.clean, pair.corrupt, pair.metric, "blocks.{layer}.hook_resid_pre"
-        )
-        denominator += frame.attrs["clean_metric"] - frame.attrs["corrupt_metric"]
-        for row in frame.itertuples():
-            sums[int(row.layer), roles.index(pair.roles[int(row.position)])] += row.delta
-        top = verify_top_k(model, pair.clean, pair.corrupt, pair.metric, frame, k=top_k)
-        top["pair"] = "/".join(pair.ids)
-        top["role"] = [pair.roles[int(p)] for p in top["position"]]
-        exact.append(top)
-    table = pd.concat(exact, ignore_index=True) if exact else pd.DataFrame()
-    return sums / denominator if denominator else sums * np.nan, table, denominator
+    Pairs are shared out among ranks (each pair is computed the same way wherever it runs) and pooled on rank
+    0 in pair order, so any number of ranks gives the same numbers. Per pair: one attribution pass per
+    sweep, then one batch of exact patches: the pair's ``top_positions`` strongest stream slots and the
+    ``top_heads`` heads with the strongest attribution pooled over pairs.
 
-
-def head_sweep(model, pairs: Sequence[Pair], top_k: int = 5):
-    """Per-head ``hook_z`` patching (all positions), attribution pooled over pairs, exact for the top ``k``.
-
-    Returns:
-        ``(recovery [n_layers, n_heads], verified frame, denominator)``; the verified frame's ``patched`` is
-        pooled over pairs the same way.
+    Returns (rank 0; ``None`` on other ranks) a dict with ``resid`` ``[n_layers, n_roles]`` (attribution
+    recovery pooled by role), ``resid_exact`` (per pair, its top slots patched exactly),
+    ``resid_denominator``, ``z`` ``[n_layers, n_heads]``, ``z_exact`` (the pooled top heads, attribution
+    and exact recovery, pooled over pairs) and ``z_denominator``.
     """
     cfg = model.cfg
-    sums = np.zeros((cfg.n_layers, cfg.n_heads))
-    denominator = 0.0
-    frames = []
-    for pair in pairs:
-        frame = attribution_patch(
-            model, pair.clean, pair.corrupt, pair.metric, "blocks.{layer}.attn.hook_z", by="head"
-        )
-        denominator += frame.attrs["clean_metric"] - frame.attrs["corrupt_metric"]
-        for row in frame.itertuples():
-            sums[int(row.layer), int(row.head)] += row.delta
-        frames.append(frame)
-    pooled = frames[0][["hook", "layer", "head"]].copy()
-    pooled["delta"] = [sums[int(r.layer), int(r.head)] for r in pooled.itertuples()]
-    pooled["value"] = pooled["delta"] / denominator
-    # exact patching of the pooled top-k heads, pair by pair, summed the same way
-    totals: dict[tuple[int, int], list[float]] = {}
-    for pair in pairs:
-        top = verify_top_k(model, pair.clean, pair.corrupt, pair.metric, pooled, k=top_k)
-        for row in top.itertuples():
-            key = (int(row.layer), int(row.head))
-            totals[key] = totals.get(key, 0.0) + row.patched_delta
-    verified = pd.DataFrame(
+    span = distributed.shard_range(len(pairs))
+    local = [_head_attribution(model, pairs[i]) for i in span]
+    heads = [x for part in distributed.all_gather_objects(local) for x in part]  # every rank, pair order
+    z_sums, z_denominator = np.zeros((cfg.n_layers, cfg.n_heads)), 0.0
+    for delta, difference in heads:
+        z_sums += delta
+        z_denominator += difference
+    flat = np.argsort(-np.abs(z_sums).flatten(), kind="stable")[:top_heads]
+    chosen = [divmod(int(f), cfg.n_heads) for f in flat]
+    local = [_resid_and_exact(model, pairs[i], heads[i][0], chosen, top_positions) for i in span]
+    parts = distributed.gather_objects(local)
+    if parts is None:
+        return None
+    per_pair = [x for part in parts for x in part]
+    sums, denominator, exact = np.zeros((cfg.n_layers, len(roles))), 0.0, []
+    totals = dict.fromkeys(chosen, 0.0)
+    for pair, (deltas, difference, resid_top, head_top) in zip(pairs, per_pair, strict=True):
+        denominator += difference
+        for (layer, position), delta in deltas.items():
+            sums[layer, roles.index(pair.roles[position])] += delta
+        resid_top["pair"] = "/".join(pair.ids)
+        resid_top["role"] = [pair.roles[int(p)] for p in resid_top["position"]]
+        exact.append(resid_top)
+        for key, patched in head_top.items():
+            totals[key] += patched
+    z_exact = pd.DataFrame(
         [
             {
                 "layer": layer,
                 "head": head,
-                "attribution": sums[layer, head] / denominator,
-                "patched": patched / denominator,
+                "attribution": z_sums[layer, head] / z_denominator,
+                "patched": patched / z_denominator,
             }
             for (layer, head), patched in totals.items()
         ]
     )
-    if len(verified):
-        verified = verified.sort_values("patched", ascending=False, key=abs, ignore_index=True)
-    return sums / denominator if denominator else sums * np.nan, verified, denominator
+    if len(z_exact):
+        z_exact = z_exact.sort_values("patched", ascending=False, key=abs, ignore_index=True)
+    return {
+        "resid": sums / denominator if denominator else sums * np.nan,
+        "resid_exact": pd.concat(exact, ignore_index=True) if exact else pd.DataFrame(),
+        "resid_denominator": denominator,
+        "z": z_sums / z_denominator if z_denominator else z_sums * np.nan,
+        "z_exact": z_exact,
+        "z_denominator": z_denominator,
+    }
+
+
+def _head_attribution(model, pair: Pair) -> tuple[np.ndarray, float]:
+    """``hook_z`` attribution per head ``[n_layers, n_heads]`` and the pair's clean minus corrupt metric."""
+    cfg = model.cfg
+    frame = attribution_patch(
+        model, pair.clean, pair.corrupt, pair.metric, "blocks.{layer}.attn.hook_z", by="head"
+    )
+    delta = np.zeros((cfg.n_layers, cfg.n_heads))
+    delta[frame["layer"].to_numpy(int), frame["head"].to_numpy(int)] = frame["delta"].to_numpy()
+    return delta, frame.attrs["clean_metric"] - frame.attrs["corrupt_metric"]
+
+
+def _resid_and_exact(model, pair: Pair, head_delta: np.ndarray, heads: list, top_positions: int):
+    """Stream attribution by layer and position, then one exact patching batch: the pair's strongest stream
+    slots and the chosen heads. Returns ``(deltas {(layer, position): delta}, clean - corrupt, stream top
+    frame, {(layer, head): patched delta})``."""
+    frame = attribution_patch(model, pair.clean, pair.corrupt, pair.metric, "blocks.{layer}.hook_resid_pre")
+    deltas = {
+        (int(layer), int(position)): float(delta)
+        for layer, position, delta in zip(frame["layer"], frame["position"], frame["delta"], strict=True)
+    }
+    top = frame.reindex(frame["delta"].abs().sort_values(ascending=False).index).head(top_positions)
+    difference = frame.attrs["clean_metric"] - frame.attrs["corrupt_metric"]
+    head_rows = pd.DataFrame(
+        {
+            "hook": [f"blocks.{layer}.attn.hook_z" for layer, _ in heads],
+            "layer": pd.array([layer for layer, _ in heads], dtype="Int64"),
+            "head": pd.array([head for _, head in heads], dtype="Int64"),
+            "delta": [head_delta[layer, head] for layer, head in heads],
+        }
+    )
+    head_rows["value"] = head_rows["delta"] / difference
+    both = pd.concat([top, head_rows], ignore_index=True)
+    checked = verify_top_k(model, pair.clean, pair.corrupt, pair.metric, both, k=len(both))
+    is_head = checked["head"].notna()
+    resid_top = checked[~is_head].drop(columns="head").reset_index(drop=True)
+    resid_top["position"] = resid_top["position"].astype(int)
+    head_top = {(int(r.layer), int(r.head)): float(r.patched_delta) for r in checked[is_head].itertuples()}
+    return deltas, difference, resid_top, head_top

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from interp.analysis import attention_norms, span_attention
+from interp.analysis import span_attention
 from studies.coreference.data import AgreementItem, ResolutionItem
 from studies.coreference.forward import Batch, has_lm_head, run_batches, span_sum
 from studies.coreference.texts import question_prompt, sentence_end, substitute
@@ -65,27 +65,8 @@ def head_masses(model, batch: Batch, queries: torch.Tensor, keys: torch.Tensor) 
     Returns:
         ``[batch, n_query, n_key, 2, n_layers, n_heads]``.
     """
-    cache = batch.cache
-    n_layers = model.cfg.n_layers
-    # Kobayashi norms once per layer, as shares of each query's total: [layer, batch, head, query, key]
-    norms = torch.stack([attention_norms(model, cache, layer) for layer in range(n_layers)])
-    shares = norms / norms.sum(-1, keepdim=True).clamp(min=1e-30)
-    b, n_pos = batch.tokens.ids.shape
-    out = np.full((b, len(queries), len(keys), 2, n_layers, model.cfg.n_heads), np.nan, dtype=np.float32)
-    for qi, q in enumerate(queries):
-        for ki, k in enumerate(keys):
-            rows = (q.any(1) & k.any(1)).nonzero().flatten()
-            if len(rows) == 0:
-                continue
-            # span_attention needs every row to have a span; give empty rows a dummy one and drop them
-            q_full, k_full = q.clone(), k.clone()
-            q_full[~q.any(1), 0] = True
-            k_full[~k.any(1), 0] = True
-            weight = span_attention(model, cache, q_full, k_full, by="weight", reduce="none")  # [b, L, H]
-            norm = torch.einsum("lbhqk,bq,bk->blh", shares, q_full.float(), k_full.float())  # [b, L, H]
-            out[rows, qi, ki, 0] = weight[rows].numpy()
-            out[rows, qi, ki, 1] = norm[rows].numpy()
-    return out
+    by = [span_attention(model, batch.cache, queries, keys, by=b, reduce="none") for b in BY]
+    return torch.stack(by, dim=3).numpy()  # [batch, query, key, by, layer, head]
 
 
 def _mask(batch: Batch, spans: Sequence[tuple[int, int] | None], last_only: bool) -> torch.Tensor:
@@ -100,13 +81,12 @@ def _mask(batch: Batch, spans: Sequence[tuple[int, int] | None], last_only: bool
     return mask
 
 
-def _features(batch: Batch, model, row: int, position: int) -> np.ndarray:
-    return np.stack(
-        [
-            batch.cache[f"blocks.{layer}.hook_resid_post"][row, position].float().numpy()
-            for layer in range(model.cfg.n_layers)
-        ]
-    )  # [n_layers, d_model]
+def _features(batch: Batch, model, positions: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    """Per row, ``[n_role, n_layers, d_model]``: the stream after each block at the row's role positions."""
+    stream = torch.stack(
+        [batch.cache[f"blocks.{layer}.hook_resid_post"] for layer in range(model.cfg.n_layers)], dim=1
+    )  # [batch, layer, pos, d_model]
+    return [stream[row, :, list(pos)].transpose(0, 1).float().numpy() for row, pos in enumerate(positions)]
 
 
 def resolution_spans(item: ResolutionItem, causal: bool) -> tuple[str, dict[str, tuple[int, int]]]:
@@ -136,56 +116,67 @@ def resolution_spans(item: ResolutionItem, causal: bool) -> tuple[str, dict[str,
 def measure_resolution(
     model, items: Sequence[ResolutionItem], *, batch_size: int = 16, progress: bool = True
 ) -> list[Measured]:
-    """Score, attention masses and probe features for each resolution item (see the module docstring)."""
+    """Score, attention masses and probe features for each resolution item (see the module docstring).
+
+    Items are taken ``batch_size`` at a time, and each such chunk's passes are batched on their own, so a
+    chunk is computed the same way whichever items come before it (ranks holding whole chunks agree exactly
+    with one process).
+    """
     causal = has_lm_head(model)
+    bar = tqdm(total=len(items), desc="resolution items", unit="item", disable=not progress, leave=False)
+    out: list[Measured] = []
+    for start in range(0, len(items), batch_size):
+        out += _resolution_chunk(model, items[start : start + batch_size], causal)
+        bar.update(min(batch_size, len(items) - start))
+    bar.close()
+    return out
+
+
+def _resolution_chunk(model, items: Sequence[ResolutionItem], causal: bool) -> list[Measured]:
+    """One cached pass over the chunk, then (causal LM) the substitutions and the multi-token answers."""
+    batch_size = len(items)
     queries = RESOLUTION_QUERIES if causal else RESOLUTION_QUERIES[:3]
     texts, spans = zip(*(resolution_spans(item, causal) for item in items), strict=True)
-    n_extra = 0
     extra: dict[int, str] = {}
     if causal:
         for i, item in enumerate(items):
             q = question_prompt(item)
             if _n_answer_tokens(model, q.prefix, q.answers[1]) > 1:
                 extra[i] = q.prefix + q.answers[1]
-        n_extra = len(extra)
-    total = len(items) * (3 if causal else 1) + n_extra
-    bar = tqdm(total=total, desc="resolution passes", unit="text", disable=not progress, leave=False)
     out: list[Measured] = []
     question = np.full((len(items), 2), np.nan)
-    for batch in run_batches(
-        model, texts, batch_size=batch_size, names_filter=cache_names(model), progress=bar
-    ):
-        rows = range(batch.start, batch.start + len(batch.tokens.texts))
-        row_spans = [spans[i] for i in rows]
-        q_masks = torch.stack([_mask(batch, [s[r] for s in row_spans], True) for r in queries])
-        k_masks = torch.stack([_mask(batch, [s[k] for s in row_spans], False) for k in RESOLUTION_KEYS])
-        mass = head_masses(model, batch, q_masks, k_masks)
-        for j, i in enumerate(rows):
-            pos = {r: int(q_masks[qi, j].nonzero()[0]) for qi, r in enumerate(queries)}
-            features = {
-                r: _features(batch, model, j, pos[r]) for r in ("pronoun", "end", "final") if r in pos
-            }
-            if causal:
-                question[i, 0] = span_sum(batch, j, *row_spans[j]["answer 0"])
-                if i not in extra:
-                    question[i, 1] = _single_token_logprob(model, batch, j, items[i])
-            out.append(Measured({}, mass[j], features, pos))
+    (batch,) = run_batches(model, texts, batch_size=batch_size, names_filter=cache_names(model))
+    q_masks = torch.stack([_mask(batch, [s[r] for s in spans], True) for r in queries])
+    k_masks = torch.stack([_mask(batch, [s[k] for s in spans], False) for k in RESOLUTION_KEYS])
+    mass = head_masses(model, batch, q_masks, k_masks)
+    positions = [
+        {r: int(q_masks[qi, j].nonzero()[0]) for qi, r in enumerate(queries)} for j in range(len(items))
+    ]
+    roles = [r for r in ("pronoun", "end", "final") if r in queries]
+    features = _features(batch, model, [[pos[r] for r in roles] for pos in positions])
+    for i in range(len(items)):
+        pos = positions[i]
+        if causal:
+            question[i, 0] = span_sum(batch, i, *spans[i]["answer 0"])
+            if i not in extra:
+                question[i, 1] = _single_token_logprob(model, batch, i, items[i])
+        out.append(Measured({}, mass[i], dict(zip(roles, features[i], strict=True)), pos))
+    del batch
     full = np.full((len(items), 2), np.nan)
     partial = np.full((len(items), 2), np.nan)
     if causal:
         subs = [substitute(item, c) for item in items for c in (0, 1)]
-        for batch in run_batches(model, [s.text for s in subs], batch_size=batch_size, progress=bar):
+        for batch in run_batches(model, [s.text for s in subs], batch_size=batch_size):
             for j in range(len(batch.tokens.texts)):
                 k = batch.start + j
                 full[k // 2, k % 2] = span_sum(batch, j, 0)
                 partial[k // 2, k % 2] = span_sum(batch, j, subs[k].end)
         order = sorted(extra)
-        for batch in run_batches(model, [extra[i] for i in order], batch_size=batch_size, progress=bar):
+        for batch in run_batches(model, [extra[i] for i in order], batch_size=batch_size):
             for j in range(len(batch.tokens.texts)):
                 i = order[batch.start + j]
                 prefix = question_prompt(items[i]).prefix
                 question[i, 1] = span_sum(batch, j, len(prefix), len(batch.tokens.texts[j]))
-    bar.close()
     for i, (item, m) in enumerate(zip(items, out, strict=True)):
         m.record = resolution_record(item, full[i], partial[i], question[i], causal)
     return out
@@ -282,10 +273,14 @@ def measure_agreement(
         k_masks = torch.stack([_mask(batch, [s[k] for s in row_spans], False) for k in AGREEMENT_KEYS])
         mass = head_masses(model, batch, q_masks, k_masks)
         ante = _mask(batch, [s["antecedent"] for s in row_spans], True)
+        positions = [
+            {"final": int(q_masks[0, j].nonzero()[0]), "antecedent": int(ante[j].nonzero()[0])}
+            for j in range(len(rows))
+        ]
+        features = _features(batch, model, [list(pos.values()) for pos in positions])
         for j, i in enumerate(rows):
             item = items[i]
-            pos = {"final": int(q_masks[0, j].nonzero()[0]), "antecedent": int(ante[j].nonzero()[0])}
-            features = {r: _features(batch, model, j, p) for r, p in pos.items()}
+            pos = positions[j]
             record = {
                 "id": item.id,
                 "schema_id": item.schema_id,
@@ -304,6 +299,6 @@ def measure_agreement(
                     pred=int(logits.argmax()),
                     correct=bool(int(logits.argmax()) == item.answer),
                 )
-            out.append(Measured(record, mass[j], features, pos))
+            out.append(Measured(record, mass[j], dict(zip(pos, features[j], strict=True)), pos))
     bar.close()
     return out

@@ -87,6 +87,10 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
     _causal_section(report, lm, result, out)
     report.add_section(f"Probes: {label}")
     probes = a["probes"]
+    if not len(probes):
+        report.add_text("Probes were not run (--probes none).")
+        out["probes"] = []
+        return out
     report.add_table(
         f"{label}_probes", probes, caption="Per-layer probe, split by twin pair; control = shuffled labels"
     )

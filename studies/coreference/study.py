@@ -63,6 +63,7 @@ class CoreferenceConfig:
     patch_pairs: int = 16
     top_k: int = 5
     probe_steps: int = 100
+    probes: str = "all"
     seed: int = 0
 
 
@@ -86,6 +87,12 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--patch-pairs", type=int, default=16, help="twin pairs to patch per data set")
     parser.add_argument("--top-k", type=int, default=5, help="slots re-measured by exact patching")
+    parser.add_argument(
+        "--probes",
+        choices=("all", "final", "none"),
+        default="all",
+        help="probe positions: the referent's and the prediction position (all), the latter only, or none",
+    )
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 2:
         parser.error(f"--limit {args.limit}: give at least 2 items (one twin pair)")
@@ -96,6 +103,7 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
         batch_size=args.batch_size,
         patch_pairs=args.patch_pairs,
         top_k=args.top_k,
+        probes=args.probes,
         seed=args.seed,
     )
     return config, {"out": args.out, "device": args.device, "dtype": args.dtype, "quiet": args.quiet}
@@ -121,24 +129,42 @@ def take(items: list, limit: int | None) -> list:
     return [x for x in items if x.id in keep]
 
 
+def chunks(items: list, batch_size: int) -> list[list[int]]:
+    """Item indices grouped into the batches they are run in: sorted by text length (less padding), then
+    cut into ``batch_size`` pieces. The plan depends only on the items, so it is the same for any number of
+    ranks."""
+    length = [len(x.sentence if hasattr(x, "sentence") else x.prompt) for x in items]
+    order = sorted(range(len(items)), key=lambda i: (length[i], i))
+    return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+
+
 def measure(model, items: list, config: CoreferenceConfig, progress: bool) -> list[Measured] | None:
-    """The per-item map, sharded across ranks; rank 0 gets every record in item order, others ``None``."""
-    span = distributed.shard_range(len(items))
-    local = items[span.start : span.stop]
+    """The per-item map, sharded across ranks by whole batches (so every batch is the one a single process
+    runs, and the numbers agree exactly); rank 0 gets every record in item order, others ``None``."""
+    plan = chunks(items, config.batch_size)
+    span = distributed.shard_range(len(plan))
+    local = [i for chunk in plan[span.start : span.stop] for i in chunk]
     fn = measure_agreement if items[0].kind == "agreement" else measure_resolution
-    measured = fn(model, local, batch_size=config.batch_size, progress=progress) if local else []
-    for offset, m in enumerate(measured):
-        m.positions["item"] = span.start + offset
+    measured = fn(model, [items[i] for i in local], batch_size=config.batch_size, progress=progress)
+    for i, m in zip(local, measured, strict=True):
+        m.positions["item"] = i
     parts = distributed.gather_objects(measured)
     if parts is None:
         return None
     return sorted((m for part in parts for m in part), key=lambda m: m.positions["item"])
 
 
-def analyse(model, name: str, items: list, measured: list[Measured], config: CoreferenceConfig) -> DataResult:
+def analyse(model, name: str, items: list, measured: list[Measured] | None, config: CoreferenceConfig):
+    """The reductions over one data set's records; every rank takes part in the patching, rank 0 gets the
+    :class:`DataResult` (others ``None``)."""
     from studies.coreference import attention, behaviour, causal, probes
 
     kind = items[0].kind
+    roles = causal.ROLES_RESOLUTION if kind == "resolution" else causal.ROLES_AGREEMENT
+    pairs, kept = causal.make_pairs(model, twin_pairs(items), config.patch_pairs)
+    swept = causal.sweep(model, pairs, roles, 3, config.top_k) if pairs else None
+    if measured is None:
+        return None
     records = [m.record for m in measured]
     lm = has_lm_head(model)
     queries = (
@@ -159,20 +185,24 @@ def analyse(model, name: str, items: list, measured: list[Measured], config: Cor
         out["twins"] = {
             q: attention.twin_difference(measured, records, qi, q) for qi, q in enumerate(queries)
         }
-    pairs, kept = causal.make_pairs(model, twin_pairs(items), config.patch_pairs)
     out["pairs_kept"], out["pairs_total"], out["pairs_used"] = kept, len(twin_pairs(items)), len(pairs)
-    roles = causal.ROLES_RESOLUTION if kind == "resolution" else causal.ROLES_AGREEMENT
-    if pairs:
-        out["resid"], out["resid_exact"], out["resid_denominator"] = causal.position_sweep(
-            model, pairs, roles, 3
-        )
-        out["z"], out["z_exact"], out["z_denominator"] = causal.head_sweep(model, pairs, config.top_k)
+    if swept is not None:
+        out.update(swept)
     out["roles"] = roles
-    probe_roles = ("pronoun", "final") if kind == "resolution" else ("antecedent", "final")
-    if not lm and kind == "resolution":
-        probe_roles = ("pronoun", "end")
-    out["probes"] = probes.probe_table(measured, records, probe_roles, config.seed, config.probe_steps)
+    out["probes"] = probes.probe_table(
+        measured, records, probe_roles(kind, lm, config.probes), config.seed, config.probe_steps
+    )
     return DataResult(name, kind, items, measured, records, queries, out)
+
+
+def probe_roles(kind: str, lm: bool, which: str) -> tuple[str, ...]:
+    """Where the probes read the stream: the referent's own position and the prediction position
+    (``which="all"``), only the latter (``"final"``), or nowhere (``"none"``)."""
+    if kind == "resolution":
+        roles = ("pronoun", "final") if lm else ("pronoun", "end")
+    else:
+        roles = ("antecedent", "final")
+    return {"all": roles, "final": roles[-1:], "none": ()}[which]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,8 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in config.data:
             items = take(load_items(name), config.limit)
             measured = measure(model, items, config, progress)
-            if measured is not None:
-                results.append(analyse(model, name, items, measured, config))
+            result = analyse(model, name, items, measured, config)
+            if result is not None:
+                results.append(result)
         if distributed.rank() == 0:
             from studies.coreference.picture import seed_picture
             from studies.coreference.report import write_report

@@ -151,7 +151,8 @@ def test_patching_the_planted_head_recovers_the_metric(setup):
     model, items, _ = setup
     pairs, kept = causal.make_pairs(model, twin_pairs(items), 4)
     assert kept == len(twin_pairs(items)) and len(pairs) == 4
-    recovery, verified, denominator = causal.head_sweep(model, pairs, top_k=3)
+    swept = causal.sweep(model, pairs, causal.ROLES_RESOLUTION, top_heads=3)
+    recovery, verified, denominator = swept["z"], swept["z_exact"], swept["z_denominator"]
     assert denominator > 0
     planted = verified[(verified["layer"] == PLANTED[0]) & (verified["head"] == PLANTED[1])]
     assert len(planted) == 1 and planted["patched"].iloc[0] > 0.8
@@ -162,7 +163,9 @@ def test_patching_the_planted_head_recovers_the_metric(setup):
 def test_patching_by_position_finds_the_switch_word(setup):
     model, items, _ = setup
     pairs, _ = causal.make_pairs(model, twin_pairs(items), 2)
-    recovery, exact, _ = causal.position_sweep(model, pairs, causal.ROLES_RESOLUTION, top_k=2)
+    swept = causal.sweep(model, pairs, causal.ROLES_RESOLUTION, top_positions=2)
+    recovery, exact = swept["resid"], swept["resid_exact"]
+    assert set(exact["role"]) <= set(causal.ROLES_RESOLUTION) and len(exact) == 2 * len(pairs)
     # attribution is a linear estimate and this model's softmax is saturated, so check exactly that the
     # whole twin difference sits at the switch word entering layer 0
     pair = pairs[0]
