@@ -45,12 +45,21 @@ def load_checkpoint(name_or_path: str | os.PathLike, *, use_cache: bool = True) 
     """
     path = _resolve(name_or_path)
     if path.is_dir():
-        return _from_folder(path)
-    with path.open("rb") as f:
-        is_gguf = f.read(4) == b"GGUF"
-    if is_gguf or path.suffix == ".gguf":
-        return _from_gguf(path, use_cache)
-    raise CheckpointError(
+        checkpoint = _from_folder(path)
+    else:
+        with path.open("rb") as f:
+            is_gguf = f.read(4) == b"GGUF"
+        if not (is_gguf or path.suffix == ".gguf"):
+            raise _not_a_checkpoint(path)
+        checkpoint = _from_gguf(path, use_cache)
+    if isinstance(name_or_path, str) and name_or_path in PACKAGED_MODELS:
+        cfg, state, tokenizer = checkpoint  # reports name a packaged model as the user did
+        checkpoint = (cfg.replace(name=name_or_path), state, tokenizer)
+    return checkpoint
+
+
+def _not_a_checkpoint(path: Path) -> CheckpointError:
+    return CheckpointError(
         f"{path} is neither a model folder nor a GGUF file; for safetensors weights, pass the folder that "
         "holds them with config.json and tokenizer.json"
     )
