@@ -17,15 +17,15 @@ from torch import nn
 
 from interp.analysis.checks import as_scalar, check_same_shape
 from interp.analysis.patching import (
+    TOKEN_BUDGET,
     Metric,
     Slot,
     check_by,
     hook_names_for,
-    run_slots,
     slot_frame,
     sweep_slots,
 )
-from interp.analysis.slots import reduce_to_slots
+from interp.analysis.slots import reduce_to_slots, slot_mask
 
 
 def attribution_patch(
@@ -117,14 +117,61 @@ def verify_top_k(
         )
         for row in top.itertuples()
     ]
-    names = sorted({s.hook for s in slots})
-    clean_logits, cache = model.run_with_cache(clean_tokens, attention_mask, names_filter=names)
-    clean = float(as_scalar(metric(clean_logits), "on the clean run"))
-    corrupt = float(as_scalar(metric(model(corrupt_tokens, attention_mask)), "on the corrupt run"))
-    values = run_slots(
-        model, cache, corrupt_tokens, slots, metric, attention_mask=attention_mask, batch_size=batch_size
+    clean, corrupt, values = _patch_in_batch(
+        model, clean_tokens, corrupt_tokens, slots, metric, attention_mask, batch_size
     )
     out = top.rename(columns={"delta": "attribution_delta", "value": "attribution"}).reset_index(drop=True)
     out["patched_delta"] = [v - corrupt for v in values]
     out["patched"] = out["patched_delta"] / (clean - corrupt) if clean != corrupt else float("nan")
     return out
+
+
+def _patch_in_batch(
+    model: nn.Module,
+    clean_tokens: torch.Tensor,
+    corrupt_tokens: torch.Tensor,
+    slots: Sequence[Slot],
+    metric: Metric,
+    attention_mask: torch.Tensor | None,
+    batch_size: int | None,
+) -> tuple[float, float, list[float]]:
+    """Clean metric, corrupt metric and each slot's patched metric, from as few forward passes as fit.
+
+    Each pass stacks ``[clean, corrupt, corrupt, ...]`` along the batch; at a patched hook a copy takes the
+    slot's value from the clean rows of the same pass, which no patch touches, so it is the clean run's.
+    """
+    if clean_tokens.ndim == 1:
+        clean_tokens, corrupt_tokens = clean_tokens[None], corrupt_tokens[None]
+    batch = clean_tokens.shape[0]
+    if batch_size is None:
+        batch_size = max(1, TOKEN_BUDGET // clean_tokens.numel() - 2)
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size}; it must be at least 1 (patches per forward pass)")
+    clean = corrupt = float("nan")
+    values: list[float] = []
+    for start in range(0, len(slots), batch_size):
+        chunk = slots[start : start + batch_size]
+        n = 2 + len(chunk)  # copies: clean, corrupt, then one per patch
+        by_hook: dict[str, list[tuple[int, Slot]]] = {}
+        for i, slot in enumerate(chunk):
+            by_hook.setdefault(slot.hook, []).append((2 + i, slot))
+
+        def from_clean(act: torch.Tensor, hook, n=n, by_hook=by_hook) -> torch.Tensor:
+            copies = act.unflatten(0, (n, batch))  # [copy, batch, ...]
+            mask = torch.zeros((n, *copies.shape[2:]), dtype=torch.bool)  # [copy, ...] (same for every row)
+            for i, slot in by_hook[hook.name]:
+                mask[i] = slot_mask(hook.name, act.shape, slot.position, slot.head)[0]
+            mask = mask[:, None].to(act.device)  # [copy, 1, ...]
+            return torch.where(mask, copies[:1], copies).flatten(0, 1)
+
+        tokens = torch.cat([clean_tokens, corrupt_tokens.repeat(n - 1, 1)])
+        mask = None if attention_mask is None else attention_mask.reshape(batch, -1).repeat(n, 1)
+        hooks = [(name, from_clean) for name in by_hook]
+        logits = model.run_with_hooks(tokens, mask, fwd_hooks=hooks)
+        parts = logits.split(batch)
+        clean = float(as_scalar(metric(parts[0]), "on the clean run"))
+        corrupt = float(as_scalar(metric(parts[1]), "on the corrupt run"))
+        values += [
+            float(as_scalar(metric(part), f"for the patch {chunk[i]}")) for i, part in enumerate(parts[2:])
+        ]
+    return clean, corrupt, values

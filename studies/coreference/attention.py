@@ -11,6 +11,7 @@ construction. :func:`twin_difference` checks that numerically.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -68,8 +69,11 @@ def picks(measured: Sequence[Measured], targets: Sequence[int]) -> tuple[np.ndar
 
 
 def head_accuracy(right: np.ndarray) -> np.ndarray:
-    """``[query, by, n_layers, n_heads]`` mean of ``right`` over items (NaN items skipped)."""
-    return np.nanmean(right, axis=0)
+    """``[query, by, n_layers, n_heads]`` mean of ``right`` over items (NaN items skipped; NaN where every
+    item is, e.g. one-person agreement prompts have no distractor)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "mean of empty slice": the NaN is the answer
+        return np.nanmean(right, axis=0)
 
 
 def select_and_test(

@@ -37,10 +37,9 @@ def write_report(report: Report, model, config, results: Sequence, picture: dict
     if not lm:
         report.add_text(
             f"{name} is an encoder without a language-model head: there is no substitution or question "
-            "scoring and no next-pronoun prediction for it. The report covers attention, patching by "
-            "position "
-            "(the metric is the final stream at the pronoun or last token, projected on the twin difference) "
-            "and probes."
+            "scoring and no next-pronoun prediction for it (no behavioural accuracy). The report covers "
+            "attention, patching by position and by head (the metric is the final stream at the pronoun or "
+            "last token, projected on the twin difference) and probes."
         )
     out: dict = {"model": name, "lm_scoring": lm}
     for result in results:
