@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from studies import position
+from studies.packaged import load_packaged
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def test_report_without_models(tmp_path):
 
 @pytest.mark.slow
 def test_minilm_without_positions_is_equivariant():
-    model, reason = position.load_packaged("minilm-l6", None, None)
+    model, reason = load_packaged("minilm-l6", None, None)
     if model is None:
         pytest.skip(reason)
     hooks = position.remove_positions_hooks(model)
