@@ -18,8 +18,9 @@ embedding stream, relative to that at the input of the last block, with the skip
 the sum the block forms is the sublayer's output alone, and the identity's gradient cancels exactly);
 geometric mean and 95% interval over seeds, computed in float64.
 
-Run time (``interp study residual --quiet``, SmolLM2): 5.5 min of CPU time, 12 min wall on 2 CPU cores shared
-with other jobs (load 5 to 9), over the two-minute target; to be re-measured on an idle machine.
+Run time (``interp study residual --quiet``, SmolLM2, 2 torch threads): 47 s of CPU time, 47 s wall on 2
+CPU cores shared with another job (load 2.3 to 2.8). The random stacks run on one thread (``studies.threads``),
+each stack is built once for the settings that share its norm placement, and the prompts run as one batch.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from tqdm import tqdm
 from interp import HookedTransformer, TransformerConfig
 from interp.registry import study_parser
 from interp.report import Report, figures
+from studies.packaged import load_packaged
+from studies.threads import single_thread
 
 DESCRIPTION = (
     "The residual stream as a highway: write norms, logit lens, attribution, gradient through depth."
@@ -167,39 +170,45 @@ def _log10(x: float) -> float:
 def gradient_table(cfg: ResidualConfig, seed: int, quiet: bool = True) -> pd.DataFrame:
     """One row per (setting, depth): means over seeds of log10 gradient norms, ratio and diversity.
 
-    Gradients below 1e-300 (they underflow even in float64) count as 1e-300.
+    Gradients below 1e-300 (they underflow even in float64) count as 1e-300. Settings that share a norm
+    placement differ only in hooks, so each (placement, depth, seed) stack is built once and serves them all.
     """
-    rows = []
-    settings = [(setting, d) for setting in SETTINGS for d in cfg.depths]
-    for (label, placement, norms, residual), depth in tqdm(settings, desc="random stacks", disable=quiet):
-        firsts, ratios, diversity = [], [], []
-        for s in range(cfg.seeds):
+    measured: dict[tuple[str, int], list[dict[str, float]]] = {}
+    placements = dict.fromkeys(placement for _, placement, _, _ in SETTINGS)  # in order, once each
+    stacks = [(p, d, s) for p in placements for d in cfg.depths for s in range(cfg.seeds)]
+    for placement, depth, s in tqdm(stacks, desc="random stacks", disable=quiet):
+        with single_thread():
             model = stack(cfg, depth, placement, seed * 1000 + s)
             gen = torch.Generator().manual_seed(seed * 1000 + s)
             tokens = torch.randint(0, cfg.d_vocab, (cfg.batch, cfg.seq_len), generator=gen)
             targets = torch.randint(0, cfg.d_vocab, (cfg.batch, cfg.seq_len), generator=gen)
-            out = first_layer_gradient(model, tokens, targets, residual=residual, norms=norms)
-            firsts.append(_log10(out["grad_first"]))
-            ratios.append(_log10(out["grad_first"]) - _log10(out["grad_last"]))
-            diversity.append(out["diversity"])
-        half = (
-            1.96 * float(np.std(ratios, ddof=1)) / math.sqrt(len(ratios)) if len(ratios) > 1 else float("nan")
-        )
-        rows.append(
-            {
-                "setting": label,
-                "placement": placement,
-                "norms": norms,
-                "residual": residual,
-                "depth": depth,
-                "log10_grad_first": float(np.mean(firsts)),
-                "log10_ratio_first_to_last": float(np.mean(ratios)),
-                "log10_ratio_low": float(np.mean(ratios)) - half,
-                "log10_ratio_high": float(np.mean(ratios)) + half,
-                "final_token_diversity": float(np.mean(diversity)),
-                "seeds": cfg.seeds,
-            }
-        )
+            for label, setting_placement, norms, residual in SETTINGS:
+                if setting_placement == placement:
+                    out = first_layer_gradient(model, tokens, targets, residual=residual, norms=norms)
+                    measured.setdefault((label, depth), []).append(out)
+    rows = []
+    for label, placement, norms, residual in SETTINGS:
+        for depth in cfg.depths:
+            outs = measured[(label, depth)]
+            firsts = [_log10(o["grad_first"]) for o in outs]
+            ratios = [_log10(o["grad_first"]) - _log10(o["grad_last"]) for o in outs]
+            n = len(ratios)
+            half = 1.96 * float(np.std(ratios, ddof=1)) / math.sqrt(n) if n > 1 else float("nan")
+            rows.append(
+                {
+                    "setting": label,
+                    "placement": placement,
+                    "norms": norms,
+                    "residual": residual,
+                    "depth": depth,
+                    "log10_grad_first": float(np.mean(firsts)),
+                    "log10_ratio_first_to_last": float(np.mean(ratios)),
+                    "log10_ratio_low": float(np.mean(ratios)) - half,
+                    "log10_ratio_high": float(np.mean(ratios)) + half,
+                    "final_token_diversity": float(np.mean([o["diversity"] for o in outs])),
+                    "seeds": cfg.seeds,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -219,58 +228,50 @@ def stream_sum_error(model: HookedTransformer, tokens: torch.Tensor) -> float:
 # -- a trained model ---------------------------------------------------------------------------------------
 
 
-def load_packaged(name: str, device: str | None, dtype: str | None):
-    """A packaged model, or ``(None, reason)`` when ``interp.load`` or the model's package is missing."""
-    try:
-        from interp.load import load
-    except ImportError as err:
-        return None, f"interp.load is not available ({err})"
-    try:
-        return load(name, device=device, dtype=dtype), None
-    except (FileNotFoundError, ImportError) as err:
-        return None, f"{name} is not installed ({err})"
-
-
-@torch.no_grad()
+@torch.inference_mode()
 def write_norms(model: HookedTransformer, texts) -> pd.DataFrame:
-    """Per layer: mean norms of the stream and of the writes, their ratios, and cos(stream before, after)."""
-    acc: dict[int, dict[str, list]] = {}
-    for text in texts:
-        ids = model.tokenizer.to_tokens(text).ids.to(model.device)
-        _, cache = model.run_with_cache(
-            ids, names_filter=lambda n: n.endswith(("resid_pre", "resid_post", "_out"))
-        )
-        for layer in range(model.cfg.n_layers):
-            pre, post = cache["resid_pre", layer][0].float(), cache["resid_post", layer][0].float()
-            attn, mlp = cache["attn_out", layer][0].float(), cache["mlp_out", layer][0].float()
-            a = acc.setdefault(layer, {k: [] for k in ("stream", "attn", "mlp", "cos", "stream0")})
-            a["stream"].append(pre[1:].norm(dim=-1))
-            a["attn"].append(attn[1:].norm(dim=-1))
-            a["mlp"].append(mlp[1:].norm(dim=-1))
-            a["cos"].append(F.cosine_similarity(pre[1:], post[1:], dim=-1))
-            a["stream0"].append(pre[:1].norm(dim=-1))
+    """Per layer: mean norms of the stream and of the writes, their ratios, and cos(stream before, after).
+
+    The texts run as one right-padded batch; only real tokens enter the means.
+    """
+    ids, mask = model.tokenizer.to_tokens(list(texts), padding_side="right")
+    _, cache = model.run_with_cache(
+        ids.to(model.device),
+        attention_mask=mask.to(model.device),
+        names_filter=lambda n: n.endswith(("resid_pre", "resid_post", "_out")),
+    )
+    real = mask[:, 1:].bool().to(model.device)  # [batch, pos - 1]: every real position but the first
     rows = []
-    for layer, a in acc.items():
-        cat = {k: torch.cat(v) for k, v in a.items()}
-        stream = float(cat["stream"].mean())
+    for layer in range(model.cfg.n_layers):
+        pre, post = (
+            cache["resid_pre", layer].float(),
+            cache["resid_post", layer].float(),
+        )  # [batch, pos, d_model]
+        attn, mlp = cache["attn_out", layer].float(), cache["mlp_out", layer].float()
+        stream = pre[:, 1:][real].norm(dim=-1)  # [tokens]
+        attn_norm, mlp_norm = attn[:, 1:][real].norm(dim=-1), mlp[:, 1:][real].norm(dim=-1)
         rows.append(
             {
                 "layer": layer,
-                "stream_norm": stream,
-                "attn_out_norm": float(cat["attn"].mean()),
-                "mlp_out_norm": float(cat["mlp"].mean()),
-                "attn_over_stream": float((cat["attn"] / cat["stream"]).mean()),
-                "mlp_over_stream": float((cat["mlp"] / cat["stream"]).mean()),
-                "cos_before_after": float(cat["cos"].mean()),
-                "stream_norm_position0": float(cat["stream0"].mean()),
+                "stream_norm": float(stream.mean()),
+                "attn_out_norm": float(attn_norm.mean()),
+                "mlp_out_norm": float(mlp_norm.mean()),
+                "attn_over_stream": float((attn_norm / stream).mean()),
+                "mlp_over_stream": float((mlp_norm / stream).mean()),
+                "cos_before_after": float(
+                    F.cosine_similarity(pre[:, 1:][real], post[:, 1:][real], dim=-1).mean()
+                ),
+                "stream_norm_position0": float(pre[:, 0].norm(dim=-1).mean()),
             }
         )
     return pd.DataFrame(rows)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def lens_and_attribution(model: HookedTransformer, texts) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """Logit lens of the final top token per layer, and its direct logit attribution, per sentence.
+
+    The texts run as one right-padded batch, each read at its last real token.
 
     Returns:
         ``lens`` (columns ``sentence, stream, rank, prob``), ``dla`` (``component, layer, head, value``,
@@ -278,36 +279,29 @@ def lens_and_attribution(model: HookedTransformer, texts) -> tuple[pd.DataFrame,
     """
     from interp.analysis import direct_logit_attribution, dla_names, logit_lens
 
-    lens_rows, frames, tops = [], [], []
-    for i, text in enumerate(texts):
-        ids = model.tokenizer.to_tokens(text).ids.to(model.device)
-        names = sorted(
-            set(dla_names(model))
-            | {f"blocks.{n}.hook_resid_pre" for n in range(model.cfg.n_layers)}
-            | {f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"}
-        )
-        logits, cache = model.run_with_cache(ids, names_filter=names)
-        top = int(logits[0, -1].argmax())
-        tops.append(model.tokenizer.decode([top]) if hasattr(model.tokenizer, "decode") else str(top))
-        labels, lens = logit_lens(model, cache, -1)  # [stream, batch, d_vocab]
-        probs = lens[:, 0].float().softmax(-1)
-        ranks = (lens[:, 0] > lens[:, 0, top : top + 1]).sum(-1)  # how many tokens beat the final top token
-        for s, label in enumerate(labels):
-            lens_rows.append(
-                {
-                    "sentence": i,
-                    "stream": label,
-                    "depth": s,
-                    "rank": int(ranks[s]),
-                    "prob": float(probs[s, top]),
-                }
-            )
-        frames.append(direct_logit_attribution(model, cache, top, -1).assign(sentence=i))
-    dla = (
-        pd.concat(frames)
-        .groupby(["component"], sort=False, as_index=False)
-        .agg(layer=("layer", "first"), head=("head", "first"), value=("value", "mean"))
+    ids, mask = model.tokenizer.to_tokens(list(texts), padding_side="right")
+    last = (mask.sum(1) - 1).to(model.device)  # [batch]
+    names = sorted(
+        set(dla_names(model))
+        | {f"blocks.{n}.hook_resid_pre" for n in range(model.cfg.n_layers)}
+        | {f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"}
     )
+    logits, cache = model.run_with_cache(
+        ids.to(model.device), attention_mask=mask.to(model.device), names_filter=names
+    )
+    rows = torch.arange(len(last), device=model.device)
+    top = logits[rows, last].argmax(-1)  # [batch]
+    tops = model.tokenizer.decode(top[:, None].cpu())
+    labels, lens = logit_lens(model, cache, last)  # [stream, batch, d_vocab]
+    target = lens[:, rows, top]  # [stream, batch]
+    probs = lens.float().softmax(-1)[:, rows, top]
+    ranks = (lens > target[..., None]).sum(-1)  # how many tokens beat the final top token
+    lens_rows = [
+        {"sentence": i, "stream": label, "depth": s, "rank": int(ranks[s, i]), "prob": float(probs[s, i])}
+        for i in range(len(texts))
+        for s, label in enumerate(labels)
+    ]
+    dla = direct_logit_attribution(model, cache, top, last)  # mean over sentences
     dla["share"] = dla.value / dla.value.sum()
     return pd.DataFrame(lens_rows), dla, tops
 
