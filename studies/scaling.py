@@ -17,8 +17,8 @@ spread of the real scores within each query's row (the softmax is blind to a row
 standard deviation is what matters), the same spread before the division set against sqrt(d_head), and the
 pattern's entropy as it is and as it would be without the division.
 
-Run time (``interp study scaling --quiet``, both models): 49 s of CPU time, 2.5 min wall on 2 CPU cores
-shared with other jobs (load 5 to 9); an idle machine is still to be measured.
+Run time (``interp study scaling --quiet``, both models, 2 torch threads): 18 s of CPU time, 13 s wall on 2 CPU
+cores shared with another job (load 2).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from interp.registry import study_parser
 from interp.report import Report, figures
+from studies.packaged import add_models_argument, load_packaged, parse_models
 
 DESCRIPTION = "Why divide by sqrt(d_k): score variance, softmax saturation and gradients, scaled vs unscaled."
 SENTENCES = (
@@ -180,19 +181,7 @@ def standard_normal_baseline(cfg: ScalingConfig, seed: int) -> dict[str, float]:
 # -- trained models ----------------------------------------------------------------------------------------
 
 
-def load_packaged(name: str, device: str | None, dtype: str | None):
-    """A packaged model, or ``(None, reason)`` when ``interp.load`` or the model's package is missing."""
-    try:
-        from interp.load import load
-    except ImportError as err:
-        return None, f"interp.load is not available ({err})"
-    try:
-        return load(name, device=device, dtype=dtype), None
-    except (FileNotFoundError, ImportError) as err:
-        return None, f"{name} is not installed ({err})"
-
-
-@torch.no_grad()
+@torch.inference_mode()
 def trained_score_spread(model, texts: Sequence[str]) -> pd.DataFrame:
     """Per layer: within-row spread of the real attention scores, before and after the division.
 
@@ -496,14 +485,10 @@ def _slug(name: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the study: ``interp study scaling [--model NAME] [--out DIR] [--seed N] [--quiet]``."""
     parser = study_parser("scaling", DESCRIPTION, default_model=None)
-    parser.add_argument(
-        "--models",
-        default=",".join(ScalingConfig.models),
-        help="packaged models to measure, comma separated ('' for none)",
-    )
+    add_models_argument(parser, ScalingConfig.models)
     parser.add_argument("--n-queries", type=int, default=ScalingConfig.n_queries)
     args = parser.parse_args(argv)
-    cfg = ScalingConfig(models=tuple(m for m in args.models.split(",") if m), n_queries=args.n_queries)
+    cfg = ScalingConfig(models=parse_models(args.models), n_queries=args.n_queries)
     start = time.perf_counter()
     torch.manual_seed(args.seed)
     mc = monte_carlo(cfg, args.seed, quiet=args.quiet)
