@@ -7,17 +7,18 @@ that score highest on another, and scores are weakly correlated across heads.
 
 Metric. Every head of each packaged model gets six scores, each the attention mass it puts on the keys the
 relation names (``interp.analysis`` head scores where they exist): previous-token, duplicate-token and
-induction (on random tokens repeated once), first-token sink, a positional score (1 minus the mean total
-variation distance between a head's attention row on one random sequence and its mean row at the same
-position over sequences: 1 when attention depends on position only) and a coreference score (attention from
-a pronoun to its antecedent minus attention to the other candidate noun, on 20 hand-written sentences). Then:
-the overlap of the top-k heads between scores (Jaccard), the Spearman rank correlation of scores across
-heads, the share of heads whose best score clearly exceeds their others, and for coreference the best head
-picked on half of the sentences and measured on the other half with a 95% bootstrap interval (chance level:
-0 difference).
+induction (on random tokens repeated once, after the token the tokenizer starts a text with: BOS for SmolLM2,
+``[CLS]`` for MiniLM, so that the sink is the same kind of position in both), first-token sink, a positional
+score (1 minus the mean total variation distance between a head's attention row on one random sequence and its
+mean row at the same position over sequences: 1 when attention depends on position only) and a coreference
+score (attention from a pronoun to its antecedent minus attention to the other candidate noun, on 20
+hand-written sentences). Then: the overlap of the top-k heads between scores (Jaccard), the Spearman rank
+correlation of scores across heads, the share of heads whose best score clearly exceeds their others, and for
+coreference the best head picked on half of the sentences and measured on the other half with a 95% bootstrap
+interval (chance level: 0 difference).
 
-Run time (``interp study heads --quiet``): 68 s wall for MiniLM alone on 2 CPU cores shared with other jobs
-(load 5 to 9); both models still to be measured.
+Run time (``interp study heads --quiet``, both models, 2 torch threads): 29 s of CPU time, 20 s wall on 2 CPU
+cores shared with another job (load 1.5).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tqdm import tqdm
 
 from interp.registry import study_parser
 from interp.report import Report, figures
+from studies.packaged import add_models_argument, load_packaged, parse_models
 
 DESCRIPTION = "What heads specialise in: previous-token, duplicate, induction, sink, positional, coreference."
 SCORES = ("previous_token", "duplicate_token", "induction", "first_token", "positional", "coreference")
@@ -142,6 +144,19 @@ def coreference_scores(model, items=COREFERENCE) -> torch.Tensor:
     return torch.stack(out)
 
 
+def start_token(tokenizer) -> int | None:
+    """The id the tokenizer starts a text with: its BOS, or the special token its post-processor prepends.
+
+    BERT's tokenizer has no BOS id but starts every text with ``[CLS]``; putting that token first in the
+    random sequences too makes the first-token (sink) score measure attention to the same kind of position
+    in every model. ``None`` when texts start with an ordinary token (GPT-2).
+    """
+    if tokenizer.bos_id is not None:
+        return tokenizer.bos_id
+    encoded = tokenizer.to_tokens("a")
+    return int(encoded.ids[0, 0]) if bool(encoded.special[0, 0]) else None
+
+
 def score_heads(model, cfg: HeadsConfig, seed: int, *, coreference: bool = True) -> dict[str, torch.Tensor]:
     """Every score for every head, ``{name: [n_layers, n_heads]}`` (plus ``coreference_items``)."""
     from interp.analysis import (
@@ -151,7 +166,7 @@ def score_heads(model, cfg: HeadsConfig, seed: int, *, coreference: bool = True)
         previous_token_scores,
     )
 
-    bos = getattr(model.tokenizer, "bos_id", None) if model.tokenizer is not None else None
+    bos = start_token(model.tokenizer) if model.tokenizer is not None else None
     rep = random_tokens(cfg, model.cfg.d_vocab, seed, repeat=True, bos=bos)
     _, cache = patterns(model, rep)
     scores = {
@@ -221,18 +236,6 @@ def coreference_holdout(items: torch.Tensor, n_boot: int, seed: int) -> dict:
 
 
 # -- the report --------------------------------------------------------------------------------------------
-
-
-def load_packaged(name: str, device: str | None, dtype: str | None):
-    """A packaged model, or ``(None, reason)`` when ``interp.load`` or the model's package is missing."""
-    try:
-        from interp.load import load
-    except ImportError as err:
-        return None, f"interp.load is not available ({err})"
-    try:
-        return load(name, device=device, dtype=dtype), None
-    except (FileNotFoundError, ImportError) as err:
-        return None, f"{name} is not installed ({err})"
 
 
 def add_model_section(report: Report, name: str, scores: dict, cfg: HeadsConfig, seed: int) -> dict:
@@ -344,11 +347,9 @@ def add_model_section(report: Report, name: str, scores: dict, cfg: HeadsConfig,
 def main(argv: list[str] | None = None) -> int:
     """Run the study: ``interp study heads [--models a,b] [--out DIR] [--seed N] [--quiet]``."""
     parser = study_parser("heads", DESCRIPTION, default_model=None)
-    parser.add_argument(
-        "--models", default=",".join(HeadsConfig.models), help="packaged models, comma separated"
-    )
+    add_models_argument(parser, HeadsConfig.models)
     args = parser.parse_args(argv)
-    cfg = HeadsConfig(models=tuple(m for m in args.models.split(",") if m))
+    cfg = HeadsConfig(models=parse_models(args.models))
     start = time.perf_counter()
     report = Report(
         args.out,
@@ -366,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         "highest on "
         "another, and the scores are weakly correlated across heads. Scores are attention masses (0 to 1; "
         "coreference is a difference, -1 to 1). Previous-token, duplicate-token, induction and first-token: "
-        f"{cfg.batch} sequences of {cfg.seq_len} random tokens repeated once. Positional: {cfg.batch} "
+        f"{cfg.batch} sequences of {cfg.seq_len} random tokens repeated once, after the tokenizer's start token "
+        f"(BOS, or [CLS] for a BERT tokenizer). Positional: {cfg.batch} "
         "unrepeated random sequences; 1 - mean total variation to the mean row at the same position. "
         f"Coreference: {len(COREFERENCE)} hand-written sentences, attention from the pronoun to the "
         "antecedent "
