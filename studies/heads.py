@@ -17,8 +17,8 @@ correlation of scores across heads, the share of heads whose best score clearly 
 coreference the best head picked on half of the sentences and measured on the other half with a 95% bootstrap
 interval (chance level: 0 difference).
 
-Run time (``interp study heads --quiet``, both models, 2 torch threads): 29 s of CPU time, 20 s wall on 2 CPU
-cores shared with another job (load 1.5).
+Run time (``interp study heads --quiet``, both models): 26 s of CPU time, 25 s wall on 2 CPU cores shared with
+another job (load 3.2), on one thread (``studies.threads``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from tqdm import tqdm
 from interp.registry import study_parser
 from interp.report import Report, figures
 from studies.packaged import add_models_argument, load_packaged, parse_models
+from studies.threads import single_thread
 
 DESCRIPTION = "What heads specialise in: previous-token, duplicate, induction, sink, positional, coreference."
 SCORES = ("previous_token", "duplicate_token", "induction", "first_token", "positional", "coreference")
@@ -157,6 +158,7 @@ def start_token(tokenizer) -> int | None:
     return int(encoded.ids[0, 0]) if bool(encoded.special[0, 0]) else None
 
 
+@single_thread()
 def score_heads(model, cfg: HeadsConfig, seed: int, *, coreference: bool = True) -> dict[str, torch.Tensor]:
     """Every score for every head, ``{name: [n_layers, n_heads]}`` (plus ``coreference_items``)."""
     from interp.analysis import (

@@ -14,8 +14,8 @@ in the shuffled order, mean over tokens with a 95% bootstrap interval), as they 
 by hooks (MiniLM: every position's vector replaced by the mean over positions; SmolLM2: the rotary rotation
 undone by handing ``hook_rot_q``/``hook_rot_k`` the unrotated queries and keys).
 
-Run time (``interp study position --quiet``, both models, 2 torch threads): 23 s of CPU time, 13 s wall on
-2 CPU cores shared with another job (load 1.5). A sentence and its shuffles run as one batch.
+Run time (``interp study position --quiet``, both models): 19 s of CPU time, 18 s wall on 2 CPU cores shared
+with another job (load 3.3). A sentence and its shuffles run as one batch, on one thread (``studies.threads``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from interp import HookedTransformer, TransformerConfig
 from interp.registry import study_parser
 from interp.report import Report, figures
 from studies.packaged import add_models_argument, load_packaged, parse_models
+from studies.threads import single_thread
 
 DESCRIPTION = (
     "Attention alone is blind to order: permutation equivariance, positional schemes, causal leakage."
@@ -135,6 +136,7 @@ def position_probe(model: HookedTransformer, tokens: torch.Tensor, ridge: float 
     return float(1 - ((pred - yte) ** 2).sum() / ((yte - yte.mean()) ** 2).sum())
 
 
+@single_thread()
 def random_models_table(cfg: PositionConfig, seed: int, quiet: bool = True) -> pd.DataFrame:
     """One row per (positional, causal): equivariance error and position-probe R²."""
     gen = torch.Generator().manual_seed(seed)
@@ -235,6 +237,7 @@ def bootstrap_mean(x: np.ndarray, n_boot: int, seed: int) -> tuple[float, float,
     return float(x.mean()), float(low), float(high)
 
 
+@single_thread()
 def trained_table(model, name: str, cfg: PositionConfig, seed: int) -> pd.DataFrame:
     """Per layer: mean 1 - cos under shuffling, as trained and with positions removed, with intervals."""
     rows = []

@@ -18,9 +18,9 @@ embedding stream, relative to that at the input of the last block, with the skip
 the sum the block forms is the sublayer's output alone, and the identity's gradient cancels exactly);
 geometric mean and 95% interval over seeds, computed in float64.
 
-Run time (``interp study residual --quiet``, SmolLM2, 2 torch threads): 47 s of CPU time, 47 s wall on 2
-CPU cores shared with another job (load 2.3 to 2.8). The random stacks run on one thread (``studies.threads``),
-each stack is built once for the settings that share its norm placement, and the prompts run as one batch.
+Run time (``interp study residual --quiet``, SmolLM2): 29 s of CPU time, 28 s wall on 2 CPU cores shared with
+another job (load 3.2). Everything runs on one thread (``studies.threads``), each random stack is built once for
+the settings that share its norm placement, and the prompts run as one batch.
 """
 
 from __future__ import annotations
@@ -228,6 +228,7 @@ def stream_sum_error(model: HookedTransformer, tokens: torch.Tensor) -> float:
 # -- a trained model ---------------------------------------------------------------------------------------
 
 
+@single_thread()
 @torch.inference_mode()
 def write_norms(model: HookedTransformer, texts) -> pd.DataFrame:
     """Per layer: mean norms of the stream and of the writes, their ratios, and cos(stream before, after).
@@ -267,6 +268,7 @@ def write_norms(model: HookedTransformer, texts) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@single_thread()
 @torch.inference_mode()
 def lens_and_attribution(model: HookedTransformer, texts) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """Logit lens of the final top token per layer, and its direct logit attribution, per sentence.

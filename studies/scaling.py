@@ -17,8 +17,8 @@ spread of the real scores within each query's row (the softmax is blind to a row
 standard deviation is what matters), the same spread before the division set against sqrt(d_head), and the
 pattern's entropy as it is and as it would be without the division.
 
-Run time (``interp study scaling --quiet``, both models, 2 torch threads): 18 s of CPU time, 13 s wall on 2 CPU
-cores shared with another job (load 2).
+Run time (``interp study scaling --quiet``, both models): 16 s of CPU time, 15 s wall on 2 CPU cores shared
+with another job (load 3.3), on one thread (``studies.threads``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from tqdm import tqdm
 from interp.registry import study_parser
 from interp.report import Report, figures
 from studies.packaged import add_models_argument, load_packaged, parse_models
+from studies.threads import single_thread
 
 DESCRIPTION = "Why divide by sqrt(d_k): score variance, softmax saturation and gradients, scaled vs unscaled."
 SENTENCES = (
@@ -122,6 +123,7 @@ def mean_ci(x: np.ndarray) -> tuple[float, float, float]:
     return m, m - half, m + half
 
 
+@single_thread()
 def monte_carlo(cfg: ScalingConfig, seed: int, quiet: bool = True, chunk: int = 250) -> pd.DataFrame:
     """One row per (d_k, scaled): variance of q·k with its interval and the softmax statistics.
 
@@ -181,6 +183,7 @@ def standard_normal_baseline(cfg: ScalingConfig, seed: int) -> dict[str, float]:
 # -- trained models ----------------------------------------------------------------------------------------
 
 
+@single_thread()
 @torch.inference_mode()
 def trained_score_spread(model, texts: Sequence[str]) -> pd.DataFrame:
     """Per layer: within-row spread of the real attention scores, before and after the division.
