@@ -74,7 +74,7 @@ def _row_space(x: torch.Tensor) -> torch.Tensor:
     """Orthonormal basis ``[d, r]`` of the span of the rows of ``x`` (``r <= min(n, d)``).
 
     The L2-penalised optimum's weights are a combination of the training rows (the loss gradient is
-    ``x.T @ (p - y)``), so fitting in this basis gives the same probe with ``r`` instead of ``d`` weights per class.
+    ``x.T @ (p - y)``), so fitting in this basis gives the same probe with ``r`` instead of ``d`` weights.
     """
     _, s, vh = torch.linalg.svd(x, full_matrices=False)
     keep = s > s[0] * 1e-10 if len(s) and s[0] > 0 else torch.zeros_like(s, dtype=torch.bool)
