@@ -7,56 +7,13 @@ import torch
 
 import interp
 from interp.load import CheckpointError
+from tests.hf_models import VOCAB, bert, gpt2, llama
 
 transformers = pytest.importorskip("transformers")
-
-VOCAB, D, HEADS, LAYERS = 64, 32, 4, 2
-
-
-def gpt2():
-    cfg = transformers.GPT2Config(
-        n_layer=LAYERS,
-        n_embd=D,
-        n_head=HEADS,
-        vocab_size=VOCAB,
-        n_positions=32,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    return transformers.GPT2LMHeadModel(cfg)
-
-
-def bert():
-    cfg = transformers.BertConfig(
-        num_hidden_layers=LAYERS,
-        hidden_size=D,
-        num_attention_heads=HEADS,
-        intermediate_size=4 * D,
-        vocab_size=VOCAB,
-        max_position_embeddings=32,
-        pad_token_id=0,
-    )
-    return transformers.BertForMaskedLM(cfg)
 
 
 def bert_base():
     return transformers.BertModel(bert().config, add_pooling_layer=False)
-
-
-def llama():
-    cfg = transformers.LlamaConfig(
-        num_hidden_layers=LAYERS,
-        hidden_size=D,
-        num_attention_heads=HEADS,
-        num_key_value_heads=2,
-        intermediate_size=2 * D,
-        vocab_size=VOCAB,
-        max_position_embeddings=32,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
-    return transformers.LlamaForCausalLM(cfg)
 
 
 @pytest.mark.parametrize("build", [gpt2, bert, bert_base, llama])
