@@ -13,11 +13,76 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_type_hints
 
 Norm = Literal["layernorm", "rmsnorm"]
-NormPlacement = Literal["pre", "post"]
+NormPlacement = Literal["pre", "post", "sandwich", "output"]
+QKNorm = Literal["none", "head", "full"]
+LayerType = Literal["full", "sliding"]
+RotaryScalingKind = Literal["linear", "dynamic", "llama3", "yarn", "longrope"]
 Positional = Literal["learned", "sinusoidal", "rotary", "none"]
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu"]
 MLPKind = Literal["standard", "gated"]
 LMHead = Literal["linear", "mlm", "none"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RotaryScaling:
+    """How a checkpoint stretches rotary frequencies past the context it was trained on.
+
+    The formulas are in :mod:`interp.model.positional`; the fields are the parameters those formulas read.
+
+    Args:
+        kind: ``"linear"`` (every frequency divided by ``factor``), ``"dynamic"`` (NTK-aware base growth once a
+            sequence passes the model's ``n_ctx``), ``"llama3"`` (Llama 3.1: low frequencies divided by
+            ``factor``, high ones kept, a smooth ramp between), ``"yarn"`` (Peng et al. 2023) or ``"longrope"``
+            (Phi-3: per-frequency factors, long ones past ``original_n_ctx``).
+        factor: the stretch factor (``None`` for yarn and longrope: ``n_ctx / original_n_ctx``).
+        original_n_ctx: the context length of pretraining (llama3, yarn, longrope; dynamic grows the base
+            past it, default ``n_ctx``).
+        low_freq_factor, high_freq_factor: llama3's wavelength thresholds, as fractions of ``original_n_ctx``.
+        beta_fast, beta_slow: yarn's bounds of the interpolation ramp, in rotations.
+        mscale, mscale_all_dim: yarn's optional attention-factor parameters (DeepSeek style).
+        attention_factor: what cosines and sines are multiplied by (yarn, longrope); ``None``: the formula's.
+        truncate: yarn rounds the ramp's bounds to whole dimensions.
+        long_factor, short_factor: longrope's per-frequency divisors, ``rotary_dim / 2`` of each.
+    """
+
+    kind: RotaryScalingKind
+    factor: float | None = None
+    original_n_ctx: int | None = None
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    attention_factor: float | None = None
+    truncate: bool = True
+    long_factor: tuple[float, ...] | None = None
+    short_factor: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in get_args(RotaryScalingKind):
+            raise ValueError(
+                f"RotaryScaling.kind={self.kind!r}; expected one of {list(get_args(RotaryScalingKind))}"
+            )
+        for name in ("long_factor", "short_factor"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(float(v) for v in value))
+        needs = {
+            "linear": ("factor",),
+            "dynamic": ("factor",),
+            "llama3": ("factor", "original_n_ctx", "low_freq_factor", "high_freq_factor"),
+            "yarn": ("original_n_ctx",),
+            "longrope": ("original_n_ctx", "long_factor", "short_factor"),
+        }[self.kind]
+        missing = [name for name in needs if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"rotary scaling {self.kind!r} needs {missing}")
+        if self.kind == "llama3" and self.high_freq_factor <= self.low_freq_factor:
+            raise ValueError(
+                f"llama3 rotary scaling needs high_freq_factor > low_freq_factor, got "
+                f"{self.high_freq_factor} and {self.low_freq_factor}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,11 +99,32 @@ class TransformerConfig:
         d_vocab: vocabulary size.
         n_ctx: longest sequence the model accepts.
         norm: ``"layernorm"`` (mean and variance) or ``"rmsnorm"`` (mean square only).
-        norm_placement: ``"pre"`` (x + SubLayer(Norm(x)), final norm before the unembedding) or ``"post"``
-            (Norm(x + SubLayer(x)), as in the original transformer and BERT).
+        norm_placement: ``"pre"`` (x + SubLayer(Norm(x)), final norm before the unembedding), ``"post"``
+            (Norm(x + SubLayer(x)), as in the original transformer and BERT), ``"sandwich"``
+            (x + Norm_post(SubLayer(Norm(x))), Gemma 2/3) or ``"output"`` (x + Norm_post(SubLayer(x)), OLMo 2).
+            All but ``"post"`` end with a final norm.
+        norm_offset: the norms multiply by ``offset + w`` (Gemma stores ``w`` around 0 and adds 1).
+        norm_gain_in_float32: multiply by the gain in float32 and cast afterwards (Gemma, OLMo 2), rather
+            than cast the normalised vector first (Llama). The same in float32; it matters in bfloat16.
+        parallel_attn_mlp: attention and MLP both read the block's input, ``x + Attn(LN1 x) + MLP(LN2 x)``
+            (GPT-NeoX, Pythia); there is no ``hook_resid_mid``.
         positional: ``"learned"``, ``"sinusoidal"`` (Vaswani et al. 2017), ``"rotary"`` or ``"none"``.
         rotary_base: base of the rotary frequencies.
         rotary_dim: how many dimensions of each head rotate; defaults to ``d_head``.
+        rotary_scaling: a :class:`RotaryScaling` (or its dict) for checkpoints that stretch their context.
+        local_rotary_base: the rotary base of sliding-window layers when it differs from ``rotary_base``
+            (Gemma 3); those layers take no scaling.
+        qk_norm: a norm on queries and keys before rotary: ``"head"`` per head over ``d_head`` (Qwen3,
+            Gemma 3), ``"full"`` over the whole projection (OLMo 2), or ``"none"``.
+        attn_scale: scores are divided by this; defaults to ``sqrt(d_head)`` (Gemma: ``sqrt`` of its
+            ``query_pre_attn_scalar``).
+        attn_softcap: scores become ``cap * tanh(scores / cap)`` before masking (Gemma 2).
+        logit_softcap: the logits likewise (Gemma 2), before ``unembed.hook_out``.
+        sliding_window: how many keys, the query's own included, a sliding-window layer sees.
+        layer_types: ``"full"`` or ``"sliding"`` per layer; defaults to all sliding when ``sliding_window``
+            is set, else all full.
+        embed_scale: the token embeddings are multiplied by this, cast to the model's dtype (Gemma:
+            ``sqrt(d_model)``).
         act: MLP nonlinearity.
         mlp: ``"standard"`` (W_out act(W_in x)) or ``"gated"`` (W_out (act(W_gate x) * W_in x)).
         causal: whether a query may only attend to itself and earlier keys.
@@ -63,9 +149,21 @@ class TransformerConfig:
     n_ctx: int
     norm: Norm = "layernorm"
     norm_placement: NormPlacement = "pre"
+    norm_offset: float = 0.0
+    norm_gain_in_float32: bool = False
+    parallel_attn_mlp: bool = False
     positional: Positional = "learned"
     rotary_base: float = 10000.0
     rotary_dim: int | None = None
+    rotary_scaling: RotaryScaling | None = None
+    local_rotary_base: float | None = None
+    qk_norm: QKNorm = "none"
+    attn_scale: float | None = None
+    attn_softcap: float | None = None
+    logit_softcap: float | None = None
+    sliding_window: int | None = None
+    layer_types: tuple[LayerType, ...] | None = None
+    embed_scale: float = 1.0
     act: Activation = "gelu"
     mlp: MLPKind = "standard"
     causal: bool = True
@@ -116,6 +214,44 @@ class TransformerConfig:
             raise ValueError(f"eps must be positive, got {self.eps}")
         if self.lm_head == "none" and self.tie_embeddings:
             raise ValueError("tie_embeddings=True needs an unembedding; lm_head='none' has none")
+        self._resolve_attention()
+        if self.parallel_attn_mlp and self.norm_placement != "pre":
+            raise ValueError(
+                f"parallel_attn_mlp=True needs norm_placement='pre', got {self.norm_placement!r}"
+            )
+
+    def _resolve_attention(self) -> None:
+        if isinstance(self.rotary_scaling, dict):
+            object.__setattr__(self, "rotary_scaling", RotaryScaling(**self.rotary_scaling))
+        if self.rotary_scaling is not None and not isinstance(self.rotary_scaling, RotaryScaling):
+            raise ValueError(f"rotary_scaling must be a RotaryScaling or its dict, got {self.rotary_scaling!r}")
+        if (self.rotary_scaling is not None or self.local_rotary_base is not None) and (
+            self.positional != "rotary"
+        ):
+            raise ValueError("rotary_scaling and local_rotary_base need positional='rotary'")
+        for name in ("attn_scale", "attn_softcap", "logit_softcap", "local_rotary_base"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"TransformerConfig.{name} must be positive or None, got {value!r}")
+        if self.embed_scale <= 0:
+            raise ValueError(f"embed_scale must be positive, got {self.embed_scale}")
+        if self.sliding_window is not None:
+            _check_positive("sliding_window", self.sliding_window)
+        if self.layer_types is None:
+            kind = "full" if self.sliding_window is None else "sliding"
+            object.__setattr__(self, "layer_types", (kind,) * self.n_layers)
+        types = tuple(self.layer_types)
+        object.__setattr__(self, "layer_types", types)
+        allowed = get_args(LayerType)
+        if len(types) != self.n_layers or any(t not in allowed for t in types):
+            raise ValueError(
+                f"layer_types must give one of {list(allowed)} for each of the {self.n_layers} layers, "
+                f"got {list(types)}"
+            )
+        if "sliding" in types and self.sliding_window is None:
+            raise ValueError("layer_types has sliding layers but sliding_window is not set")
+        if self.local_rotary_base is not None and "sliding" not in types:
+            raise ValueError("local_rotary_base is the base of sliding layers, and there are none")
 
     @property
     def group_size(self) -> int:
@@ -125,7 +261,11 @@ class TransformerConfig:
     @property
     def final_norm(self) -> bool:
         """Pre-norm models end with a norm before the unembedding; post-norm blocks already end in one."""
-        return self.norm_placement == "pre"
+        return self.norm_placement != "post"
+
+    def window(self, layer: int) -> int | None:
+        """The sliding window of ``layer``, or ``None`` for full attention."""
+        return self.sliding_window if self.layer_types[layer] == "sliding" else None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``TransformerConfig(**d)`` rebuilds the config."""

@@ -24,7 +24,8 @@ def from_hf(
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
 ) -> HookedTransformer:
-    """Convert a loaded Hugging Face model (GPT-2, BERT, Llama, Mistral, Qwen2) into a HookedTransformer.
+    """Convert a loaded Hugging Face model of a supported family (``interp models`` lists them) into a
+    HookedTransformer.
 
     Args:
         hf_model: a ``transformers`` ``PreTrainedModel`` of a supported family, with or without its head
@@ -63,8 +64,8 @@ def from_hf(
     state = {name: t.detach() for name, t in hf_model.state_dict().items()}
     tensors = TensorSource(state, source)
     family = family_for(hf.model_type, source)
-    cfg: TransformerConfig = family.config(hf, tensors)
-    ours = family.convert(tensors, cfg, hf)
+    cfg: TransformerConfig
+    cfg, ours = family.read(hf, tensors)
     check_state_dict(ours, cfg, source)
     model = HookedTransformer(cfg, init_weights=False)
     model.load_state_dict(ours, strict=True)

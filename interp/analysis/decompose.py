@@ -4,8 +4,10 @@ The stream entering block ``L`` of a pre-norm model is exactly ``embed + pos_emb
 of (each head's result + the attention output bias + the MLP output)``. Post-norm models (BERT) apply a norm
 after every residual add; with each norm's scale frozen at the value the run produced (``hook_scale``), the
 norm is affine, so every earlier part is centred, divided by that scale and multiplied by the gain, and the
-norm's bias joins as a component of its own (``L{l}_ln1_bias``, ``embed_ln_bias``). Either way the parts add
-up exactly to the cached stream. Parts are returned in float32.
+norm's bias joins as a component of its own (``L{l}_ln1_bias``, ``embed_ln_bias``). Models that norm each
+attention sublayer's output before the add (Gemma 2/3, OLMo 2) are linearised the same way: every head's
+result goes through ``ln1_post`` with its cached scale. Either way the parts add up exactly to the cached
+stream. Parts are returned in float32.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ def _extent(model: nn.Module, layer: int, where: str) -> tuple[int, int]:
     """How many attention and MLP sublayers have written into ``blocks.{layer}.hook_resid_{where}``."""
     if where not in ("pre", "mid", "post"):
         raise ValueError(f"where={where!r}; expected 'pre', 'mid' or 'post'")
+    if where == "mid" and model.cfg.parallel_attn_mlp:
+        raise ValueError("parallel blocks have no resid_mid; decompose where='pre' or 'post'")
     layer = check_layer(model, layer, allow_end=where == "pre")
     return {"pre": (layer, layer), "mid": (layer + 1, layer), "post": (layer + 1, layer + 1)}[where]
 
@@ -40,11 +44,13 @@ def decompose_names(model: nn.Module, layer: int, where: Where = "pre") -> list[
     """
     n_attn, n_mlp = _extent(model, layer, where)
     post = model.cfg.norm_placement == "post"
+    normed_out = model.cfg.norm_placement in ("sandwich", "output")
     names = ["hook_embed"] + (["hook_pos_embed"] if "hook_pos_embed" in model.hook_dict else [])
     if model.cfg.embed_norm:
         names.append("embed_ln.hook_scale")
     for l in range(n_attn):
         names += [f"blocks.{l}.attn.hook_result"] + ([f"blocks.{l}.ln1.hook_scale"] if post else [])
+        names += [f"blocks.{l}.ln1_post.hook_scale"] if normed_out else []
         if l < n_mlp:
             names += [f"blocks.{l}.hook_mlp_out"] + ([f"blocks.{l}.ln2.hook_scale"] if post else [])
     return names
@@ -118,9 +124,16 @@ def decompose_resid(
     for l in range(n_attn):
         block = model.blocks[l]
         results = _head_results(model, cache, l).float()  # [batch, pos, head, d_model]
+        heads = list(results.unbind(2))
+        if block.attn.b_O is not None:
+            heads.append(block.attn.b_O.detach().to(like.device, torch.float32).expand_as(like))
+        if block.ln1_post is not None:  # the attention output is normed before the add
+            heads = list(
+                linearise_norm(model, block.ln1_post, cache[f"blocks.{l}.ln1_post.hook_scale"], torch.stack(heads))
+            )
         labels += [f"L{l}H{h}" for h in range(cfg.n_heads)]
-        parts += list(results.unbind(2))
-        add_bias(f"L{l}_attn_bias", block.attn.b_O)
+        labels += [f"L{l}_attn_bias"] if block.attn.b_O is not None else []
+        parts += heads
         if cfg.norm_placement == "post":
             through_norm(block.ln1, f"blocks.{l}.ln1.hook_scale", f"L{l}_ln1_bias")
         if l < n_mlp:

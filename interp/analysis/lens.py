@@ -40,7 +40,8 @@ def accumulated_resid(cache: ActivationCache, *, incl_mid: bool = False) -> tupl
 
 
 def unembed_stream(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """Logits from a stream ``[..., d_model]`` through the output path (final norm with its own scale)."""
+    """Logits from a stream ``[..., d_model]`` through the output path (final norm with its own scale, and the
+    logit soft-cap where the model has one)."""
     if model.unembed is None:
         raise ValueError("this model has no unembedding (lm_head='none'), so there are no logits to read")
     x = x.to(model.device)
@@ -49,7 +50,9 @@ def unembed_stream(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     x = x.to(model.dtype)
     if model.head is not None:
         x = model.head(x)
-    return x @ model.unembed.weight + model.unembed.b_U  # [..., d_vocab]
+    logits = x @ model.unembed.weight + model.unembed.b_U  # [..., d_vocab]
+    cap = model.cfg.logit_softcap
+    return torch.tanh(logits / cap) * cap if cap is not None else logits
 
 
 def _at_position(x: torch.Tensor, position: int | torch.Tensor) -> torch.Tensor:

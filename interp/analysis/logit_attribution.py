@@ -5,7 +5,8 @@ norm's scale at the value the clean run had makes the path stream -> norm -> une
 difference splits exactly into one term per component plus two bias terms: the final norm's bias
 (``ln_final_bias``) and the unembedding's bias (``unembed_bias``). The terms add up to the difference
 computed from the logits. This measures direct effects only: a head's influence through later layers is not
-in its term.
+in its term. A model that soft-caps its logits (Gemma 2) is attributed before the cap, which is monotone but
+not linear: the terms add up to the capped logits' argument, ``cap * atanh(logit / cap)``.
 """
 
 from __future__ import annotations

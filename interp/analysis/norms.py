@@ -1,6 +1,7 @@
 """Norms as functions of a stream: applied afresh, or linearised with their scale frozen from a run.
 
-A LayerNorm is ``(y - mean(y)) / scale * w + b`` with ``scale = sqrt(var(y) + eps)``. The scale is the only
+A LayerNorm is ``(y - mean(y)) / scale * w + b`` (``w`` is the norm's ``gain``, with any offset the family
+adds) with ``scale = sqrt(var(y) + eps)``. The scale is the only
 nonlinear part, so freezing it at the value a run produced (the cached ``hook_scale``) makes the norm affine:
 a sum of parts maps to the sum of each part centred, divided by the scale and multiplied by ``w``, plus ``b``
 once. That is how residual decompositions and direct logit attribution stay exact through norms. RMSNorm is
@@ -19,7 +20,7 @@ def apply_norm(model: nn.Module, norm: nn.Module, x: torch.Tensor) -> torch.Tens
     if model.cfg.norm == "layernorm":
         x = x - x.mean(-1, keepdim=True)
     scale = (x.pow(2).mean(-1, keepdim=True) + model.cfg.eps).sqrt()
-    out = x / scale * norm.w.float()
+    out = x / scale * norm.gain
     return out + norm.b.float() if norm.b is not None else out
 
 
@@ -33,4 +34,4 @@ def linearise_norm(
     parts = parts.float()
     if model.cfg.norm == "layernorm":
         parts = parts - parts.mean(-1, keepdim=True)
-    return parts / scale.to(parts.device, torch.float32) * norm.w.to(parts.device, torch.float32)
+    return parts / scale.to(parts.device, torch.float32) * norm.gain.to(parts.device)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from interp.config import TransformerConfig
-from interp.load import bert, gguf_llama, gpt2, llama
+from interp.load import bert, gemma, gguf_llama, gpt2, gpt_neox, llama, olmo2, phi3
 from interp.load.errors import CheckpointError
 from interp.load.gguf_file import GGUFFile
 from interp.load.hf_config import HFConfig
@@ -28,11 +28,21 @@ class Family:
         convert: ``(tensors, cfg, config.json) -> state dict`` in our names.
         from_gguf: for families a GGUF file can hold: ``GGUFFile -> (config.json, tensors)`` in the family's
             Hugging Face names, so GGUF files reuse the same converter.
+        prepare: for checkpoints that wrap the model (Gemma 3's image-and-text model holds a text model):
+            ``(config.json, tensors) -> (config.json, tensors)`` of the model to load, before ``config``.
     """
 
     config: Callable[[HFConfig, TensorSource], TransformerConfig]
     convert: Callable[[TensorSource, TransformerConfig, HFConfig], dict[str, torch.Tensor]]
     from_gguf: Callable[[GGUFFile], tuple[HFConfig, TensorSource]] | None = None
+    prepare: Callable[[HFConfig, TensorSource], tuple[HFConfig, TensorSource]] | None = None
+
+    def read(self, hf: HFConfig, tensors: TensorSource) -> tuple[TransformerConfig, dict[str, torch.Tensor]]:
+        """``(config.json, tensors)`` -> ``(TransformerConfig, state dict)``."""
+        if self.prepare is not None:
+            hf, tensors = self.prepare(hf, tensors)
+        cfg = self.config(hf, tensors)
+        return cfg, self.convert(tensors, cfg, hf)
 
 
 FAMILIES: dict[str, Family] = {
@@ -41,6 +51,14 @@ FAMILIES: dict[str, Family] = {
     "llama": Family(llama.config, llama.convert, from_gguf=gguf_llama.to_hf),
     "mistral": Family(llama.config, llama.convert),
     "qwen2": Family(llama.qwen2_config, llama.convert),
+    "qwen3": Family(llama.qwen3_config, llama.convert),
+    "gemma": Family(gemma.gemma_config, gemma.convert),
+    "gemma2": Family(gemma.gemma2_config, gemma.convert),
+    "gemma3_text": Family(gemma.gemma3_config, gemma.convert),
+    "gemma3": Family(gemma.gemma3_config, gemma.convert, prepare=gemma.multimodal_text),
+    "gpt_neox": Family(gpt_neox.config, gpt_neox.convert),
+    "phi3": Family(phi3.config, phi3.convert),
+    "olmo2": Family(olmo2.config, olmo2.convert),
 }
 
 

@@ -20,15 +20,25 @@ def expected_shapes(cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
         shapes["pos_embed.W_pos"] = (cfg.n_ctx, d)
     if cfg.embed_norm:
         shapes.update(_norm("embed_ln", cfg))
+    pre_norms = cfg.norm_placement != "output"
+    post_norms = cfg.norm_placement in ("sandwich", "output")
     for layer in range(cfg.n_layers):
         p = f"blocks.{layer}."
-        shapes.update(_norm(p + "ln1", cfg))
+        if pre_norms:
+            shapes.update(_norm(p + "ln1", cfg))
+            shapes.update(_norm(p + "ln2", cfg))
+        if post_norms:
+            shapes.update(_norm(p + "ln1_post", cfg))
+            shapes.update(_norm(p + "ln2_post", cfg))
         shapes.update({p + "attn.W_Q": (h, d, e), p + "attn.W_K": (g, d, e), p + "attn.W_V": (g, d, e)})
         shapes[p + "attn.W_O"] = (h, e, d)
         if cfg.attn_bias:
             shapes.update({p + "attn.b_Q": (h, e), p + "attn.b_K": (g, e), p + "attn.b_V": (g, e)})
             shapes[p + "attn.b_O"] = (d,)
-        shapes.update(_norm(p + "ln2", cfg))
+        if cfg.qk_norm != "none":
+            head = cfg.qk_norm == "head"
+            shapes.update(_norm(p + "attn.q_norm", cfg, e if head else h * e))
+            shapes.update(_norm(p + "attn.k_norm", cfg, e if head else g * e))
         shapes[p + "mlp.W_in"] = (d, m)
         if cfg.mlp == "gated":
             shapes[p + "mlp.W_gate"] = (d, m)
@@ -38,7 +48,7 @@ def expected_shapes(cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
             if cfg.mlp == "gated":
                 shapes[p + "mlp.b_gate"] = (m,)
             shapes[p + "mlp.b_out"] = (d,)
-    if cfg.norm_placement == "pre":
+    if cfg.final_norm:
         shapes.update(_norm("ln_final", cfg))
     if cfg.lm_head == "mlm":
         shapes.update({"head.W": (d, d), "head.b": (d,), **_norm("head.ln", cfg)})
@@ -72,8 +82,9 @@ def check_state_dict(state: dict[str, torch.Tensor], cfg: TransformerConfig, sou
         )
 
 
-def _norm(prefix: str, cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
-    shapes = {prefix + ".w": (cfg.d_model,)}
+def _norm(prefix: str, cfg: TransformerConfig, width: int | None = None) -> dict[str, tuple[int, ...]]:
+    width = cfg.d_model if width is None else width
+    shapes = {prefix + ".w": (width,)}
     if cfg.norm == "layernorm":
-        shapes[prefix + ".b"] = (cfg.d_model,)
+        shapes[prefix + ".b"] = (width,)
     return shapes

@@ -45,6 +45,20 @@ class TensorSource:
         """Rewrite names with a regular expression (e.g. old BERT's ``LayerNorm.gamma`` -> ``.weight``)."""
         self._tensors = {re.sub(pattern, replacement, k): v for k, v in self._tensors.items()}
 
+    def put(self, name: str, tensor: torch.Tensor) -> None:
+        """Add a tensor under ``name`` (a piece of a fused tensor, split by a converter)."""
+        if name in self._tensors:
+            raise CheckpointError(f"{self.source} has both a fused tensor and {name!r}; it is not one checkpoint")
+        self._tensors[name] = tensor
+
+    def discard(self, prefixes: tuple[str, ...]) -> list[str]:
+        """Drop the tensors whose names start with one of ``prefixes`` (parts of a checkpoint that are not
+        the model being loaded, such as a vision tower); returns the names dropped."""
+        dropped = [name for name in self._tensors if name.startswith(prefixes)]
+        for name in dropped:
+            del self._tensors[name]
+        return dropped
+
     def take(self, name: str, shape: tuple[int, ...], meaning: str = "") -> torch.Tensor:
         """Remove and return tensor ``name`` as float32, checking that it has ``shape``.
 

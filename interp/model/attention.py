@@ -4,7 +4,12 @@ Pay only for what is asked: unless something hooks or caches this layer's ``hook
 ``hook_pattern`` or ``hook_result`` in the current call, the layer runs the fused
 ``scaled_dot_product_attention`` kernel and never materialises a ``[batch, head, query, key]`` tensor. The
 explicit path computes the same thing step by step (agreeing to float tolerance), and the per-head results
-``[batch, pos, head, d_model]`` are formed only when ``hook_result`` is in use.
+``[batch, pos, head, d_model]`` are formed only when ``hook_result`` is in use. Padding, causality and
+sliding windows reach the fused kernel as a boolean mask; score soft-capping (Gemma 2) cannot be expressed
+to it, so a soft-capped layer always runs the explicit path, as ``transformers`` runs such models eagerly.
+
+The order of operations is the reference one: project, hook ``q``/``k``/``v``, q/k norm, rotary, append to
+the KV cache, scale, soft-cap, mask, softmax, mix values, project out.
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ from torch import nn
 
 from hooks import HookPoint
 from interp.config import TransformerConfig
+from interp.model.kv_cache import KVCache
 from interp.model.layout import merge_heads_in, merge_heads_out, param_in_layout
+from interp.model.masks import LayerMask
+from interp.model.norm import Norm
 from interp.model.positional import apply_rotary
 
 # scaled_dot_product_attention reads grouped keys and values without copying them from torch 2.5 on.
@@ -27,9 +35,12 @@ _SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5
 class Attention(nn.Module):
     """One attention sublayer. Query head ``h`` reads key/value head ``h // (n_heads // n_kv_heads)``."""
 
-    def __init__(self, cfg: TransformerConfig) -> None:
+    def __init__(self, cfg: TransformerConfig, layer: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
+        self.layer = layer
+        self.scale = 1.0 / (cfg.attn_scale if cfg.attn_scale is not None else math.sqrt(cfg.d_head))
+        self.softcap = cfg.attn_softcap
         h, g, d, e = cfg.n_heads, cfg.n_kv_heads, cfg.d_model, cfg.d_head
         self.W_Q = param_in_layout((h, d, e), (0, 2, 1))  # stored as nn.Linear's [h * e, d]
         self.W_K = param_in_layout((g, d, e), (0, 2, 1))
@@ -46,6 +57,12 @@ class Attention(nn.Module):
         self.hook_q = HookPoint()  # [batch, pos, head, d_head]
         self.hook_k = HookPoint()  # [batch, pos, kv_head, d_head]
         self.hook_v = HookPoint()  # [batch, pos, kv_head, d_head]
+        self.qk_norm = cfg.qk_norm
+        if cfg.qk_norm != "none":
+            # "head": one norm over d_head, shared by the heads; "full": over all heads' dims at once.
+            per_head = cfg.qk_norm == "head"
+            self.q_norm = Norm(cfg, e if per_head else h * e)
+            self.k_norm = Norm(cfg, e if per_head else g * e)
         if self.rotary:
             self.hook_rot_q = HookPoint()
             self.hook_rot_k = HookPoint()
@@ -56,28 +73,48 @@ class Attention(nn.Module):
 
     @property
     def explicit(self) -> bool:
-        """Whether this call must materialise scores and patterns (something hooks them or the results)."""
-        return self.hook_attn_scores.active or self.hook_pattern.active or self.hook_result.active
+        """Whether this call must materialise scores and patterns (something hooks them or the results, or
+        the scores are soft-capped, which the fused kernel cannot do)."""
+        return (
+            self.softcap is not None
+            or self.hook_attn_scores.active
+            or self.hook_pattern.active
+            or self.hook_result.active
+        )
 
     def forward(
         self,
         x: torch.Tensor,
-        mask: torch.Tensor | None,
+        mask: LayerMask,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        kv_cache: KVCache | None = None,
+        *,
+        x_k: torch.Tensor | None = None,
+        x_v: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``x [batch, pos, d_model]`` -> attention output ``[batch, pos, d_model]``.
 
         Args:
-            mask: ``[batch, 1, query, key]`` booleans, True where a query may attend; ``None`` means "causal
-                if the config is causal, else everything".
+            mask: this layer's :class:`~interp.model.masks.LayerMask`.
             rotary: ``(cos, sin)`` from :class:`~interp.model.positional.Rotary`, for rotary models.
+            kv_cache: keys and values of earlier positions; this call's are appended to it.
+            x_k, x_v: separate inputs for keys and values (default: ``x``). With per-head inputs
+                ``x [batch, pos, head, d_model]`` and ``x_k``, ``x_v [batch, pos, kv_head, d_model]`` each head
+                reads its own stream, which is how edge-level circuits are run.
         """
         q = self.hook_q(self._project(x, self.W_Q, self.b_Q))  # [batch, pos, head, d_head]
-        k = self.hook_k(self._project(x, self.W_K, self.b_K))  # [batch, pos, kv_head, d_head]
-        v = self.hook_v(self._project(x, self.W_V, self.b_V))
+        k = self.hook_k(self._project(x if x_k is None else x_k, self.W_K, self.b_K))  # [batch, pos, kv_head, e]
+        v = self.hook_v(self._project(x if x_v is None else x_v, self.W_V, self.b_V))
+        if self.qk_norm == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        elif self.qk_norm == "full":
+            q = self.q_norm(q.flatten(-2)).view_as(q)  # normalised over [head * d_head]
+            k = self.k_norm(k.flatten(-2)).view_as(k)
         if self.rotary:
             q = self.hook_rot_q(apply_rotary(q, *rotary))
             k = self.hook_rot_k(apply_rotary(k, *rotary))
+        if kv_cache is not None:
+            k, v = kv_cache.append(self.layer, k, v)  # [batch, past + pos, kv_head, d_head]
         z = self._explicit(q, k, v, mask) if self.explicit else self._fused(q, k, v, mask)
         z = self.hook_z(z)  # [batch, pos, head, d_head]
         if self.hook_result.active:
@@ -90,14 +127,15 @@ class Attention(nn.Module):
         return out + self.b_O if self.b_O is not None else out
 
     def _project(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        if x.ndim == 4:  # one input stream per head: [batch, pos, head, d_model]
+            out = torch.einsum("bphd,hde->bphe", x, w)  # [batch, pos, head, d_head]
+            return out + b if b is not None else out
         flat = F.linear(
             x, merge_heads_in(w).T, None if b is None else b.reshape(-1)
         )  # [batch, pos, head * e]
         return flat.unflatten(-1, (w.shape[0], w.shape[2]))  # [batch, pos, head, d_head]
 
-    def _fused(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
-    ) -> torch.Tensor:
+    def _fused(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: LayerMask) -> torch.Tensor:
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, head, pos, d_head]
         kwargs = {}
         if self.cfg.group_size > 1:
@@ -106,25 +144,25 @@ class Attention(nn.Module):
             else:
                 k = k.repeat_interleave(self.cfg.group_size, dim=1)
                 v = v.repeat_interleave(self.cfg.group_size, dim=1)
-        is_causal = mask is None and self.cfg.causal
-        z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, **kwargs)
+        z = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask.allowed, is_causal=mask.is_causal, scale=self.scale, **kwargs
+        )
         return z.transpose(1, 2)  # [batch, pos, head, d_head]
 
-    def _explicit(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
-    ) -> torch.Tensor:
+    def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: LayerMask) -> torch.Tensor:
         batch, n_q, n_heads, d_head = q.shape
         g, r = self.cfg.n_kv_heads, self.cfg.group_size
         # Query heads that share a key/value head are stacked along the query axis, so one batched matmul
         # serves the whole group without copying keys: [batch, kv_head, group * query, d_head].
         q_grouped = q.unflatten(2, (g, r)).permute(0, 2, 3, 1, 4).reshape(batch, g, r * n_q, d_head)
-        q_grouped = q_grouped * (1.0 / math.sqrt(d_head))  # scaling q is cheaper than scaling the scores
+        q_grouped = q_grouped * self.scale  # scaling q is cheaper than scaling the scores
         scores = q_grouped @ k.permute(0, 2, 3, 1)  # [batch, kv_head, group * query, key]
         scores = scores.view(batch, n_heads, n_q, -1)  # [batch, head, query, key]
-        if mask is None and self.cfg.causal:
-            mask = torch.ones(n_q, scores.shape[-1], dtype=torch.bool, device=scores.device).tril()
-        if mask is not None:
-            scores.masked_fill_(~mask, float("-inf"))
+        if self.softcap is not None:
+            scores = torch.tanh(scores / self.softcap) * self.softcap
+        allowed = mask.dense(n_q, scores.shape[-1], scores.device)
+        if allowed is not None:
+            scores.masked_fill_(~allowed, float("-inf"))
         scores = self.hook_attn_scores(scores)
         pattern = self.hook_pattern(scores.softmax(dim=-1, dtype=torch.float32).to(q.dtype))
         z = pattern.reshape(batch, g, r * n_q, -1) @ v.transpose(

@@ -1,9 +1,19 @@
 """A transformer block: attention then MLP, each added to the residual stream.
 
-Pre-norm (GPT-2, Llama): ``resid_mid = resid_pre + Attn(LN1(resid_pre))``,
-``resid_post = resid_mid + MLP(LN2(resid_mid))``.
-Post-norm (the original transformer, BERT): ``resid_mid = LN1(resid_pre + Attn(resid_pre))``,
-``resid_post = LN2(resid_mid + MLP(resid_mid))``.
+Where the norms sit is ``cfg.norm_placement``; what each variant computes, with ``f`` a sublayer:
+
+- ``"pre"`` (GPT-2, Llama): ``resid_mid = resid_pre + Attn(LN1(resid_pre))``, then
+  ``resid_post = resid_mid + MLP(LN2(resid_mid))``.
+- ``"sandwich"`` (Gemma 2/3): as pre-norm, with a second norm on each sublayer's output before the add:
+  ``resid_mid = resid_pre + LN1_post(Attn(LN1(resid_pre)))``.
+- ``"output"`` (OLMo 2): no norm before the sublayer, one after it: ``resid_pre + LN1_post(Attn(resid_pre))``.
+- ``"post"`` (the original transformer, BERT): ``resid_mid = LN1(resid_pre + Attn(resid_pre))``,
+  ``resid_post = LN2(resid_mid + MLP(resid_mid))``.
+
+``hook_attn_out`` and ``hook_mlp_out`` hold what is added to the stream (after the output norm where there is
+one), so ``resid_mid = resid_pre + attn_out`` holds in every pre-style block. With ``parallel_attn_mlp``
+(GPT-NeoX) both sublayers read ``resid_pre`` and ``resid_post = resid_pre + attn_out + mlp_out``; such blocks
+have no ``hook_resid_mid``.
 """
 
 from __future__ import annotations
@@ -14,33 +24,57 @@ from torch import nn
 from hooks import HookPoint
 from interp.config import TransformerConfig
 from interp.model.attention import Attention
+from interp.model.kv_cache import KVCache
+from interp.model.masks import LayerMask
 from interp.model.mlp import MLP
 from interp.model.norm import Norm
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: TransformerConfig) -> None:
+    def __init__(self, cfg: TransformerConfig, layer: int = 0) -> None:
         super().__init__()
-        self.pre_norm = cfg.norm_placement == "pre"
+        placement = cfg.norm_placement
+        self.placement = placement
+        self.parallel = cfg.parallel_attn_mlp
         # Registered in the order the forward pass reaches them, which is the order of hook_names().
         self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
-        self.ln1 = Norm(cfg)
-        self.attn = Attention(cfg)
+        self.ln1 = Norm(cfg) if placement != "output" else None
+        self.attn = Attention(cfg, layer)
+        self.ln1_post = Norm(cfg) if placement in ("sandwich", "output") else None
         self.hook_attn_out = HookPoint()
-        self.hook_resid_mid = HookPoint()
-        self.ln2 = Norm(cfg)
+        if not self.parallel:
+            self.hook_resid_mid = HookPoint()
+        self.ln2 = Norm(cfg) if placement != "output" else None
         self.mlp = MLP(cfg)
+        self.ln2_post = Norm(cfg) if placement in ("sandwich", "output") else None
         self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, rotary=None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: LayerMask,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        kv_cache: KVCache | None = None,
+    ) -> torch.Tensor:
         resid_pre = self.hook_resid_pre(x)
-        if self.pre_norm:
-            attn_out = self.hook_attn_out(self.attn(self.ln1(resid_pre), mask, rotary))
-            resid_mid = self.hook_resid_mid(resid_pre + attn_out)
-            mlp_out = self.hook_mlp_out(self.mlp(self.ln2(resid_mid)))
-            return self.hook_resid_post(resid_mid + mlp_out)
-        attn_out = self.hook_attn_out(self.attn(resid_pre, mask, rotary))
-        resid_mid = self.hook_resid_mid(self.ln1(resid_pre + attn_out))
-        mlp_out = self.hook_mlp_out(self.mlp(resid_mid))
-        return self.hook_resid_post(self.ln2(resid_mid + mlp_out))
+        if self.placement == "post":
+            attn_out = self.hook_attn_out(self.attn(resid_pre, mask, rotary, kv_cache))
+            resid_mid = self.hook_resid_mid(self.ln1(resid_pre + attn_out))
+            mlp_out = self.hook_mlp_out(self.mlp(resid_mid))
+            return self.hook_resid_post(self.ln2(resid_mid + mlp_out))
+        attn_out = self.hook_attn_out(
+            _around(self.ln1, self.ln1_post, lambda h: self.attn(h, mask, rotary, kv_cache), resid_pre)
+        )
+        if self.parallel:
+            mlp_out = self.hook_mlp_out(_around(self.ln2, self.ln2_post, self.mlp, resid_pre))
+            return self.hook_resid_post(resid_pre + attn_out + mlp_out)
+        resid_mid = self.hook_resid_mid(resid_pre + attn_out)
+        mlp_out = self.hook_mlp_out(_around(self.ln2, self.ln2_post, self.mlp, resid_mid))
+        return self.hook_resid_post(resid_mid + mlp_out)
+
+
+def _around(before: Norm | None, after: Norm | None, sublayer, x: torch.Tensor) -> torch.Tensor:
+    """``after(sublayer(before(x)))``, skipping the norms a placement does not have."""
+    out = sublayer(before(x) if before is not None else x)
+    return after(out) if after is not None else out

@@ -14,22 +14,34 @@ from interp.model.norm import Norm
 
 
 class Embed(nn.Module):
+    """Token embeddings, multiplied by ``cfg.embed_scale`` where the family scales them (Gemma: by
+    ``sqrt(d_model)``, rounded to the model's dtype first, as the reference implementation does)."""
+
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
+        self.scale = cfg.embed_scale
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return F.embedding(tokens, self.W_E)  # [batch, pos, d_model]
+        x = F.embedding(tokens, self.W_E)  # [batch, pos, d_model]
+        if self.scale != 1.0:
+            x = x * torch.tensor(self.scale, dtype=torch.float32, device=x.device).to(x.dtype)
+        return x
 
 
 class Unembed(nn.Module):
-    """Logits ``x @ W_U + b_U``; with tied embeddings ``W_U`` is a view of ``embed.W_E`` transposed."""
+    """Logits ``x @ W_U + b_U``; with tied embeddings ``W_U`` is a view of ``embed.W_E`` transposed.
+
+    With ``cfg.logit_softcap`` (Gemma 2) the logits become ``cap * tanh(logits / cap)`` before ``hook_out``, so
+    the hook holds the logits the model outputs, the ones to patch and compare against.
+    """
 
     def __init__(self, cfg: TransformerConfig, embed: Embed) -> None:
         super().__init__()
         self._embed = (embed,)  # a plain reference, so the tied weight is not listed twice
         self.W_U = None if cfg.tie_embeddings else param_in_layout((cfg.d_model, cfg.d_vocab), (1, 0))
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab))
+        self.softcap = cfg.logit_softcap
         self.hook_in = HookPoint()  # [batch, pos, d_model]
         self.hook_out = HookPoint()  # [batch, pos, d_vocab]
 
@@ -39,7 +51,10 @@ class Unembed(nn.Module):
         return self._embed[0].W_E.T if self.W_U is None else self.W_U
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.hook_out(F.linear(self.hook_in(x), self.weight.T, self.b_U))
+        logits = F.linear(self.hook_in(x), self.weight.T, self.b_U)  # [batch, pos, d_vocab]
+        if self.softcap is not None:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return self.hook_out(logits)
 
 
 class MLMHead(nn.Module):

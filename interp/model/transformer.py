@@ -17,6 +17,8 @@ from hooks import HookedModule, HookPoint
 from interp.config import TransformerConfig
 from interp.model.block import Block
 from interp.model.embed import Embed, MLMHead, Unembed
+from interp.model.kv_cache import KVCache
+from interp.model.masks import Masks
 from interp.model.norm import Norm
 from interp.model.positional import PosEmbed, Rotary
 
@@ -47,7 +49,7 @@ class HookedTransformer(HookedModule):
             self.hook_pos_embed = HookPoint()  # [batch, pos, d_model]
         self.rotary = Rotary(cfg) if cfg.positional == "rotary" else None
         self.embed_ln = Norm(cfg) if cfg.embed_norm else None
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
         self.ln_final = Norm(cfg) if cfg.final_norm else None
         self.head = MLMHead(cfg) if cfg.lm_head == "mlm" else None
         self.unembed = Unembed(cfg, self.embed) if cfg.lm_head != "none" else None
@@ -74,6 +76,7 @@ class HookedTransformer(HookedModule):
         attention_mask: torch.Tensor | None = None,
         *,
         stop_at_layer: int | None = None,
+        kv_cache: KVCache | None = None,
     ) -> torch.Tensor:
         """Run the model.
 
@@ -82,7 +85,12 @@ class HookedTransformer(HookedModule):
                 attached.
             attention_mask: ``[batch, pos]``, 1 for real tokens and 0 for padding, on either side. Positions
                 count real tokens only, so a left-padded sequence sees the same positions as unpadded.
-            stop_at_layer: return the residual stream entering this block instead of logits.
+            stop_at_layer: return the residual stream entering this block (``n_layers``: leaving the last
+                one) instead of logits.
+            kv_cache: a :class:`~interp.model.kv_cache.KVCache` holding earlier positions of these sequences;
+                only ``tokens`` (the new positions) are run, attending to the cached ones, and the cache is
+                extended when the pass completes. Hooks see the new positions only (patterns and scores
+                ``[batch, head, new, cached + new]``).
 
         Returns:
             Logits ``[batch, pos, d_vocab]``; the final stream ``[batch, pos, d_model]`` for an encoder
@@ -94,27 +102,35 @@ class HookedTransformer(HookedModule):
                     "pass attention_mask with token ids, not with text (text makes its own mask)"
                 )
             tokens, attention_mask = self.to_tokens(tokens)
-        tokens = self._check_tokens(tokens)
-        mask, positions = self._prepare_mask(tokens, attention_mask)
+        past = 0 if kv_cache is None else len(kv_cache)
+        tokens = self._check_tokens(tokens, past)
+        if stop_at_layer is not None and not 0 <= stop_at_layer <= self.cfg.n_layers:
+            raise ValueError(f"stop_at_layer={stop_at_layer} but the model has {self.cfg.n_layers} layers")
+        new_mask = self._check_mask(tokens, attention_mask)
+        masks, positions = self._prepare_masks(tokens, new_mask, kv_cache)
         x = self.hook_embed(self.embed(tokens))
         if hasattr(self, "pos_embed"):
             x = x + self.hook_pos_embed(self.pos_embed(positions).to(x.dtype))
         if self.embed_ln is not None:
             x = self.embed_ln(x)
         rotary = self.rotary(positions, x.dtype) if self.rotary is not None else None
+        layer_types = self.cfg.layer_types
         for i, block in enumerate(self.blocks):
             if i == stop_at_layer:
                 return x
-            x = block(x, mask, rotary)
-        if stop_at_layer is not None and stop_at_layer >= self.cfg.n_layers:
-            raise ValueError(f"stop_at_layer={stop_at_layer} but the model has {self.cfg.n_layers} layers")
+            window = self.cfg.window(i)
+            x = block(x, masks.for_window(window), rotary and rotary[layer_types[i]], kv_cache)
+        if kv_cache is not None:
+            kv_cache.commit(new_mask if new_mask is not None else torch.ones_like(tokens, dtype=torch.bool))
+        if stop_at_layer == self.cfg.n_layers:
+            return x
         if self.ln_final is not None:
             x = self.ln_final(x)
         if self.head is not None:
             x = self.head(x)
         return self.unembed(x) if self.unembed is not None else x
 
-    def _check_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+    def _check_tokens(self, tokens: torch.Tensor, past: int = 0) -> torch.Tensor:
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
             raise TypeError(
                 f"tokens must be an integer tensor [batch, pos], got {getattr(tokens, 'dtype', tokens)!r}"
@@ -123,9 +139,10 @@ class HookedTransformer(HookedModule):
             tokens = tokens[None]
         if tokens.ndim != 2 or tokens.shape[1] == 0:
             raise ValueError(f"tokens must be [batch, pos] with pos >= 1, got shape {tuple(tokens.shape)}")
-        if tokens.shape[1] > self.cfg.n_ctx:
+        if past + tokens.shape[1] > self.cfg.n_ctx:
+            length = f"{past} cached + {tokens.shape[1]} new" if past else f"{tokens.shape[1]}"
             raise ValueError(
-                f"sequence of {tokens.shape[1]} tokens is longer than the model's context n_ctx={self.cfg.n_ctx}; "
+                f"sequence of {length} tokens is longer than the model's context n_ctx={self.cfg.n_ctx}; "
                 "truncate or split the input"
             )
         lo, hi = int(tokens.min()), int(tokens.max())
@@ -134,34 +151,39 @@ class HookedTransformer(HookedModule):
             raise ValueError(f"token id {bad} is out of range for a vocabulary of d_vocab={self.cfg.d_vocab}")
         return tokens.to(self.embed.W_E.device)
 
-    def _prepare_mask(
-        self, tokens: torch.Tensor, attention_mask: torch.Tensor | None
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """The ``[batch, 1, query, key]`` mask (``None`` when plain causal or full) and positions ``[batch, pos]``."""
+    def _check_mask(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """The ``[batch, pos]`` boolean mask of real tokens, or ``None`` when all are real."""
+        if attention_mask is None:
+            return None
+        batch, n = tokens.shape
+        if attention_mask.ndim == 1 and batch == 1:
+            attention_mask = attention_mask[None]
+        if tuple(attention_mask.shape) != (batch, n):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}; it must match tokens, {(batch, n)}"
+            )
+        attention_mask = attention_mask.to(tokens.device)
+        if not ((attention_mask == 0) | (attention_mask == 1)).all():
+            raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token)")
+        return attention_mask.bool()
+
+    def _prepare_masks(
+        self, tokens: torch.Tensor, new_mask: torch.Tensor | None, kv_cache: KVCache | None
+    ) -> tuple[Masks, torch.Tensor]:
+        """The layers' :class:`~interp.model.masks.Masks` and the positions ``[batch, pos]`` of the tokens."""
         batch, n = tokens.shape
         device = tokens.device
-        if attention_mask is not None:
-            if attention_mask.ndim == 1 and batch == 1:
-                attention_mask = attention_mask[None]
-            if tuple(attention_mask.shape) != (batch, n):
-                raise ValueError(
-                    f"attention_mask has shape {tuple(attention_mask.shape)}; it must match tokens, {(batch, n)}"
-                )
-            attention_mask = attention_mask.to(device)
-            if not ((attention_mask == 0) | (attention_mask == 1)).all():
-                raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token)")
-            if bool(attention_mask.all()):
-                attention_mask = None
-        if attention_mask is None:
-            return None, torch.arange(n, device=device).expand(batch, n)
-        valid = attention_mask.bool()
-        positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
-        allowed = valid[:, None, None, :].expand(batch, 1, n, n)  # [batch, 1, query, key]
-        if self.cfg.causal:
-            allowed = allowed & torch.ones(n, n, dtype=torch.bool, device=device).tril()
-        # A padding query with nothing to see attends to itself, so no row is all -inf (its output is unused).
-        allowed = allowed | torch.eye(n, dtype=torch.bool, device=device)
-        return allowed, positions
+        if kv_cache is None:
+            valid = None if new_mask is None or bool(new_mask.all()) else new_mask
+            if valid is None:
+                positions = torch.arange(n, device=device).expand(batch, n)
+            else:
+                positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
+            return Masks(valid, n, n, self.cfg.causal, device), positions
+        mask = new_mask if new_mask is not None else torch.ones(batch, n, dtype=torch.bool, device=device)
+        keys = kv_cache.key_mask(mask)  # [batch, past + new]
+        valid = None if bool(keys.all()) else keys
+        return Masks(valid, n, keys.shape[1], self.cfg.causal, device), kv_cache.positions(mask)
 
     # Text in, text out: thin delegations to the attached tokenizer.
 

@@ -113,15 +113,21 @@ def test_unsupported_architecture_lists_the_supported(copy):
     folder = copy()
     _edit_config(folder, model_type="t5")
     with pytest.raises(
-        CheckpointError, match=r"model_type 't5' is not supported; supported: \['bert', 'gpt2', "
+        CheckpointError, match=r"model_type 't5' is not supported; supported: \['bert', 'gemma', "
     ):
         load_checkpoint(folder)
 
 
 def test_unimplemented_features_are_refused(copy):
     folder = copy()
+    _edit_config(folder, rope_parameters={"rope_type": "proportional", "rope_theta": 1e4, "factor": 8.0})
+    with pytest.raises(CheckpointError, match="rotary scaling 'proportional' is not implemented.*'llama3'"):
+        load_checkpoint(folder)
     _edit_config(folder, rope_parameters={"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0})
-    with pytest.raises(CheckpointError, match="rotary scaling 'llama3' is not implemented"):
+    with pytest.raises(CheckpointError, match=r"'llama3' needs \['low_freq_factor', 'high_freq_factor'\]"):
+        load_checkpoint(folder)
+    _edit_config(folder, rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0, "warp": 3})
+    with pytest.raises(CheckpointError, match=r"parameters this loader does not implement: \['warp'\]"):
         load_checkpoint(folder)
     _edit_config(folder, rope_parameters={"rope_type": "default", "rope_theta": 1e4}, hidden_act="tanh")
     with pytest.raises(CheckpointError, match="hidden_act='tanh' is not a supported activation"):

@@ -145,7 +145,7 @@ def test_config_of_each_family(tmp_path):
     assert qwen.cfg.attn_bias and qwen.cfg.tie_embeddings and qwen.cfg.n_kv_heads == 2
     assert torch.equal(qwen.blocks[0].attn.b_O, torch.zeros(64))  # Qwen2 has no output bias
     _, mistral = _build("mistral", tmp_path)
-    assert mistral.cfg.n_ctx == 48  # capped at the sliding window, where attention is exact
+    assert (mistral.cfg.n_ctx, mistral.cfg.sliding_window) == (128, 48)  # a window masks; it is no context
     assert (mistral.cfg.norm, mistral.cfg.positional, mistral.cfg.mlp, mistral.cfg.act) == (
         "rmsnorm",
         "rotary",
