@@ -224,7 +224,9 @@ class TransformerConfig:
         if isinstance(self.rotary_scaling, dict):
             object.__setattr__(self, "rotary_scaling", RotaryScaling(**self.rotary_scaling))
         if self.rotary_scaling is not None and not isinstance(self.rotary_scaling, RotaryScaling):
-            raise ValueError(f"rotary_scaling must be a RotaryScaling or its dict, got {self.rotary_scaling!r}")
+            raise ValueError(
+                f"rotary_scaling must be a RotaryScaling or its dict, got {self.rotary_scaling!r}"
+            )
         if (self.rotary_scaling is not None or self.local_rotary_base is not None) and (
             self.positional != "rotary"
         ):

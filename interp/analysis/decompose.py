@@ -129,7 +129,9 @@ def decompose_resid(
             heads.append(block.attn.b_O.detach().to(like.device, torch.float32).expand_as(like))
         if block.ln1_post is not None:  # the attention output is normed before the add
             heads = list(
-                linearise_norm(model, block.ln1_post, cache[f"blocks.{l}.ln1_post.hook_scale"], torch.stack(heads))
+                linearise_norm(
+                    model, block.ln1_post, cache[f"blocks.{l}.ln1_post.hook_scale"], torch.stack(heads)
+                )
             )
         labels += [f"L{l}H{h}" for h in range(cfg.n_heads)]
         labels += [f"L{l}_attn_bias"] if block.attn.b_O is not None else []

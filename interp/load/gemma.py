@@ -105,7 +105,9 @@ def multimodal_text(hf: HFConfig, tensors: TensorSource) -> tuple[HFConfig, Tens
         (r"^language_model\.lm_head\.", "lm_head."),
     ):
         tensors.rename(old, new)
-    tensors.discard(("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."))
+    tensors.discard(
+        ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
+    )
     return HFConfig(values, hf.source), tensors
 
 

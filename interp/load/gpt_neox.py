@@ -53,14 +53,18 @@ def config(hf: HFConfig, tensors: TensorSource) -> TransformerConfig:
 
 def convert(tensors: TensorSource, cfg: TransformerConfig, hf: HFConfig) -> dict[str, torch.Tensor]:
     """GPT-NeoX tensors -> HookedTransformer parameters (docs/PARAMS.md)."""
-    d, h, e, m = cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp
-    state = {"embed.W_E": tensors.take("gpt_neox.embed_in.weight", (cfg.d_vocab, d), "vocab_size, hidden_size")}
+    d, h, m = cfg.d_model, cfg.n_heads, cfg.d_mlp
+    state = {
+        "embed.W_E": tensors.take("gpt_neox.embed_in.weight", (cfg.d_vocab, d), "vocab_size, hidden_size")
+    }
     for layer in range(cfg.n_layers):
         src, dst = f"gpt_neox.layers.{layer}.", f"blocks.{layer}."
         for ours, theirs in (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm")):
             state[dst + f"{ours}.w"] = tensors.take(src + f"{theirs}.weight", (d,))
             state[dst + f"{ours}.b"] = tensors.take(src + f"{theirs}.bias", (d,))
-        qkv = tensors.take(src + "attention.query_key_value.weight", (3 * d, d), "3 * hidden_size, hidden_size")
+        qkv = tensors.take(
+            src + "attention.query_key_value.weight", (3 * d, d), "3 * hidden_size, hidden_size"
+        )
         per_head = rearrange(qkv, "(h three e) d -> three h d e", h=h, three=3)  # [3, head, d_model, d_head]
         for i, name in enumerate("QKV"):
             state[dst + f"attn.W_{name}"] = per_head[i]
@@ -72,9 +76,11 @@ def convert(tensors: TensorSource, cfg: TransformerConfig, hf: HFConfig) -> dict
             for i, name in enumerate("QKV"):
                 state[dst + f"attn.b_{name}"] = b[i]
             state[dst + "attn.b_O"] = tensors.take(src + "attention.dense.bias", (d,))
-        state[dst + "mlp.W_in"] = tensors.take(src + "mlp.dense_h_to_4h.weight", (m, d), "intermediate_size, hidden_size").T
+        w_in = tensors.take(src + "mlp.dense_h_to_4h.weight", (m, d), "intermediate_size, hidden_size")
+        state[dst + "mlp.W_in"] = w_in.T
         state[dst + "mlp.b_in"] = tensors.take(src + "mlp.dense_h_to_4h.bias", (m,))
-        state[dst + "mlp.W_out"] = tensors.take(src + "mlp.dense_4h_to_h.weight", (d, m), "hidden_size, intermediate_size").T
+        w_out = tensors.take(src + "mlp.dense_4h_to_h.weight", (d, m), "hidden_size, intermediate_size")
+        state[dst + "mlp.W_out"] = w_out.T
         state[dst + "mlp.b_out"] = tensors.take(src + "mlp.dense_4h_to_h.bias", (d,))
     state["ln_final.w"] = tensors.take("gpt_neox.final_layer_norm.weight", (d,))
     state["ln_final.b"] = tensors.take("gpt_neox.final_layer_norm.bias", (d,))

@@ -111,7 +111,7 @@ def layer_types(hf: HFConfig) -> tuple[LayerType, ...]:
 
 def convert(tensors: TensorSource, cfg: TransformerConfig, hf: HFConfig) -> dict[str, torch.Tensor]:
     """Llama-layout tensors -> HookedTransformer parameters (docs/PARAMS.md)."""
-    d, h, g, e, m = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.d_head, cfg.d_mlp
+    d, m = cfg.d_model, cfg.d_mlp
     state = {
         "embed.W_E": tensors.take("model.embed_tokens.weight", (cfg.d_vocab, d), "vocab_size, hidden_size")
     }
@@ -144,7 +144,9 @@ def _attention(tensors: TensorSource, cfg: TransformerConfig, src: str, dst: str
         key = src + f"{name}_proj."
         what = f"{'num_attention_heads' if name == 'q' else 'num_key_value_heads'} * head_dim"
         w = tensors.take(key + "weight", (heads * e, d), f"{what}, hidden_size")
-        state[dst + f"W_{name.upper()}"] = rearrange(w, "(h e) d -> h d e", h=heads)  # [head, d_model, d_head]
+        state[dst + f"W_{name.upper()}"] = rearrange(
+            w, "(h e) d -> h d e", h=heads
+        )  # [head, d_model, d_head]
         if cfg.attn_bias:
             b = tensors.take(key + "bias", (heads * e,), what)
             state[dst + f"b_{name.upper()}"] = rearrange(b, "(h e) -> h e", h=heads)  # [head, d_head]
@@ -157,7 +159,8 @@ def _attention(tensors: TensorSource, cfg: TransformerConfig, src: str, dst: str
         per_head = cfg.qk_norm == "head"
         for name, heads in (("q", h), ("k", g)):
             width = e if per_head else heads * e
-            meaning = "head_dim" if per_head else f"{'num_attention_heads' if name == 'q' else 'num_key_value_heads'} * head_dim"
+            heads_key = "num_attention_heads" if name == "q" else "num_key_value_heads"
+            meaning = "head_dim" if per_head else f"{heads_key} * head_dim"
             state[dst + f"{name}_norm.w"] = tensors.take(src + f"{name}_norm.weight", (width,), meaning)
     return state
 

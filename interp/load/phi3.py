@@ -32,7 +32,8 @@ def convert(tensors: TensorSource, cfg: TransformerConfig, hf: HFConfig) -> dict
             continue
         prefix, which = match.groups()
         if which == "self_attn.qkv_proj":
-            w = tensors.take(name, ((h + 2 * g) * e, d), "(num_attention_heads + 2 * num_key_value_heads) * head_dim, hidden_size")
+            meaning = "(num_attention_heads + 2 * num_key_value_heads) * head_dim, hidden_size"
+            w = tensors.take(name, ((h + 2 * g) * e, d), meaning)
             q, k, v = w.split([h * e, g * e, g * e])
             for piece, t in zip("qkv", (q, k, v), strict=True):
                 tensors.put(prefix + f"self_attn.{piece}_proj.weight", t)

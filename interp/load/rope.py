@@ -48,7 +48,10 @@ class Rotary:
 
 
 def read_rotary(
-    hf: HFConfig, layer_type: str = "full_attention", default_base: float = 10000.0, default_fraction: float = 1.0
+    hf: HFConfig,
+    layer_type: str = "full_attention",
+    default_base: float = 10000.0,
+    default_fraction: float = 1.0,
 ) -> Rotary:
     """The base, rotated fraction of each head and scaling for layers of ``layer_type``."""
     params = hf.get("rope_parameters") or {}
@@ -61,7 +64,8 @@ def read_rotary(
         base = hf.get("rope_local_base_freq", default_base)  # Gemma 3's local layers, older spelling
     else:
         base = params.get("rope_theta", hf.get("rope_theta", hf.get("rotary_emb_base", default_base)))
-    fraction = params.get("partial_rotary_factor", hf.get("partial_rotary_factor", hf.get("rotary_pct", default_fraction)))
+    fraction = hf.get("partial_rotary_factor", hf.get("rotary_pct", default_fraction))
+    fraction = params.get("partial_rotary_factor", fraction)
     scaling = _scaling(hf, params, legacy)
     return Rotary(float(base), float(fraction), scaling)
 
@@ -72,7 +76,9 @@ def _scaling(hf: HFConfig, params: dict[str, Any], legacy: dict[str, Any]) -> Ro
     if kind in ("default", None):
         extra = sorted(set(spec) - _NOT_SCALING)
         if extra:
-            raise CheckpointError(f"{hf.source}: rotary settings {extra} without a scaling type are not understood")
+            raise CheckpointError(
+                f"{hf.source}: rotary settings {extra} without a scaling type are not understood"
+            )
         return None
     if kind not in SCALINGS:
         raise CheckpointError(
@@ -81,7 +87,9 @@ def _scaling(hf: HFConfig, params: dict[str, Any], legacy: dict[str, Any]) -> Ro
         )
     unknown = sorted(set(spec) - _NOT_SCALING - set(_FIELDS))
     if unknown:
-        raise CheckpointError(f"{hf.source}: rotary scaling {kind!r} has parameters this loader does not implement: {unknown}")
+        raise CheckpointError(
+            f"{hf.source}: rotary scaling {kind!r} has parameters this loader does not implement: {unknown}"
+        )
     values = {_FIELDS[k]: v for k, v in spec.items() if k in _FIELDS and v is not None}
     if "original_n_ctx" not in values and hf.get("original_max_position_embeddings") is not None:
         values["original_n_ctx"] = hf.get("original_max_position_embeddings")  # Phi-3 keeps it at the top

@@ -48,7 +48,9 @@ class TensorSource:
     def put(self, name: str, tensor: torch.Tensor) -> None:
         """Add a tensor under ``name`` (a piece of a fused tensor, split by a converter)."""
         if name in self._tensors:
-            raise CheckpointError(f"{self.source} has both a fused tensor and {name!r}; it is not one checkpoint")
+            raise CheckpointError(
+                f"{self.source} has both a fused tensor and {name!r}; it is not one checkpoint"
+            )
         self._tensors[name] = tensor
 
     def discard(self, prefixes: tuple[str, ...]) -> list[str]:

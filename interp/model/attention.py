@@ -103,7 +103,9 @@ class Attention(nn.Module):
                 reads its own stream, which is how edge-level circuits are run.
         """
         q = self.hook_q(self._project(x, self.W_Q, self.b_Q))  # [batch, pos, head, d_head]
-        k = self.hook_k(self._project(x if x_k is None else x_k, self.W_K, self.b_K))  # [batch, pos, kv_head, e]
+        k = self.hook_k(
+            self._project(x if x_k is None else x_k, self.W_K, self.b_K)
+        )  # [batch, pos, kv_head, e]
         v = self.hook_v(self._project(x if x_v is None else x_v, self.W_V, self.b_V))
         if self.qk_norm == "head":
             q, k = self.q_norm(q), self.k_norm(k)

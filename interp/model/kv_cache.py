@@ -72,7 +72,9 @@ class KVCache:
         store_v[:, self.length : end] = v
         return store_k[:, :end], store_v[:, :end]
 
-    def _grow(self, layer: int, k: torch.Tensor, v: torch.Tensor, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _grow(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor, end: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         old_k, old_v = self.keys[layer], self.values[layer]
         size = max(end, self.capacity or 0, 2 * (old_k.shape[1] if old_k is not None else 0))
         new_k = k.new_empty(k.shape[0], size, *k.shape[2:])  # [batch, capacity, kv_head, d_head]

@@ -60,16 +60,22 @@ class Rotary(nn.Module):
         )
         self.inv_freq_local = None
         if cfg.local_rotary_base is not None:
-            self.inv_freq_local, _ = scaled_frequencies(cfg.local_rotary_base, cfg.rotary_dim, None, cfg.n_ctx)
+            self.inv_freq_local, _ = scaled_frequencies(
+                cfg.local_rotary_base, cfg.rotary_dim, None, cfg.n_ctx
+            )
 
-    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(
+        self, positions: torch.Tensor, dtype: torch.dtype
+    ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """``positions [batch, pos]`` -> ``{"full": (cos, sin), "sliding": (cos, sin)}``, each
         ``[batch, pos, 1, rotary_dim]`` (the two are the same tables unless the bases differ)."""
         inv_freq, factor = self.inv_freq, self.attention_factor
         if self.scaling is not None and self.scaling.kind in ("dynamic", "longrope"):
             # These two depend on the length of the sequence being run, as in the reference implementation.
             seq_len = int(positions.max()) + 1
-            inv_freq, factor = scaled_frequencies(self.base, self.rotary_dim, self.scaling, self.n_ctx, seq_len)
+            inv_freq, factor = scaled_frequencies(
+                self.base, self.rotary_dim, self.scaling, self.n_ctx, seq_len
+            )
         full = _angles(positions, inv_freq, factor, dtype)
         local = full if self.inv_freq_local is None else _angles(positions, self.inv_freq_local, 1.0, dtype)
         return {"full": full, "sliding": local}
@@ -122,7 +128,9 @@ def scaled_frequencies(
         )
     attention = scaling.attention_factor
     if attention is None:
-        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(scaling.original_n_ctx))
+        attention = (
+            1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(scaling.original_n_ctx))
+        )
     return 1.0 / (divisors * base**exponents), attention
 
 
@@ -134,7 +142,8 @@ def _llama3(inv_freq: torch.Tensor, scaling: RotaryScaling) -> torch.Tensor:
     wavelength = 2 * math.pi / inv_freq
     smooth = ((old / wavelength - low) / (high - low)).clamp(0.0, 1.0)
     scaled = (1 - smooth) * inv_freq / factor + smooth * inv_freq
-    return torch.where(wavelength > old / low, inv_freq / factor, torch.where(wavelength < old / high, inv_freq, scaled))
+    kept = torch.where(wavelength < old / high, inv_freq, scaled)
+    return torch.where(wavelength > old / low, inv_freq / factor, kept)
 
 
 def _yarn(

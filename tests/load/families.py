@@ -53,7 +53,7 @@ def gemma2(vocab: int):
 
 def gemma3(vocab: int):
     cfg = transformers.Gemma3TextConfig(
-        **_common(vocab, num_hidden_layers=7, hidden_size=48, head_dim=16, num_attention_heads=2, num_key_value_heads=1),
+        **_common(vocab, num_hidden_layers=7, hidden_size=48, head_dim=16, num_attention_heads=2),
         query_pre_attn_scalar=24,
         sliding_window=WINDOW,
         rope_parameters={
@@ -81,7 +81,10 @@ def qwen3_sliding(vocab: int):
 
 def qwen2_sliding(vocab: int):
     cfg = transformers.Qwen2Config(
-        **_common(vocab, num_hidden_layers=3), use_sliding_window=True, sliding_window=WINDOW, max_window_layers=2
+        **_common(vocab, num_hidden_layers=3),
+        use_sliding_window=True,
+        sliding_window=WINDOW,
+        max_window_layers=2,
     )
     return transformers.Qwen2ForCausalLM(cfg)
 
@@ -140,7 +143,12 @@ def olmo2(vocab: int):
 def llama_scaled(kind: str):
     """A Llama whose rotary frequencies are scaled by ``kind``."""
     params = {
-        "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
+        "llama3": {
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16,
+        },
         "linear": {"factor": 3.0},
         "dynamic": {"factor": 2.0},
         "yarn": {"factor": 4.0, "original_max_position_embeddings": 16, "beta_fast": 8.0, "beta_slow": 1.0},
@@ -190,7 +198,7 @@ def embolden(model: torch.nn.Module) -> None:
     """Matrices ~ N(0, 1 / fan_in) * 1.5 and vectors (norms, biases) ~ N(0, 0.3) around their init."""
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        for name, param in model.named_parameters():
+        for param in model.parameters():
             if param.ndim >= 2:
                 fan_in = param.shape[-1]
                 param.copy_(torch.randn(param.shape, generator=generator) * 1.5 / math.sqrt(fan_in))

@@ -34,7 +34,11 @@ def _reference(reference, ids, mask):
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # real-token positions, as interp counts them
     with torch.no_grad():
         out = reference(
-            input_ids=ids, attention_mask=mask, position_ids=positions, output_hidden_states=True, output_attentions=True
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            output_hidden_states=True,
+            output_attentions=True,
         )
     return out.logits, out.hidden_states, out.attentions
 
@@ -44,7 +48,9 @@ def _compare(model, reference, padding_side: str):
     assert ids.shape[1] > WINDOW + 3  # the window matters for the longest sentence
     logits, hidden, attentions = _reference(reference, ids, mask)
     n = model.cfg.n_layers
-    names = [f"blocks.{l}.hook_resid_pre" for l in range(n)] + [f"blocks.{l}.attn.hook_pattern" for l in range(n)]
+    names = [f"blocks.{l}.hook_resid_pre" for l in range(n)] + [
+        f"blocks.{l}.attn.hook_pattern" for l in range(n)
+    ]
     with torch.no_grad():
         ours, cache = model.run_with_cache(ids, mask, names_filter=names)
     real = mask.bool()
@@ -75,7 +81,9 @@ def test_from_hf_matches_transformers(name, tokenizer, tmp_path):
     folder_model = load(save_folder(reference, tokenizer, tmp_path / name))
     model.tokenizer = folder_model.tokenizer
     _compare(model, reference, "right")
-    for (key, ours), theirs in zip(model.state_dict().items(), folder_model.state_dict().values(), strict=True):
+    for (key, ours), theirs in zip(
+        model.state_dict().items(), folder_model.state_dict().values(), strict=True
+    ):
         torch.testing.assert_close(ours, theirs, atol=0, rtol=0, msg=key)
 
 
