@@ -270,12 +270,17 @@ class TransformerConfig:
         return self.sliding_window if self.layer_types[layer] == "sliding" else None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; ``TransformerConfig(**d)`` rebuilds the config."""
-        return dataclasses.asdict(self)
+        """A JSON-ready dict (tuples as lists, as JSON reads them back); ``TransformerConfig(**d)`` rebuilds
+        the config."""
+        return dataclasses.asdict(self, dict_factory=lambda items: {k: _json_ready(v) for k, v in items})
 
     def replace(self, **changes: Any) -> TransformerConfig:
         """A copy with some fields changed (and the derived ones re-derived if they were defaults)."""
         return dataclasses.replace(self, **changes)
+
+
+def _json_ready(value: Any) -> Any:
+    return [_json_ready(v) for v in value] if isinstance(value, tuple) else value
 
 
 def _check_positive(name: str, value: Any) -> None:

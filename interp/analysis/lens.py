@@ -81,6 +81,8 @@ def logit_lens(
     Args:
         position: an index, or a ``[batch]`` tensor of indices (e.g. the last real token of each row).
     """
+    if incl_mid and model.cfg.parallel_attn_mlp:
+        raise ValueError("parallel blocks have no resid_mid; call logit_lens with incl_mid=False")
     labels, streams = accumulated_resid(cache, incl_mid=incl_mid)
     return labels, unembed_stream(model, _at_position(streams, position))
 

@@ -102,6 +102,10 @@ class HookedTransformer(HookedModule):
                     "pass attention_mask with token ids, not with text (text makes its own mask)"
                 )
             tokens, attention_mask = self.to_tokens(tokens)
+        if kv_cache is not None and not self.cfg.causal:
+            raise ValueError(
+                "a KV cache serves causal models; this one attends in both directions (causal=False)"
+            )
         past = 0 if kv_cache is None else len(kv_cache)
         tokens = self._check_tokens(tokens, past)
         if stop_at_layer is not None and not 0 <= stop_at_layer <= self.cfg.n_layers:

@@ -6,7 +6,6 @@ than mixed, because a folder of shards from two models or two hook sets reads ba
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -27,7 +26,7 @@ def model_identity(model: Any) -> dict[str, Any]:
     """Name, config and a fingerprint of ``model``'s weights, dtype and tokenizer."""
     return {
         "name": model.cfg.name,
-        "config": dataclasses.asdict(model.cfg),
+        "config": model.cfg.to_dict(),
         "dtype": str(model.dtype).removeprefix("torch."),
         "fingerprint": model_fingerprint(model),
     }
@@ -38,7 +37,7 @@ def model_fingerprint(model: Any, sample: int = 4096) -> str:
 
     Sampling keeps this cheap for large models while any different checkpoint or seed changes it.
     """
-    h = hashlib.sha256(json.dumps(dataclasses.asdict(model.cfg), sort_keys=True, default=str).encode())
+    h = hashlib.sha256(json.dumps(model.cfg.to_dict(), sort_keys=True, default=str).encode())
     for name, param in model.named_parameters():
         h.update(f"{name}:{tuple(param.shape)}:{param.dtype}".encode())
         head = param.detach().reshape(-1)[:sample].cpu().contiguous()

@@ -1,4 +1,5 @@
-"""Tiny random models shared by the analysis tests: GPT-2-like, Llama-like (GQA, rotary) and BERT-like."""
+"""Tiny random models shared by the analysis tests: GPT-2-, Llama- (GQA, rotary), BERT-, Gemma-2-, OLMo-2- and
+GPT-NeoX-like."""
 
 from __future__ import annotations
 
@@ -21,6 +22,29 @@ CONFIGS = {
         mlp_bias=False,
     ),
     "bert": TransformerConfig(**BASE, norm_placement="post", embed_norm=True, causal=False),
+    # What the newer families add: sandwich norms, soft-caps and a window (Gemma 2); norms on the sublayer
+    # outputs only and q/k norms (OLMo 2); parallel attention and MLP with partial rotary (GPT-NeoX).
+    "gemma2": TransformerConfig(
+        **BASE,
+        n_kv_heads=2,
+        norm="rmsnorm",
+        norm_placement="sandwich",
+        norm_offset=1.0,
+        positional="rotary",
+        mlp="gated",
+        act="gelu_tanh",
+        attn_bias=False,
+        mlp_bias=False,
+        attn_softcap=5.0,
+        logit_softcap=3.0,
+        sliding_window=3,
+        layer_types=("sliding", "full"),
+        embed_scale=2.0,
+    ),
+    "olmo2": TransformerConfig(
+        **BASE, norm="rmsnorm", norm_placement="output", qk_norm="full", positional="rotary", mlp="gated"
+    ),
+    "neox": TransformerConfig(**BASE, positional="rotary", rotary_dim=4, parallel_attn_mlp=True),
 }
 
 

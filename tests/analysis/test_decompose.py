@@ -10,7 +10,7 @@ from interp.analysis import (
 )
 from tests.analysis.models import build, tokens
 
-KINDS = ["gpt2", "llama", "bert"]
+KINDS = ["gpt2", "llama", "bert", "gemma2", "olmo2", "neox"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -19,7 +19,7 @@ def test_parts_sum_to_every_stream(kind):
     _, cache = model.run_with_cache(tokens(), names_filter=lambda n: True)
     n = model.cfg.n_layers
     for layer in range(n):
-        for where in ("pre", "mid", "post"):
+        for where in ("pre", "post") if model.cfg.parallel_attn_mlp else ("pre", "mid", "post"):
             labels, parts = decompose_resid(model, cache, layer, where)
             assert len(labels) == parts.shape[0]
             torch.testing.assert_close(
@@ -40,6 +40,13 @@ def test_labels_name_every_component():
     labels, _ = decompose_resid(bert, cache, 0, "post")
     assert labels[:3] == ["embed", "pos_embed", "embed_ln_bias"]
     assert labels[-4:] == ["L0_attn_bias", "L0_ln1_bias", "L0_mlp", "L0_ln2_bias"]
+
+
+def test_parallel_blocks_have_no_mid_stream():
+    model = build("neox")
+    _, cache = model.run_with_cache(tokens(), names_filter=decompose_names(model, 0, "post"))
+    with pytest.raises(ValueError, match="parallel blocks have no resid_mid"):
+        decompose_resid(model, cache, 0, "mid")
 
 
 def test_z_stands_in_for_result():

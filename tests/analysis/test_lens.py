@@ -19,7 +19,7 @@ def _no_grad():
         yield
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "llama", "bert"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "bert", "gemma2", "neox"])
 def test_final_row_of_the_lens_is_the_logits(kind):
     model = build(kind)
     logits, cache = model.run_with_cache(tokens(), names_filter="blocks.*.hook_resid_*")
@@ -29,15 +29,25 @@ def test_final_row_of_the_lens_is_the_logits(kind):
     labels, lens = logit_lens(model, cache, -1)
     torch.testing.assert_close(lens[-1], logits[:, -1].float(), atol=1e-4, rtol=1e-4)
     per_row = torch.tensor([3, 5])
-    _, lens = logit_lens(model, cache, per_row, incl_mid=True)
-    assert lens.shape == (5, 2, 50)
+    mid = not model.cfg.parallel_attn_mlp
+    _, lens = logit_lens(model, cache, per_row, incl_mid=mid)
+    assert lens.shape == (5 if mid else 3, 2, 50)
     torch.testing.assert_close(lens[-1], logits[[0, 1], [3, 5]].float(), atol=1e-4, rtol=1e-4)
     top = logit_lens_top(model, cache, -1, k=3)
     final = top[(top["stream"] == "final") & (top["batch"] == 0)]
     assert final["token"].tolist() == logits[0, -1].topk(3).indices.tolist()
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "llama", "bert"])
+def test_dla_of_a_soft_capped_model_adds_up_before_the_cap():
+    model = build("gemma2")
+    logits, cache = model.run_with_cache(tokens(), names_filter=dla_names(model))
+    cap = model.cfg.logit_softcap
+    uncapped = cap * torch.atanh(logits[:, -1].double() / cap)
+    frame = direct_logit_attribution(model, cache, 3, -1)
+    assert frame["value"].sum() == pytest.approx(float(uncapped[:, 3].mean()), abs=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "bert", "olmo2", "neox"])
 def test_direct_logit_attribution_adds_up_to_the_logit_difference(kind):
     model = build(kind, lm_head="linear")
     logits, cache = model.run_with_cache(tokens(), names_filter=dla_names(model))

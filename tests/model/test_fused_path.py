@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from interp import HookedTransformer
-from tests.model.variants import VARIANTS, tiny_config, variant_id
+from tests.model.variants import FAMILY_VARIANTS, VARIANTS, tiny_config, variant_id
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
@@ -54,3 +54,50 @@ def test_result_is_formed_only_when_asked(monkeypatch):
     assert "bphe,hed->bphd" not in einsums
     model.run_with_cache(torch.tensor([[1, 2, 3]]), names_filter="blocks.0.attn.hook_result")
     assert "bphe,hed->bphd" in einsums
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_VARIANTS))
+def test_family_fused_and_explicit_agree(family):
+    cfg = tiny_config(**FAMILY_VARIANTS[family], n_ctx=24)
+    model = HookedTransformer(cfg)
+    tokens = torch.randint(0, cfg.d_vocab, (3, 11))
+    mask = torch.ones_like(tokens)
+    mask[0, :3] = 0  # left padding
+    mask[1, -4:] = 0  # right padding
+    for m in (None, mask):
+        fused = model(tokens, m)
+        explicit = model.run_with_hooks(
+            tokens, m, fwd_hooks=[("blocks.*.attn.hook_pattern", lambda x, hook: None)]
+        )
+        valid = torch.ones_like(tokens, dtype=torch.bool) if m is None else m.bool()
+        torch.testing.assert_close(fused[valid], explicit[valid], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_VARIANTS))
+def test_families_pay_only_for_what_is_asked(family, monkeypatch):
+    """Unhooked layers run the fused kernel, windows included; soft-capped scores cannot, and say so."""
+    cfg = tiny_config(**FAMILY_VARIANTS[family])
+    model = HookedTransformer(cfg)
+    calls = []
+    real = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model(torch.randint(0, cfg.d_vocab, (2, 7)))
+    assert len(calls) == (0 if cfg.attn_softcap is not None else cfg.n_layers)
+
+
+def test_pattern_is_zero_outside_the_window():
+    cfg = tiny_config(**FAMILY_VARIANTS["mistral"], n_ctx=24)
+    model = HookedTransformer(cfg)
+    tokens = torch.randint(0, cfg.d_vocab, (2, 9))
+    mask = torch.ones_like(tokens)
+    mask[1, :2] = 0
+    _, cache = model.run_with_cache(tokens, mask, names_filter="blocks.*.attn.hook_pattern")
+    q = torch.arange(9)[:, None]
+    k = torch.arange(9)[None, :]
+    inside = (k <= q) & (k > q - cfg.sliding_window)
+    for layer in range(cfg.n_layers):
+        pattern = cache["pattern", layer]  # [batch, head, query, key]
+        assert (pattern[0][:, ~inside] == 0).all()
+        torch.testing.assert_close(pattern[0].sum(-1), torch.ones(cfg.n_heads, 9))
+        # the padded row: real queries see only real keys inside the window
+        assert (pattern[1, :, 2:, :2] == 0).all() and (pattern[1, :, 2:][:, ~inside[2:]] == 0).all()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from interp import HookedTransformer
-from tests.model.variants import VARIANTS, tiny_config, variant_id
+from tests.model.variants import FAMILY_VARIANTS, VARIANTS, tiny_config, variant_id
 
 B, P = 2, 5
 
@@ -17,15 +17,27 @@ def golden(cfg) -> dict[str, tuple[int, ...]]:
     names = {"hook_embed": (B, P, d)}
     if cfg.positional in ("learned", "sinusoidal"):
         names["hook_pos_embed"] = (B, P, d)
+    before = cfg.norm_placement != "output"  # a norm before each sublayer
+    after = cfg.norm_placement in ("sandwich", "output")  # a norm on each sublayer's output
+
+    def norm(prefix, width=d, rows=(B, P)):
+        names[prefix + ".hook_scale"] = (*rows, 1)
+        names[prefix + ".hook_normalized"] = (*rows, width)
+
     for layer in range(cfg.n_layers):
         pre = f"blocks.{layer}."
         names[pre + "hook_resid_pre"] = (B, P, d)
-        for ln in ("ln1", "ln2"):
-            names[f"{pre}{ln}.hook_scale"] = (B, P, 1)
-            names[f"{pre}{ln}.hook_normalized"] = (B, P, d)
+        if before:
+            norm(pre + "ln1")
         names[pre + "attn.hook_q"] = (B, P, h, e)
         names[pre + "attn.hook_k"] = (B, P, g, e)
         names[pre + "attn.hook_v"] = (B, P, g, e)
+        if cfg.qk_norm == "head":  # one norm per head's vector
+            norm(pre + "attn.q_norm", e, (B, P, h))
+            norm(pre + "attn.k_norm", e, (B, P, g))
+        elif cfg.qk_norm == "full":  # over every head at once
+            norm(pre + "attn.q_norm", h * e)
+            norm(pre + "attn.k_norm", g * e)
         if cfg.positional == "rotary":
             names[pre + "attn.hook_rot_q"] = (B, P, h, e)
             names[pre + "attn.hook_rot_k"] = (B, P, g, e)
@@ -33,17 +45,27 @@ def golden(cfg) -> dict[str, tuple[int, ...]]:
         names[pre + "attn.hook_pattern"] = (B, h, P, P)
         names[pre + "attn.hook_z"] = (B, P, h, e)
         names[pre + "attn.hook_result"] = (B, P, h, d)
+        if after:
+            norm(pre + "ln1_post")
         names[pre + "hook_attn_out"] = (B, P, d)
-        names[pre + "hook_resid_mid"] = (B, P, d)
+        if cfg.norm_placement == "post":
+            norm(pre + "ln1")
+        if not cfg.parallel_attn_mlp:
+            names[pre + "hook_resid_mid"] = (B, P, d)
+        if before:
+            norm(pre + "ln2")
         names[pre + "mlp.hook_pre"] = (B, P, m)
         if cfg.mlp == "gated":
             names[pre + "mlp.hook_pre_linear"] = (B, P, m)
         names[pre + "mlp.hook_post"] = (B, P, m)
+        if after:
+            norm(pre + "ln2_post")
         names[pre + "hook_mlp_out"] = (B, P, d)
+        if cfg.norm_placement == "post":
+            norm(pre + "ln2")
         names[pre + "hook_resid_post"] = (B, P, d)
-    if cfg.norm_placement == "pre":
-        names["ln_final.hook_scale"] = (B, P, 1)
-        names["ln_final.hook_normalized"] = (B, P, d)
+    if cfg.norm_placement != "post":
+        norm("ln_final")
     names["unembed.hook_in"] = (B, P, d)
     names["unembed.hook_out"] = (B, P, cfg.d_vocab)
     return names
@@ -60,6 +82,21 @@ def test_every_hook_fires_with_its_shape(variant):
     )
     assert fired == golden(cfg)
     assert set(model.hook_names()) == set(golden(cfg))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_VARIANTS))
+def test_family_hooks_fire_in_forward_order(family):
+    """The golden list for what each newer family adds, names and shapes in the order the forward reaches them."""
+    cfg = tiny_config(**FAMILY_VARIANTS[family])
+    model = HookedTransformer(cfg)
+    fired = {}
+    model.run_with_hooks(
+        torch.randint(0, cfg.d_vocab, (B, P)),
+        fwd_hooks=[(lambda name: True, lambda x, hook: fired.__setitem__(hook.name, tuple(x.shape)))],
+    )
+    expected = golden(cfg)
+    assert list(fired.items()) == list(expected.items())
+    assert model.hook_names() == list(expected)
 
 
 def test_bert_style_extras_are_named():

@@ -12,6 +12,36 @@ VARIANTS = [
 ]
 
 
+# What the newer families add, each on top of a rotary, gated, RMSNorm model (and LayerNorm for GPT-NeoX).
+_ROTARY = dict(norm="rmsnorm", positional="rotary", mlp="gated", n_kv_heads=2)
+FAMILY_VARIANTS = {
+    "gemma2": dict(
+        _ROTARY,
+        norm_placement="sandwich",
+        norm_offset=1.0,
+        norm_gain_in_float32=True,
+        embed_scale=5.0,
+        attn_scale=3.0,
+        attn_softcap=2.0,
+        logit_softcap=4.0,
+        sliding_window=3,
+        layer_types=("sliding", "full"),
+    ),
+    "gemma3": dict(
+        _ROTARY,
+        norm_placement="sandwich",
+        qk_norm="head",
+        sliding_window=3,
+        layer_types=("sliding", "full"),
+        local_rotary_base=100.0,
+    ),
+    "qwen3": dict(_ROTARY, qk_norm="head", d_head=12),
+    "olmo2": dict(_ROTARY, norm_placement="output", qk_norm="full"),
+    "neox": dict(positional="rotary", rotary_dim=4, parallel_attn_mlp=True),
+    "mistral": dict(_ROTARY, sliding_window=3),
+}
+
+
 def variant_id(v: dict) -> str:
     return f"{v['norm_placement']}-{v['positional']}-{'mha' if v['n_kv_heads'] == 4 else 'gqa'}-{v['mlp']}"
 
