@@ -1,9 +1,13 @@
 """What instrumentation costs: our forward against the plain ``transformers`` forward on the same weights.
 
-For a GPT-2-small-shaped model and a SmolLM2-shaped model (random weights), and two input shapes, each
-variant is timed in alternating repetitions (one of each per round, the order rotating between rounds) and
-reported as the median of per-round ratios to ``transformers`` with SDPA, so that drift in machine load hits
-numerator and denominator alike. Memory: the bytes each cache holds against the bytes its hooks should hold,
+For GPT-2-small-, SmolLM2-135M-, Pythia-410M- and Gemma-2-2B-shaped models (random weights), and two input
+shapes each, every variant is timed in alternating repetitions (one of each per round, the order rotating
+between rounds) and reported as the median of per-round ratios to the plain ``transformers`` forward, so that
+drift in machine load hits numerator and denominator alike. The baseline is ``transformers`` with SDPA, or
+with eager attention where ``transformers`` itself cannot use SDPA (Gemma 2, whose scores are soft-capped;
+our soft-capped layers run the explicit path too). The Gemma-2-2B row keeps every per-layer size of the real
+model (d_model 2304, 8 heads of 256, 4 key/value heads, d_mlp 9216, vocabulary 256000, soft-caps 50 and 30)
+but 4 of its 26 layers, so that two copies fit in memory and a round takes seconds, not minutes. Memory: the bytes each cache holds against the bytes its hooks should hold,
 whether anything is retained once the cache is dropped, and the process's peak resident memory.
 
     python benchmarks/overhead.py --threads 1 --out benchmarks/results/overhead-cpu.json
@@ -35,8 +39,23 @@ MODELS = {
     "smollm2-135m": dict(
         family="llama", n_layers=30, d_model=576, n_heads=9, n_kv_heads=3, d_mlp=1536, d_vocab=49152
     ),
+    "pythia-410m": dict(
+        family="gpt_neox", n_layers=24, d_model=1024, n_heads=16, n_kv_heads=16, d_mlp=4096, d_vocab=50304
+    ),
+    "gemma2-2b-4layers": dict(
+        family="gemma2",
+        n_layers=4,
+        d_model=2304,
+        n_heads=8,
+        n_kv_heads=4,
+        d_head=256,
+        d_mlp=9216,
+        d_vocab=256000,
+        shapes=("2x128", "1x512"),
+    ),
 }
-SHAPES = {"4x128": (4, 128), "1x1024": (1, 1024)}
+SHAPES = {"4x128": (4, 128), "1x1024": (1, 1024), "2x128": (2, 128), "1x512": (1, 512)}
+DEFAULT_SHAPES = ("4x128", "1x1024")
 
 
 def build_hf(spec: dict, attn: str):
@@ -54,6 +73,34 @@ def build_hf(spec: dict, attn: str):
             n_inner=spec["d_mlp"],
         )
         cls = transformers.GPT2LMHeadModel
+    elif spec["family"] == "gpt_neox":
+        cfg = transformers.GPTNeoXConfig(
+            num_hidden_layers=spec["n_layers"],
+            hidden_size=spec["d_model"],
+            num_attention_heads=spec["n_heads"],
+            intermediate_size=spec["d_mlp"],
+            vocab_size=spec["d_vocab"],
+            max_position_embeddings=2048,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+            use_parallel_residual=True,
+        )
+        cls = transformers.GPTNeoXForCausalLM
+    elif spec["family"] == "gemma2":
+        cfg = transformers.Gemma2Config(
+            num_hidden_layers=spec["n_layers"],
+            hidden_size=spec["d_model"],
+            num_attention_heads=spec["n_heads"],
+            num_key_value_heads=spec["n_kv_heads"],
+            head_dim=spec["d_head"],
+            intermediate_size=spec["d_mlp"],
+            vocab_size=spec["d_vocab"],
+            max_position_embeddings=8192,
+            query_pre_attn_scalar=256,
+            attn_logit_softcapping=50.0,
+            final_logit_softcapping=30.0,
+            sliding_window=4096,
+        )
+        cls = transformers.Gemma2ForCausalLM
     else:
         cfg = transformers.LlamaConfig(
             num_hidden_layers=spec["n_layers"],
@@ -71,6 +118,11 @@ def build_hf(spec: dict, attn: str):
     return cls(cfg).eval()
 
 
+def baseline_attention(spec: dict) -> str:
+    """The attention ``transformers`` runs this family with by default: SDPA, or eager for Gemma 2."""
+    return "eager" if spec["family"] == "gemma2" else "sdpa"
+
+
 def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     out = fn()
@@ -80,10 +132,12 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def variants(ours, hf_sdpa, hf_eager, tokens: torch.Tensor, n_layers: int) -> dict[str, Callable[[], object]]:
+def variants(
+    ours, hf_base, hf_eager, tokens: torch.Tensor, n_layers: int, base: str
+) -> dict[str, Callable[[], object]]:
     mid = n_layers // 2
     return {
-        "transformers sdpa": lambda: hf_sdpa(tokens).logits,
+        f"transformers {base}": lambda: hf_base(tokens).logits,
         "ours, no hooks": lambda: ours(tokens),
         "ours, cache resid stream": lambda: ours.run_with_cache(
             tokens, names_filter="blocks.*.hook_resid_post"
@@ -153,17 +207,18 @@ def run(args: argparse.Namespace) -> dict:
     }
     for model_name in args.models:
         spec = MODELS[model_name]
-        hf_sdpa = build_hf(spec, "sdpa").to(device, dtype)
-        hf_eager = build_hf(spec, "eager").to(device, dtype)
-        ours = interp.from_hf(hf_sdpa).to(device, dtype).eval()
-        for shape_name in args.shapes:
+        base_attn = baseline_attention(spec)
+        hf_base = build_hf(spec, base_attn).to(device, dtype)
+        hf_eager = hf_base if base_attn == "eager" else build_hf(spec, "eager").to(device, dtype)
+        ours = interp.from_hf(hf_base).to(device, dtype).eval()
+        for shape_name in args.shapes or spec.get("shapes", DEFAULT_SHAPES):
             batch, pos = SHAPES[shape_name]
             tokens = torch.randint(
                 0, spec["d_vocab"], (batch, pos), generator=torch.Generator().manual_seed(0)
             )
             tokens = tokens.to(device)
             with torch.inference_mode():
-                fns = variants(ours, hf_sdpa, hf_eager, tokens, spec["n_layers"])
+                fns = variants(ours, hf_base, hf_eager, tokens, spec["n_layers"], base_attn)
                 for fn in fns.values():  # warm-up
                     for _ in range(args.warmup):
                         timed(fn)
@@ -173,13 +228,13 @@ def run(args: argparse.Namespace) -> dict:
                     for name in order[r % len(order) :] + order[: r % len(order)]:
                         times[name].append(timed(fns[name]))
                 mem = memory(ours, tokens)
-            base = times["transformers sdpa"]
+            base = times[f"transformers {base_attn}"]
             no_hooks = times["ours, no hooks"]
             rows = {}
             for name, ts in times.items():
                 rows[name] = {
                     "median_s": statistics.median(ts),
-                    "ratio_to_transformers_sdpa": statistics.median(
+                    "ratio_to_transformers": statistics.median(
                         t / b for t, b in zip(ts, base, strict=True)
                     ),
                     "ratio_to_ours_no_hooks": statistics.median(
@@ -187,9 +242,11 @@ def run(args: argparse.Namespace) -> dict:
                     ),
                     **mem.get(name, {}),
                 }
-            results["runs"].append({"model": model_name, "shape": shape_name, "variants": rows})
+            results["runs"].append(
+                {"model": model_name, "shape": shape_name, "baseline": base_attn, "variants": rows}
+            )
             print_table(model_name, shape_name, rows)
-        del hf_sdpa, hf_eager, ours
+        del hf_base, hf_eager, ours
         gc.collect()
     results["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if torch.cuda.is_available() and args.device.startswith("cuda"):
@@ -200,7 +257,7 @@ def run(args: argparse.Namespace) -> dict:
 def print_table(model: str, shape: str, rows: dict) -> None:
     print(f"\n{model}, batch x pos = {shape}")
     print(
-        f"{'variant':40s} {'median ms':>10s} {'x sdpa':>8s} {'x ours':>8s} "
+        f"{'variant':40s} {'median ms':>10s} {'x hf':>8s} {'x ours':>8s} "
         f"{'cache MiB':>10s} {'expected':>9s} {'kept':>5s}"
     )
     for name, row in rows.items():
@@ -208,7 +265,7 @@ def print_table(model: str, shape: str, rows: dict) -> None:
         exp = f"{row['expected_bytes'] / 2**20:9.1f}" if "expected_bytes" in row else " " * 9
         kept = f"{row['retained_after_drop']:5d}" if "retained_after_drop" in row else " " * 5
         print(
-            f"{name:40s} {row['median_s'] * 1e3:10.1f} {row['ratio_to_transformers_sdpa']:8.3f} "
+            f"{name:40s} {row['median_s'] * 1e3:10.1f} {row['ratio_to_transformers']:8.3f} "
             f"{row['ratio_to_ours_no_hooks']:8.3f} {cache} {exp} {kept}"
         )
 
@@ -221,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument(
+        "--shapes", nargs="+", default=None, choices=list(SHAPES), help="default: each model's own shapes"
+    )
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
     results = run(args)

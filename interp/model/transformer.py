@@ -7,7 +7,9 @@ computation, so a bad token id or mask fails with a message rather than deep ins
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -188,6 +190,47 @@ class HookedTransformer(HookedModule):
         keys = kv_cache.key_mask(mask)  # [batch, past + new]
         valid = None if bool(keys.all()) else keys
         return Masks(valid, n, keys.shape[1], self.cfg.causal, device), kv_cache.positions(mask)
+
+    @contextlib.contextmanager
+    def split_inputs(self) -> Iterator[HookedTransformer]:
+        """Give every head and MLP an input stream of its own for the duration of a ``with`` block.
+
+        Inside it each block has ``hook_q_input [batch, pos, head, d_model]``, ``hook_k_input`` and
+        ``hook_v_input [batch, pos, kv_head, d_model]`` (the stream each head's queries, keys and values read,
+        before the norm) and ``hook_mlp_in [batch, pos, d_model]``; their names are registered and removed
+        again on exit, also when the block raises. The forward pass computes the same function (each head's
+        projection reads its own copy); it costs a ``[batch, pos, head, d_model]`` tensor per layer, so it is
+        for edge-level work such as circuits, not for plain runs. ``ln1``'s hooks then see ``[batch, pos, head,
+        ...]`` shapes, once for queries, keys and values each.
+
+        >>> model = HookedTransformer(TransformerConfig(n_layers=1, d_model=8, n_heads=2, d_vocab=10, n_ctx=4))
+        >>> with model.split_inputs():
+        ...     "blocks.0.hook_q_input" in model.hook_dict
+        True
+        >>> "blocks.0.hook_q_input" in model.hook_dict
+        False
+        """
+        added: list[str] = []
+        try:
+            for layer, block in enumerate(self.blocks):
+                for name in block.split_inputs(True):
+                    point = getattr(block, name)
+                    point.name, point.layer = f"blocks.{layer}.{name}", layer
+                    added.append(point.name)
+            self._register_points(added)
+            yield self
+        finally:
+            for block in self.blocks:
+                block.split_inputs(False)
+            for name in added:
+                self.hook_dict.pop(name, None)
+
+    def _register_points(self, names: list[str]) -> None:
+        """Add hook points created after construction to ``hook_dict``, keeping it in forward order."""
+        points = {name: self.get_submodule(name) for name in names}
+        order = [path for path, module in self.named_modules() if isinstance(module, HookPoint)]
+        merged = {**self.hook_dict, **points}
+        self.hook_dict = {name: merged[name] for name in order if name in merged}
 
     # Text in, text out: thin delegations to the attached tokenizer.
 
