@@ -7,8 +7,10 @@ drift in machine load hits numerator and denominator alike. The baseline is ``tr
 with eager attention where ``transformers`` itself cannot use SDPA (Gemma 2, whose scores are soft-capped;
 our soft-capped layers run the explicit path too). The Gemma-2-2B row keeps every per-layer size of the real
 model (d_model 2304, 8 heads of 256, 4 key/value heads, d_mlp 9216, vocabulary 256000, soft-caps 50 and 30)
-but 4 of its 26 layers, so that two copies fit in memory and a round takes seconds, not minutes. Memory: the bytes each cache holds against the bytes its hooks should hold,
-whether anything is retained once the cache is dropped, and the process's peak resident memory.
+but 4 of its 26 layers, so that two copies fit in memory and a round takes seconds, not minutes.
+
+Memory: the bytes each cache holds against the bytes its hooks should hold, whether anything is retained once
+the cache is dropped, and the process's peak resident memory.
 
     python benchmarks/overhead.py --threads 1 --out benchmarks/results/overhead-cpu.json
     python benchmarks/overhead.py --device cuda --dtype bfloat16
