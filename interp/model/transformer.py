@@ -121,8 +121,10 @@ class HookedTransformer(HookedModule):
             )
         if tokens.ndim == 1:
             tokens = tokens[None]
-        if tokens.ndim != 2 or tokens.shape[1] == 0:
-            raise ValueError(f"tokens must be [batch, pos] with pos >= 1, got shape {tuple(tokens.shape)}")
+        if tokens.ndim != 2 or 0 in tokens.shape:
+            raise ValueError(
+                f"tokens must be [batch, pos] with batch >= 1 and pos >= 1, got shape {tuple(tokens.shape)}"
+            )
         if tokens.shape[1] > self.cfg.n_ctx:
             raise ValueError(
                 f"sequence of {tokens.shape[1]} tokens is longer than the model's context n_ctx={self.cfg.n_ctx}; "
