@@ -128,7 +128,7 @@ def user_error(err: BaseException) -> str | None:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(err, torch.OutOfMemoryError):
         first = str(err).split(". ")[0].rstrip(".")
-        return f"{first}; try a smaller --batch-size, a lower-precision --dtype (bfloat16), or a larger device"
+        return f"{first}; try a smaller --batch-size, --dtype bfloat16, or a device with more memory"
     if (
         isinstance(err, OSError)
         and err.strerror

@@ -69,7 +69,8 @@ def parse_device(device: str | torch.device | None) -> torch.device | None:
     problem = _unusable(parsed)
     if problem:
         raise ValueError(
-            f"device={str(device)!r} cannot be used: {problem}; available here: {', '.join(available_devices())}"
+            f"device={str(device)!r} cannot be used: {problem}; "
+            f"available here: {', '.join(available_devices())}"
         )
     return parsed
 
