@@ -228,6 +228,15 @@ def test_a_bug_keeps_its_traceback_and_debug_keeps_every_traceback(tmp_path, mon
     assert main(["models"]) == 2
 
 
+def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("interp.cli._cmd_models", interrupted)
+    assert main(["models"]) == 130
+    one_error_line(capsys, "interp: interrupted")
+
+
 @pytest.mark.slow  # two fresh interpreters importing torch: several seconds each
 def test_the_installed_command_prints_one_line(tmp_path, a_file):
     """The real entry point, in a fresh process: ``--device cuda`` ends in one line, exit status 2."""

@@ -91,7 +91,7 @@ def parse_hooks(text: str) -> list[str]:
         if not _GLOB_CHARS.search(name) and not leaf.startswith("hook_"):
             raise ValueError(
                 f"--hooks {name!r} is not a hook name: hook names end in 'hook_...', such as "
-                f"'{name}.hook_out' or 'blocks.0.hook_resid_post'"
+                "'blocks.0.hook_resid_post' or 'blocks.0.attn.hook_z' (model.hook_names() lists them)"
             )
     check_per_token(names)
     return names
