@@ -79,8 +79,13 @@ def check_folder(
         keys: compare only these identity fields (a check made before the model is loaded knows only some).
 
     Raises:
-        StoreMismatchError: the folder holds other files and no store, or a different store with shards.
+        StoreMismatchError: ``folder`` is a file, holds other files and no store, or holds a different store
+            with shards.
     """
+    if folder.exists() and not folder.is_dir():
+        raise StoreMismatchError(
+            f"{folder} is a file, not a folder; choose a new or empty folder for the store"
+        )
     state = inspect(folder)
     if state.meta is None and (state.other or [e for e in state.store_entries if e != META + ".tmp"]):
         shown = ", ".join((state.other + state.store_entries)[:5])

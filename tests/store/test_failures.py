@@ -130,6 +130,14 @@ def test_a_store_left_unstarted_by_a_killed_run_is_taken_over(tmp_path):
     assert (out / "notes.txt").read_text() == "mine\n"
 
 
+def test_an_out_dir_that_is_a_file_is_refused_and_kept(tmp_path):
+    target = tmp_path / "acts"
+    target.write_text("not a folder\n")
+    with pytest.raises(StoreMismatchError, match="is a file, not a folder"):
+        run(target)
+    assert target.read_text() == "not a folder\n"
+
+
 def test_a_record_without_text_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match=r"item 2 has none of the text fields"):
         cache_activations(tiny_model(), [{"text": "a"}, {"text": "b"}, {"id": 3}], HOOKS, tmp_path / "s")
