@@ -236,9 +236,7 @@ def run(args: argparse.Namespace) -> dict:
             for name, ts in times.items():
                 rows[name] = {
                     "median_s": statistics.median(ts),
-                    "ratio_to_transformers": statistics.median(
-                        t / b for t, b in zip(ts, base, strict=True)
-                    ),
+                    "ratio_to_transformers": statistics.median(t / b for t, b in zip(ts, base, strict=True)),
                     "ratio_to_ours_no_hooks": statistics.median(
                         t / b for t, b in zip(ts, no_hooks, strict=True)
                     ),

@@ -21,8 +21,6 @@ What ``hook_in`` and ``hook_out`` see:
 from __future__ import annotations
 
 import contextlib
-import difflib
-import fnmatch
 import re
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -34,12 +32,10 @@ from torch import nn
 from hooks.attention_recompute import SpecForward, Switch
 from hooks.attention_spec import AttentionSpec
 from hooks.cache import ActivationCache
-from hooks.hf_specs import builtin_spec
 from hooks.module import HookedModule, HookSpec
 from hooks.names import NamesFilter, layer_of
 from hooks.point import HookPoint
-
-SpecSource = AttentionSpec | Callable[[nn.Module], AttentionSpec | None]
+from hooks.spec_match import SpecSource, find_specs
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _REPLACED: weakref.WeakSet[nn.Module] = weakref.WeakSet()  # attention modules whose forward is ours now
@@ -59,8 +55,11 @@ def attach(
 
     Args:
         module: any module.
-        attention: module path pattern (fnmatch, e.g. ``"layers.*.attn"``) -> spec, or
-            ``fn(submodule) -> spec | None``. A pattern that matches no module raises.
+        attention: module path pattern -> spec, or ``fn(submodule) -> spec | None``. In a pattern ``*``
+            stays within one path segment (``"layers.*.attn"``) and ``**`` spans any number of segments
+            (``"**.attn"``); see :mod:`hooks.spec_match`. A pattern that matches no module raises, and so does
+            a spec that does not fit a module its pattern matches (a missing part, widths that do not split
+            into its heads), when attaching.
         builtin_specs: also use the built-in specs for known attention classes (``transformers`` GPT-2,
             BERT and Llama-family) where no pattern applies.
 
@@ -86,7 +85,7 @@ class Attachment(HookedModule):
         self._spec_paths: list[str] = []
         self._muted = Switch()  # on while an attention spec is checked: module hooks stay silent
         self._detached = False
-        specs = _find_specs(module, attention, builtin_specs)
+        specs = find_specs(module, attention, builtin_specs)
         try:
             self._add_points(module, "", specs, set())
         except BaseException:
@@ -289,28 +288,3 @@ def _new_point(name: str) -> HookPoint:
 
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
-
-
-def _find_specs(
-    root: nn.Module, attention: dict[str, SpecSource], builtin_specs: bool
-) -> dict[str, AttentionSpec]:
-    """Module path -> spec: the first pattern that matches a path, else the built-in table."""
-    paths = dict(root.named_modules())
-    for pattern in attention:
-        if not any(fnmatch.fnmatchcase(path, pattern) for path in paths):
-            close = difflib.get_close_matches(pattern, list(paths), n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ValueError(f"the attention pattern {pattern!r} matches no module path{hint}")
-    specs: dict[str, AttentionSpec] = {}
-    for path, module in paths.items():
-        source = next((s for p, s in attention.items() if fnmatch.fnmatchcase(path, p)), None)
-        spec = source(module) if source is not None and not isinstance(source, AttentionSpec) else source
-        if spec is None and builtin_specs:
-            spec = builtin_spec(module)
-        if spec is not None and not isinstance(spec, AttentionSpec):
-            raise TypeError(
-                f"the attention spec for {path!r} is a {type(spec).__name__}, not an AttentionSpec"
-            )
-        if spec is not None:
-            specs[path] = spec
-    return specs

@@ -25,6 +25,7 @@ from hooks.attention_spec import (
     call_part,
     causal_mask,
     first_tensor,
+    head_layout,
     out_weights,
 )
 from hooks.point import HookPoint
@@ -124,40 +125,25 @@ class SpecForward:
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         spec, module = self.spec, self.module
-        h = spec.n_heads
         if spec.qkv is not None:
             fused = call_part(spec.qkv, module, x)  # [batch, pos, (head + 2 kv_head) d_head]
-            if spec.d_head is not None:
-                e = spec.d_head
-                g = spec.n_kv_heads or (fused.shape[-1] // e - h) // 2
-            else:
-                g = spec.n_kv_heads or h
-                e = self._divide(
-                    fused.shape[-1], h + 2 * g, "the fused qkv width", "n_heads + 2 * n_kv_heads"
-                )
+            h, g, e = self._layout({"qkv": fused.shape[-1]})
             widths = {"q": h * e, "k": g * e, "v": g * e}
-            if sum(widths.values()) != fused.shape[-1]:
-                raise self._shape_error(f"the fused qkv width is {fused.shape[-1]}, not {widths}")
             parts = dict(
                 zip(spec.qkv_order, fused.split([widths[c] for c in spec.qkv_order], dim=-1), strict=True)
             )
             flat = parts["q"], parts["k"], parts["v"]
         else:
             flat = tuple(call_part(p, module, x) for p in (spec.q, spec.k, spec.v))
-            e = spec.d_head or self._divide(flat[0].shape[-1], h, "the query width", "n_heads")
-            g = spec.n_kv_heads or self._divide(flat[1].shape[-1], e, "the key width", "d_head")
-        if h % g:
-            raise self._shape_error(f"n_heads={h} is not a multiple of the {g} key/value heads")
-        for t, heads, what in zip(flat, (h, g, g), "qkv", strict=True):
-            if t.shape[-1] != heads * e:
-                raise self._shape_error(f"{what} has width {t.shape[-1]}, not {heads} heads x d_head={e}")
+            _, _, e = self._layout({name: t.shape[-1] for name, t in zip("qkv", flat, strict=True)})
         q, k, v = (t.unflatten(-1, (-1, e)) for t in flat)  # [batch, pos, head, d_head]
         return q, k, v
 
-    def _divide(self, width: int, by: int, what: str, by_what: str) -> int:
-        if width % by:
-            raise self._shape_error(f"{what} {width} is not divisible by {by_what}={by}")
-        return width // by
+    def _layout(self, widths: dict[str, int]) -> tuple[int, int, int]:
+        try:
+            return head_layout(self.spec, widths)
+        except AttentionSpecError as err:
+            raise self._shape_error(str(err)) from None
 
     def _shape_error(self, detail: str) -> AttentionSpecError:
         return AttentionSpecError(

@@ -112,6 +112,46 @@ class AttentionSpec:
         return names + [n for n in POINT_NAMES_OUT if self.out is not None or n != "hook_result"]
 
 
+def head_layout(spec: AttentionSpec, widths: dict[str, int]) -> tuple[int, int, int]:
+    """``(n_heads, n_kv_heads, d_head)`` for the projections' output widths, as the recomputation splits them.
+
+    Args:
+        spec: the spec (its head counts and ``d_head``, where given).
+        widths: ``{"qkv": width}`` for a fused projection, else ``{"q": ..., "k": ..., "v": ...}``.
+
+    Raises:
+        AttentionSpecError: the widths cannot be split into heads as the spec says (the message is the
+            detail; callers add which module).
+    """
+    h = spec.n_heads
+    if "qkv" in widths:
+        width = widths["qkv"]
+        if spec.d_head is not None:
+            e = spec.d_head
+            g = spec.n_kv_heads or (width // e - h) // 2
+        else:
+            g = spec.n_kv_heads or h
+            e = _divide(width, h + 2 * g, "the fused qkv width", "n_heads + 2 * n_kv_heads")
+        split = {"q": h * e, "k": g * e, "v": g * e}
+        if g < 1 or sum(split.values()) != width:
+            raise AttentionSpecError(f"the fused qkv width is {width}, not q|k|v = {split}")
+    else:
+        e = spec.d_head or _divide(widths["q"], h, "the query width", "n_heads")
+        g = spec.n_kv_heads or _divide(widths["k"], e, "the key width", "d_head")
+    if g < 1 or h % g:
+        raise AttentionSpecError(f"n_heads={h} is not a multiple of the {g} key/value heads")
+    for what, heads in (("q", h), ("k", g), ("v", g)):
+        if what in widths and widths[what] != heads * e:
+            raise AttentionSpecError(f"{what} has width {widths[what]}, not {heads} heads x d_head={e}")
+    return h, g, e
+
+
+def _divide(width: int, by: int, what: str, by_what: str) -> int:
+    if width % by:
+        raise AttentionSpecError(f"{what} {width} is not divisible by {by_what}={by}")
+    return width // by
+
+
 def call_part(part: Part, module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Run one part of an attention module on ``x``."""
     if isinstance(part, str):

@@ -8,7 +8,7 @@ them, also when the forward raises. Backward functions are captured on the graph
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -59,7 +59,7 @@ class HookedModule(nn.Module):
         added: list[tuple[list[HookFn], HookFn]] = []
         try:
             for spec, attr in ((fwd_hooks, "fwd_fns"), (bwd_hooks, "bwd_fns")):
-                for names_filter, fn in spec:
+                for names_filter, fn in _pairs(spec, attr[:3] + "_hooks"):
                     if not callable(fn):
                         raise TypeError(f"hook for {names_filter!r} is {fn!r}, which is not callable")
                     for name in self.resolve(names_filter):
@@ -103,6 +103,20 @@ class HookedModule(nn.Module):
             out = self(*args, **kwargs)
         ordered = {name: store[name] for name in self.hook_dict if name in store}
         return out, ActivationCache(ordered, n_layers=self.cache_n_layers)
+
+
+def _pairs(spec: Any, argument: str) -> list[tuple[NamesFilter, HookFn]]:
+    """``spec`` as a list of ``(names_filter, fn)`` pairs, or a TypeError that shows the expected form."""
+    form = f"{argument} takes a list of (names_filter, fn) pairs, such as [('blocks.0.attn.hook_z', fn)]"
+    if isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1]) and not callable(spec[0]):
+        raise TypeError(f"{form}; got a single pair: wrap it in a list, [({spec[0]!r}, fn)]")
+    if isinstance(spec, (str, bytes, Mapping)) or not isinstance(spec, Iterable):
+        raise TypeError(f"{form}; got {type(spec).__name__} {spec!r}")
+    pairs = list(spec)
+    for index, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"{form}; entry {index} is {pair!r}")
+    return [tuple(pair) for pair in pairs]
 
 
 def _saver(store: dict[str, torch.Tensor], device: str | torch.device | None) -> HookFn:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 NamesFilter = str | Sequence[str] | Callable[[str], bool] | None
 
@@ -59,6 +59,12 @@ def resolve_names(names_filter: NamesFilter, valid: Sequence[str]) -> list[str]:
         if not chosen:
             raise ValueError(f"the names filter {names_filter!r} matches no hook; see model.hook_names()")
         return chosen
+    if not isinstance(names_filter, (str, Iterable)) or isinstance(names_filter, (bytes, Mapping)):
+        raise TypeError(
+            f"names_filter={names_filter!r} ({type(names_filter).__name__}) is not a names filter; pass None "
+            "(every hook), a name or glob such as 'blocks.*.attn.hook_pattern', a list of them, or "
+            "fn(name) -> bool"
+        )
     patterns = [names_filter] if isinstance(names_filter, str) else list(names_filter)
     if not patterns:
         raise ValueError("the names filter is an empty list; pass None to select every hook")
@@ -66,7 +72,10 @@ def resolve_names(names_filter: NamesFilter, valid: Sequence[str]) -> list[str]:
     selected: set[str] = set()
     for pattern in patterns:
         if not isinstance(pattern, str):
-            raise TypeError(f"hook names must be strings, got {pattern!r}")
+            raise TypeError(
+                f"names_filter holds {pattern!r} ({type(pattern).__name__}); its entries must be hook "
+                "names or globs (strings)"
+            )
         if _GLOB_CHARS.search(pattern):
             hits = fnmatch.filter(valid, pattern)
             if not hits:

@@ -6,7 +6,16 @@
 >>> logits, cache = model.run_with_cache(text)  # doctest: +SKIP
 >>> cache["pattern", 3].shape  # doctest: +SKIP
 torch.Size([1, 9, 12, 12])
+
+The subpackages (``interp.analysis``, ``interp.report``, ``interp.store``, ``interp.distributed``...) are
+imported on first use, so ``import interp`` stays light (no matplotlib, no pandas) while
+``interp.report.attention_view(model, text)`` works without importing ``interp.report`` first.
 """
+
+import importlib
+import importlib.util
+import pkgutil
+from typing import Any
 
 from interp.config import TransformerConfig
 from interp.hf import from_hf
@@ -15,3 +24,14 @@ from interp.model import HookedTransformer
 
 __all__ = ["HookedTransformer", "TransformerConfig", "from_hf", "load"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """Import a subpackage or module the first time it is used as an attribute (PEP 562)."""
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")  # also binds it on this package
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, "__version__", *(m.name for m in pkgutil.iter_modules(__path__))})

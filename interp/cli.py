@@ -3,14 +3,30 @@
 Each subcommand is a thin shell over a library function, imported only when that subcommand runs so that
 ``interp models`` does not pay for matplotlib. Studies are found through the ``interp.studies`` entry-point
 group, so packages other than this one can register their own.
+
+Every subcommand checks what can be checked before it loads a model (the output location, the data file,
+device, dtype and flags), and a user's mistake ends the command with one line, ``interp: error: ...``, and
+exit status 2. Which exceptions count as a user's mistake is decided in one place, :func:`user_error`: the
+library reports bad input as ``ValueError`` (its own ``CheckpointError``, ``StoreMismatchError``,
+``AttentionSpecError``... subclass it), ``KeyError`` (unknown hook or model names) and ``FileNotFoundError``,
+and the operating system reports an unusable path as ``FileExistsError``, ``NotADirectoryError``,
+``IsADirectoryError``, ``PermissionError`` or another ``OSError`` about a named file, a full disk or a
+read-only file system. Everything else (``TypeError``, ``AttributeError``, ``RuntimeError``...) is a bug and
+keeps its traceback. ``INTERP_DEBUG=1`` keeps the traceback for every error.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import re
 import sys
 from collections.abc import Sequence
+
+from interp.arguments import ArgumentParser, non_negative_int, positive_int
+
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM}
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -27,6 +43,14 @@ def _cmd_study(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
+    from interp.load.instantiate import parse_device, parse_dtype
+    from interp.preflight import check_output_file
+
+    check_output_file(args.out, flag="--out", suffixes=(".html", ".htm"), example="explain.html")
+    parse_device(args.device)
+    parse_dtype(args.dtype)
+    if not args.text.strip():
+        raise ValueError('the text to explain is empty; pass a sentence, such as "The cat sat on the mat"')
     from interp.report.explain import explain_main
 
     return explain_main(args)
@@ -39,7 +63,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="interp", description="See inside a transformer, by name.")
+    parser = ArgumentParser(prog="interp", description="See inside a transformer, by name.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("models", help="list the packaged models and whether each is installed")
@@ -54,9 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text")
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--token", default=None, help="the token to follow (default: the last one)")
-    p.add_argument("--layer", type=int, default=None)
-    p.add_argument("--head", type=int, default=None)
-    p.add_argument("--out", default="explain.html")
+    p.add_argument("--layer", type=non_negative_int, default=None, help="the layer shown first (from 0)")
+    p.add_argument("--head", type=non_negative_int, default=None, help="the head shown first (from 0)")
+    p.add_argument("--out", default="explain.html", help="the HTML file to write")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None)
     p.add_argument("--quiet", action="store_true")
@@ -66,10 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--data", required=True, help="a text file (one item a line) or JSONL with 'text'")
     p.add_argument("--hooks", required=True, help="hook names or a glob, comma separated")
-    p.add_argument("--out", required=True)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--out", required=True, help="the store folder (new, empty, or this store to resume)")
+    p.add_argument("--overwrite", action="store_true", help="replace the activation store already in --out")
+    p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--positions", default="all", help="'all', 'last', or comma-separated indices")
-    p.add_argument("--shard-rows", type=int, default=4096)
+    p.add_argument("--shard-rows", type=positive_int, default=4096)
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None)
     p.add_argument("--quiet", action="store_true")
@@ -78,16 +103,54 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the ``interp`` command line; returns the exit status (2 for a user's mistake)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # a parse error (already printed in one line), or --help
+        return exit_.code if isinstance(exit_.code, int) else 0
     try:
         return int(args.fn(args) or 0)
-    except (ValueError, FileNotFoundError, KeyError) as err:
-        # Bad input (a missing file, an unknown name, a malformed data line): the message says what to fix.
-        # INTERP_DEBUG=1 shows the traceback instead.
-        if os.environ.get("INTERP_DEBUG"):
+    except KeyboardInterrupt:
+        if _debug():
             raise
-        print(f"interp: error: {err}", file=sys.stderr)
+        print("interp: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        message = user_error(err)
+        if message is None or _debug():
+            raise
+        print(f"interp: error: {message}", file=sys.stderr)
         return 2
+
+
+def user_error(err: BaseException) -> str | None:
+    """The one-line message for an error that is the user's to fix, or ``None`` for a bug."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(err, torch.OutOfMemoryError):
+        first = str(err).split(". ")[0].rstrip(".")
+        return f"{first}; try a smaller --batch-size, --dtype bfloat16, or a device with more memory"
+    if (
+        isinstance(err, OSError)
+        and err.strerror
+        and (err.filename is not None or err.errno in _ENVIRONMENT_ERRNOS)
+    ):
+        where = f": {err.filename}" if err.filename is not None else ""
+        where += f" -> {err.filename2}" if getattr(err, "filename2", None) is not None else ""
+        return _one_line(f"{err.strerror}{where}")
+    user = (ValueError, KeyError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
+    if not isinstance(err, (*user, PermissionError)):
+        return None
+    if isinstance(err, KeyError) and len(err.args) == 1 and isinstance(err.args[0], str):
+        return _one_line(err.args[0])  # str(KeyError) would quote the message
+    return _one_line(str(err))
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", text.strip())
+
+
+def _debug() -> bool:
+    return os.environ.get("INTERP_DEBUG", "") not in ("", "0")
 
 
 if __name__ == "__main__":

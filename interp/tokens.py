@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -331,12 +331,24 @@ class Tokenizer:
 
 
 def _as_texts(text: str | Sequence[str]) -> tuple[str, ...]:
+    if isinstance(text, (bytes, bytearray)):
+        raise TypeError(
+            f"text is {type(text).__name__} ({text[:40]!r}); pass a str, such as text.decode('utf-8')"
+        )
+    if isinstance(text, torch.Tensor):
+        raise TypeError(
+            "text is a Tensor; to_tokens takes text (a str or a list of str): pass token ids to the model"
+        )
+    if not isinstance(text, (str, Iterable)) or isinstance(text, Mapping):
+        raise TypeError(f"text is {text!r} ({type(text).__name__}); pass a str or a list of str")
     texts = (text,) if isinstance(text, str) else tuple(text)
     if not texts:
         raise ValueError("to_tokens got an empty batch; pass a string or a non-empty list of strings")
     for index, item in enumerate(texts):
         if not isinstance(item, str):
-            raise TypeError(f"text {index} is a {type(item).__name__}, not a str: {item!r}")
+            raise TypeError(
+                f"text {index} of the batch is {type(item).__name__} ({item!r}); every text must be a str"
+            )
     return texts
 
 

@@ -143,8 +143,10 @@ class HookedTransformer(HookedModule):
             )
         if tokens.ndim == 1:
             tokens = tokens[None]
-        if tokens.ndim != 2 or tokens.shape[1] == 0:
-            raise ValueError(f"tokens must be [batch, pos] with pos >= 1, got shape {tuple(tokens.shape)}")
+        if tokens.ndim != 2 or 0 in tokens.shape:
+            raise ValueError(
+                f"tokens must be [batch, pos] with batch >= 1 and pos >= 1, got shape {tuple(tokens.shape)}"
+            )
         if past + tokens.shape[1] > self.cfg.n_ctx:
             length = f"{past} cached + {tokens.shape[1]} new" if past else f"{tokens.shape[1]}"
             raise ValueError(

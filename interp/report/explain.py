@@ -307,6 +307,8 @@ def explain_main(args: argparse.Namespace) -> int:
         print(f"loading {args.model} ...", file=sys.stderr)
     kwargs = {key: getattr(args, key) for key in ("device", "dtype") if getattr(args, key, None)}
     model = load(args.model, **kwargs)
+    _check_range("layer", args.layer, model.cfg.n_layers)  # before the forward pass
+    _check_range("head", args.head, model.cfg.n_heads)
     view = attention_view(
         model, args.text, token=args.token, layer=args.layer, head=args.head, progress=not quiet
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -86,6 +87,9 @@ class BatchSource:
             )
         if self.kind == "texts" and not isinstance(data, Sequence):
             raise TypeError("texts must come as a sequence (a list), so that every run batches them alike")
+        if self.kind == "texts":
+            for index, record in enumerate(data):
+                _text_of(record, index)
         self.tokenizer = tokenizer
 
     @property
@@ -120,11 +124,25 @@ class BatchSource:
                 yield Batch(number, first_item, ids, mask)
             first_item += ids.shape[0]
 
+    def check(self, positions: Positions) -> None:
+        """Tokenize every batch of a sized source and check that each item has ``positions``.
+
+        Raises:
+            ValueError: an item gives no tokens, is longer than the model's context, or lacks a position.
+        """
+        if self.sized:
+            for batch in self.batches():
+                select_rows(batch, positions)
+
     def _text_batch(self, number: int) -> Batch:
         lo = number * self.batch_size
         records = self.data[lo : lo + self.batch_size]
         texts = [_text_of(record, lo + i) for i, record in enumerate(records)]
-        ids, mask = self.tokenizer.to_tokens(texts)
+        try:
+            ids, mask = self.tokenizer.to_tokens(texts)
+        except ValueError as err:  # the tokenizer counts texts within the batch; name the data item
+            message = re.sub(r"^text (\d+)", lambda m: f"item {lo + int(m.group(1))}", str(err))
+            raise ValueError(message) from None
         item_ids = tuple(r.get("id") if isinstance(r, Mapping) else None for r in records)
         has_ids = any(i is not None for i in item_ids)
         return Batch(number, lo, ids.cpu(), mask.cpu(), item_ids if has_ids else None)

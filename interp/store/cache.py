@@ -18,21 +18,24 @@ import torch
 
 from interp import distributed
 from interp.store.batches import BatchSource, Positions, check_positions
-from interp.store.files import tmp_path, write_json
-from interp.store.meta import (
-    CHAIN_START,
-    FORMAT,
-    META,
-    StoreMismatchError,
-    chain,
-    check_identity,
-    model_identity,
-    read_meta,
-)
+from interp.store.files import write_json
+from interp.store.folder import claim, discard_unstarted, first_missing
+from interp.store.meta import CHAIN_START, FORMAT, META, chain, model_identity
 from interp.store.reader import ActivationStore
 from interp.store.run import Run
 
 _PER_QUERY_KEY = ("hook_pattern", "hook_attn_scores")
+
+
+def check_per_token(names: list[str]) -> None:
+    """Raise for hooks that are not one row per token (attention patterns and scores)."""
+    bad = [name for name in names if name.endswith(_PER_QUERY_KEY)]
+    if bad:
+        raise ValueError(
+            f"{bad[0]!r} is [batch, head, query, key], and the store keeps one row per token of "
+            "[batch, pos, ...] activations; store 'blocks.*.attn.hook_z' or 'blocks.*.attn.hook_result' "
+            "instead, or take patterns from model.run_with_cache on the items you need"
+        )
 
 
 def cache_activations(
@@ -47,6 +50,7 @@ def cache_activations(
     dtype: str | torch.dtype | None = None,
     progress: bool = True,
     on_shard: Callable[[Path], None] | None = None,
+    overwrite: bool = False,
 ) -> ActivationStore:
     """Run ``data`` through ``model`` and store the named activations, one row per kept token.
 
@@ -56,7 +60,8 @@ def cache_activations(
             batches ``(ids, mask)`` / ``ids``, each ``[batch, pos]``, padded on either side.
         names_filter: which hooks (a name, glob, list or predicate); each must be ``[batch, pos, ...]``.
         out_dir: the store folder. A folder from an interrupted run with the same model, hooks and settings
-            is continued; one from a different model, hooks or settings is refused.
+            is continued; one from a different model, hooks or settings is refused (unless ``overwrite``).
+            A run that fails before its first shard leaves no store behind (see :mod:`interp.store.folder`).
         batch_size: texts per forward pass.
         positions: ``"all"`` real tokens, the ``"last"`` one, or a list of positions such as ``[0, -1]``
             (counted over real tokens; negative from the end).
@@ -64,6 +69,7 @@ def cache_activations(
         dtype: storage dtype (e.g. ``"float16"``); default: as the model computes.
         progress: show a progress bar (rank 0 only).
         on_shard: called with each shard's path after it is committed.
+        overwrite: replace a store already in ``out_dir`` (its own files; other files stay).
 
     Returns:
         The store, with ``store.run`` holding this call's :class:`~interp.store.run.RunStats`.
@@ -71,19 +77,18 @@ def cache_activations(
     Raises:
         StoreMismatchError: ``out_dir`` holds a different store, or the data differs from what it was
             started with.
-        ValueError: a hook is not per token (patterns, scores), or a listed position is outside an item.
+        ValueError: a hook is not per token (patterns, scores), a record has no text, or a listed position is
+            outside an item. All of these are found before anything is written: every item of a sized data
+            set is tokenized once up front (cheap next to the forward passes).
     """
     hooks = model.resolve(names_filter)
-    bad = [name for name in hooks if name.endswith(_PER_QUERY_KEY)]
-    if bad:
-        raise ValueError(
-            f"{bad[0]!r} is [batch, head, query, key], and the store keeps one row per token of "
-            "[batch, pos, ...] activations; store 'blocks.*.attn.hook_z' or 'blocks.*.attn.hook_result' "
-            "instead, or take patterns from model.run_with_cache on the items you need"
-        )
+    check_per_token(hooks)
+    if shard_rows < 1:
+        raise ValueError(f"shard_rows={shard_rows}; it must be at least 1")
     source = BatchSource(data, getattr(model, "tokenizer", None), batch_size)
     positions = check_positions(positions)
     store_dtype = _dtype(dtype)
+    source.check(positions)
     world, rank = distributed.world_size(), distributed.rank()
     n_batches = source.n_batches()
     if world > 1 and n_batches is None:
@@ -100,13 +105,21 @@ def cache_activations(
         "world_size": world,
     }
     out = Path(out_dir)
-    _claim(out, identity, create=rank == 0)
+    created = first_missing(out)
+    wrote = claim(out, identity, create=rank == 0, overwrite=overwrite)
     span = distributed.shard_range(n_batches) if world > 1 else range(0, n_batches or 0)
     folder = out if world == 1 else out / f"rank{rank}"
     if world > 1:
-        _claim(folder, {**identity, "rank": rank, "batches": [span.start, span.stop]}, create=True)
+        claim(folder, {**identity, "rank": rank, "batches": [span.start, span.stop]}, create=True)
     run = Run(model, source, hooks, positions, store_dtype, shard_rows, folder, on_shard)
-    summary = run.execute(span if n_batches is not None else None, progress and rank == 0)
+    try:
+        summary = run.execute(span if n_batches is not None else None, progress and rank == 0)
+    except BaseException:
+        # Other ranks may still be writing, so only a single process tidies up; under torchrun the next
+        # run takes an unstarted store over instead.
+        if world == 1 and wrote:
+            discard_unstarted(out, created)
+        raise
     if world > 1:
         summaries = distributed.gather_objects(summary)
         if rank == 0:
@@ -115,22 +128,6 @@ def cache_activations(
     store = ActivationStore(out)
     store.run = run.stats
     return store
-
-
-def _claim(folder: Path, identity: dict[str, Any], create: bool) -> None:
-    """Check that ``folder`` is empty or holds this store; on the creating rank, write its first meta.json."""
-    existing = read_meta(folder) if folder.is_dir() else None
-    if existing is not None:
-        check_identity(folder, existing["identity"], identity)
-    elif folder.is_dir() and any(p.name != tmp_path(folder / META).name for p in folder.iterdir()):
-        raise StoreMismatchError(
-            f"{folder} is not empty and holds no activation store (no meta.json); "
-            "choose an empty or new folder"
-        )
-    distributed.barrier()  # every rank has checked before anyone writes
-    if existing is None and create:
-        folder.mkdir(parents=True, exist_ok=True)
-        write_json(folder / META, {"identity": identity, "complete": False, "shards": []})
 
 
 def _write_merged(out: Path, identity: dict[str, Any], summaries: list[dict[str, Any]]) -> None:

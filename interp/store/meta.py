@@ -80,7 +80,7 @@ def check_identity(folder: Path, stored: dict[str, Any], wanted: dict[str, Any])
         raise StoreMismatchError(
             f"{folder} holds a different activation store: "
             + "; ".join(problems)
-            + f". Write to another output folder, or delete {folder} to start over"
+            + ". Write to another output folder, or replace it with overwrite=True (interp cache --overwrite)"
         )
 
 

@@ -107,9 +107,10 @@ def test_a_wrong_spec_for_a_hf_module_raises():
     wrong = AttentionSpec(
         q="k_proj", k="q_proj", v="v_proj", out="o_proj", n_heads=HEADS, n_kv_heads=2, causal=True
     )
-    with attach(model, {"model.layers.*.self_attn": wrong}) as hooked:
-        with pytest.raises(AttentionSpecError):
-            hooked(**inputs(False))
+    # q and k swapped: the key projection is narrower than n_heads x d_head, which is seen when attaching.
+    with pytest.raises(AttentionSpecError, match=r"'model.layers.0.self_attn' \(LlamaAttention\), which the"):
+        attach(model, {"model.layers.*.self_attn": wrong})
+    assert all("forward" not in m.__dict__ for m in model.modules())
 
 
 def test_detach_leaves_the_hf_model_as_it_was():
