@@ -36,23 +36,20 @@ among ranks and the report is the same, number for number.
 from __future__ import annotations
 
 import argparse
-import re
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import torch
 
 from interp import distributed
 from interp.load import PACKAGED_MODELS, load
 from interp.registry import study_parser
 from interp.report import Report
-from studies.coreference.data import FORMATS, SHIPPED, DataSet, read_data, split_by_schema
+from studies.coreference.data import FORMATS, SHIPPED, DataSet
 from studies.coreference.forward import bos_prepended, has_lm_head
+from studies.coreference.held_out import held_out_heads, probes_for
 from studies.coreference.measure import (
     AGREEMENT_QUERIES,
     RESOLUTION_QUERIES,
@@ -60,11 +57,8 @@ from studies.coreference.measure import (
     measure_agreement,
     measure_resolution,
 )
-from studies.coreference.twins import Pairing, pair_up
-
-MIN_PROBE_SCHEMAS = 4
-"""A probe's training side needs two items: a split of four schemas or more trains on two of them; with fewer,
-every schema must hold two items."""
+from studies.coreference.plan import Planned, plan
+from studies.coreference.twins import Pairing
 
 DESCRIPTION = "Pronoun coreference: behaviour, attention, patching, probes, on Winograd-style twins."
 
@@ -84,15 +78,6 @@ class CoreferenceConfig:
     probes: str = "all"
     prepend_bos: bool | None = None
     seed: int = 0
-
-
-@dataclass
-class Planned:
-    """One data set, read and checked, with its report label and its twin pairs."""
-
-    data: DataSet
-    label: str
-    pairing: Pairing
 
 
 @dataclass
@@ -167,51 +152,10 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
     return config, {"out": args.out, "device": args.device, "dtype": args.dtype, "quiet": args.quiet}
 
 
-def report_labels(names: Sequence[str]) -> list[str]:
-    """A name for each data set's tables and figures: a shipped name, else the file's stem with anything but
-    letters, digits, ``_`` and ``-`` replaced, made unique with ``-2``, ``-3`` ...
-
-    >>> report_labels(["winograd", "/data/my set/items.v2.jsonl", "other/items.v2.jsonl"])
-    ['winograd', 'items_v2', 'items_v2-2']
-    """
-    labels: list[str] = []
-    for name in names:
-        base = name if name in SHIPPED else re.sub(r"[^A-Za-z0-9_-]+", "_", Path(name).stem)
-        base = base.strip("_-")[:40] or "data"
-        label, n = base, 1
-        while label in labels:
-            n += 1
-            label = f"{base}-{n}"
-        labels.append(label)
-    return labels
-
-
 def model_path(name: str) -> Path | None:
     if name in PACKAGED_MODELS:
         return PACKAGED_MODELS[name].location()
     return Path(name)
-
-
-def take(items: list, limit: int | None) -> list:
-    """The first ``limit`` items in file order, with the rest of their schemas (so twins stay together)."""
-    if limit is None:
-        return items
-    schemas = {x.schema_id for x in items[:limit]}
-    return [x for x in items if x.schema_id in schemas]
-
-
-def plan(config: CoreferenceConfig) -> list[Planned]:
-    """Read and check every data set, take ``--limit`` items and pair the twins: all before a model loads.
-
-    Raises:
-        FileNotFoundError, ValueError: a data set that cannot be used, naming file, line, id and rule.
-    """
-    sets = [read_data(name, config.format) for name in config.data]
-    planned = []
-    for data, label in zip(sets, report_labels(config.data), strict=True):
-        data = data.subset(take(data.items, config.limit))
-        planned.append(Planned(data, label, pair_up(data.items, data.notes)))
-    return planned
 
 
 def check_scoring(model, config: CoreferenceConfig) -> None:
@@ -302,58 +246,13 @@ def analyse(model, planned: Planned, measured: list[Measured] | None, config: Co
     return DataResult(planned.label, kind, items, measured, records, queries, out, planned.data, pairing)
 
 
-def held_out_heads(items, right, margin, queries, config) -> tuple[pd.DataFrame, str | None]:
-    """Heads selected on half the schemas and tested on the other half; skipped (with the reason) when the
-    data hold fewer than two schemas."""
-    from studies.coreference import attention
-
-    n_schemas = len({x.schema_id for x in items})
-    if n_schemas < 2:
-        return pd.DataFrame(), (
-            f"the held-out head test selects heads on half the schemas and tests them on the other half; "
-            f"it needs at least 2 schemas and these {len(items)} item(s) form {n_schemas}"
-        )
-    first, _ = split_by_schema(items, 0.5, config.seed)
-    select = np.isin([x.id for x in items], [x.id for x in first])
-    return attention.select_and_test(right, margin, select, queries, config.top_k), None
-
-
-def probes_for(measured, records, kind: str, lm: bool, config) -> tuple[pd.DataFrame, str | None]:
-    """The probe table, or an empty one and why none was trained."""
-    from studies.coreference import probes
-
-    roles = probe_roles(kind, lm, config.probes)
-    if not roles:
-        return pd.DataFrame(), "probes were not run (--probes none)"
-    sizes = Counter(r["schema_id"] for r in records)
-    n_labels = len(set(probes.labels_for(records)))
-    too_few = len(sizes) < 2 or (len(sizes) < MIN_PROBE_SCHEMAS and min(sizes.values()) < 2)
-    if too_few or n_labels < 2:
-        return pd.DataFrame(), (
-            "probes are trained on some schemas and tested on the others, which takes two schemas or more (each "
-            f"of two items or more when there are fewer than {MIN_PROBE_SCHEMAS}) and two classes; these "
-            f"{len(records)} item(s) form {len(sizes)} schema(s) with {n_labels} class(es)"
-        )
-    return probes.probe_table(measured, records, roles, config.seed, config.probe_steps), None
-
-
-def probe_roles(kind: str, lm: bool, which: str) -> tuple[str, ...]:
-    """Where the probes read the stream: the referent's own position and the prediction position
-    (``which="all"``), only the latter (``"final"``), or nowhere (``"none"``)."""
-    if kind == "resolution":
-        roles = ("pronoun", "final") if lm else ("pronoun", "end")
-    else:
-        roles = ("antecedent", "final")
-    return {"all": roles, "final": roles[-1:], "none": ()}[which]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study and write the report; returns 0 (the exit status)."""
     config, run = parse(argv)
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     with distributed.session():
-        planned = plan(config)  # every data file is read and checked before the model loads
+        planned = plan(config.data, config.format, config.limit)  # every file checked before the model loads
         if distributed.rank() == 0:
             for p in planned:
                 p.data.warn(p.label)

@@ -16,7 +16,8 @@ import interp
 from studies.coreference import study
 from studies.coreference.data import load_items, read_data
 from studies.coreference.measure import measure_agreement, measure_resolution
-from studies.coreference.study import main, report_labels
+from studies.coreference.plan import report_labels
+from studies.coreference.study import main
 from tests.studies import test_coreference_formats as formats
 from tests.studies.test_coreference_twins import ROWS as IMPERFECT
 from tests.studies.tiny_lm import tiny_llama_folder

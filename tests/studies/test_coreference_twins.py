@@ -15,7 +15,7 @@ from studies.coreference.behaviour import resolution_table
 from studies.coreference.coverage import coverage_table
 from studies.coreference.data import read_data, split_by_schema
 from studies.coreference.notes import DataWarning
-from studies.coreference.study import Planned
+from studies.coreference.plan import Planned
 from studies.coreference.twins import pair_up
 
 
