@@ -170,6 +170,7 @@ class SuperGlueRow:
     pronoun: str
     pronoun_offset: int
     candidate: str
+    candidate_offset: int
     label: bool
 
 
@@ -206,9 +207,10 @@ def superglue_row(record: dict, source: str, line: int, n: int, notes: list) -> 
         )
     text = record["text"]
     pronoun_offset, pronoun = _word_offset(text, spans["span2_index"], spans["span2_text"], where, "span2")
-    _word_offset(text, spans["span1_index"], spans["span1_text"], where, "span1")
+    candidate_offset, _ = _word_offset(text, spans["span1_index"], spans["span1_text"], where, "span1")
+    idx = _id(record, "idx", n, where)
     return SuperGlueRow(
-        line, _id(record, "idx", n, where), text, pronoun, pronoun_offset, spans["span1_text"], bool(label)
+        line, idx, text, pronoun, pronoun_offset, spans["span1_text"], candidate_offset, bool(label)
     )
 
 
@@ -225,7 +227,7 @@ def group_superglue(rows: list[SuperGlueRow], source: str) -> tuple[list[Resolut
         by_candidate: dict[str, SuperGlueRow] = {}
         for row in group:
             by_candidate.setdefault(row.candidate.lower(), row)
-        named = list(by_candidate.values())
+        named = sorted(by_candidate.values(), key=lambda row: row.candidate_offset)  # in text order
         true = [row for row in named if row.label]
         ids = "+".join(row.idx for row in named)
         if len(named) != 2 or len(true) != 1:

@@ -21,11 +21,11 @@ WINOGRANDE = [
      "option2": "Ian", "answer": "2"},
 ]  # fmt: skip
 SENTENCE = "Mark told Pete many lies about himself, which Pete included in his book. He should have been more truthful."
-SUPERGLUE = [
+SUPERGLUE = [  # the later candidate first: items list candidates in text order
+    {"text": SENTENCE, "target": {"span1_index": 8, "span1_text": "Pete", "span2_index": 13, "span2_text": "He"},
+     "idx": 11, "label": False},
     {"text": SENTENCE, "target": {"span1_index": 0, "span1_text": "Mark", "span2_index": 13, "span2_text": "He"},
      "idx": 10, "label": True},
-    {"text": SENTENCE, "target": {"span1_index": 2, "span1_text": "Pete", "span2_index": 13, "span2_text": "He"},
-     "idx": 11, "label": False},
     {"text": "The dog chased the cat up a tree. It waited at the bottom.", "span1_index": 0, "span1_text": "The dog",
      "span2_index": 8, "span2_text": "It", "idx": 12, "label": 1},
 ]  # fmt: skip
@@ -225,10 +225,10 @@ BAD = [
     ("wsc.jsonl", [WINOGRAD_WSC[0], {**WINOGRAD_WSC[1], "pronoun_loc": 60}],
      [":2: item '1'", "pronoun 'they' is not at offset 60", "it occurs at 63"]),
     ("wsc.jsonl", [{**WINOGRAD_WSC[0], "label": 2}], [":1: item '0'", "answer 2 is out of range"]),
-    ("val.jsonl", [SUPERGLUE[0], {**SUPERGLUE[1], "target": {**SUPERGLUE[1]["target"], "span1_index": 3}}],
+    ("val.jsonl", [SUPERGLUE[1], {**SUPERGLUE[0], "target": {**SUPERGLUE[0]["target"], "span1_index": 3}}],
      [":2: item '11'", "span1_text 'Pete' is not at word 3 (found 'many')"]),
     ("dpr.jsonl", [{**DPR[0], "pronoun": "she"}], [":1: item '0'", "pronoun 'she' does not occur"]),
-    ("mixed.jsonl", [WINOGRANDE[0], WINOGRANDE[1], SUPERGLUE[0]],
+    ("mixed.jsonl", [WINOGRANDE[0], WINOGRANDE[1], SUPERGLUE[1]],
      [":3: item '10'", "reads as SuperGLUE WSC JSONL", "a file holds one kind only"]),
     ("empty.jsonl", ["", "  "], ["no items (the file is empty)"]),
     ("bad.xml", "<collection><schema><text>", ["not well-formed XML"]),

@@ -16,6 +16,7 @@ import interp
 from studies.coreference import study
 from studies.coreference.data import load_items, read_data
 from studies.coreference.measure import measure_agreement, measure_resolution
+from studies.coreference.notes import DataWarning
 from studies.coreference.plan import report_labels
 from studies.coreference.study import main
 from tests.studies import test_coreference_formats as formats
@@ -258,8 +259,9 @@ def test_behaviour_table_says_whether_bos_was_prepended(folder, tmp_path):
     path = formats.jsonl(tmp_path / "wg.jsonl", formats.WINOGRANDE)
     for flag, expected in (("--no-prepend-bos", False), ("--prepend-bos", True)):
         out = tmp_path / flag
-        assert main(["--model", str(folder), "--data", str(path), flag, *FAST, "--probes", "none",
-                     "--out", str(out)]) == 0  # fmt: skip
+        with pytest.warns(DataWarning, match="wg: 1 item"):
+            assert main(["--model", str(folder), "--data", str(path), flag, *FAST, "--probes", "none",
+                         "--out", str(out)]) == 0  # fmt: skip
         rows = json.loads((out / "results.json").read_text())["results"]["wg"]["behaviour"]
         assert {r["bos_prepended"] for r in rows} == {expected}
         assert [r["method"] for r in rows][:4] == ["full scoring", "partial scoring", "question scoring",
