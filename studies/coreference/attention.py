@@ -127,24 +127,33 @@ def select_and_test(
 
 
 def twin_difference(
-    measured: Sequence[Measured], records: Sequence[dict], query: int, role: str
+    measured: Sequence[Measured],
+    pairs: Sequence[tuple[int, int]],
+    aligned: Sequence[bool],
+    query: int,
+    role: str,
 ) -> dict[str, float | int]:
     """Largest difference between twins, at a query role, of the heads' masses and of the residual stream.
+
+    Args:
+        pairs: comparable twin pairs, as indices into ``measured``.
+        aligned: per pair, whether the twins' texts agree up to the end of the pronoun (the switch comes
+            after it).
 
     Returns ``pairs`` (twin pairs compared, split by whether the switch comes after the pronoun) and the
     largest absolute differences ``mass_after``/``resid_after`` and ``mass_before``/``resid_before``.
     """
-    by_schema: dict[str, list[int]] = {}
-    for i, r in enumerate(records):
-        by_schema.setdefault(r["schema_id"], []).append(i)
     out: dict[str, float | int] = {}
     for label, after in (("after", True), ("before", False)):
         mass_d, resid_d, n = 0.0, 0.0, 0
-        for a, b in (v for v in by_schema.values() if len(v) == 2):
-            if records[a]["switch_after_pronoun"] != after:
+        for (a, b), is_after in zip(pairs, aligned, strict=True):
+            if is_after != after:
                 continue
             n += 1
-            mass_d = max(mass_d, float(np.nanmax(np.abs(measured[a].mass[query] - measured[b].mass[query]))))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a role both twins lack: all NaN
+                diff = np.nanmax(np.abs(measured[a].mass[query] - measured[b].mass[query]))
+            mass_d = max(mass_d, float(np.nan_to_num(diff)))
             if role in measured[a].features:
                 diff = np.abs(measured[a].features[role] - measured[b].features[role])
                 resid_d = max(resid_d, float(diff.max()))

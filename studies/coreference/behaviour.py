@@ -3,24 +3,49 @@
 Twins have opposite answers, so any rule that ignores the switch word (always the first candidate, always
 the candidate nearest the pronoun) is right on exactly one twin of each pair: 50% accuracy and 0% pair
 accuracy by construction. Pair accuracy (both twins right) is the number that shows the model used the switch.
+
+Each row also carries ``stderr``, the standard error lm-eval-harness reports (the sample standard deviation of
+the 0/1 scores over the square root of n), so a row can be read beside published "acc ± stderr" numbers.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pandas as pd
 
 from interp.analysis import wilson_interval
 
-METHODS = ("full", "partial", "question")
+METHODS = ("full", "partial", "question", "lm_eval")
+LABELS = {
+    "full": "full scoring",
+    "partial": "partial scoring",
+    "question": "question scoring",
+    "lm_eval": "partial scoring, lm-eval-harness rules",
+}
+"""How each scoring method is named in the tables."""
+
+
+def stderr(k: int, n: int) -> float:
+    """lm-eval-harness's standard error of a mean of ``n`` 0/1 scores with ``k`` ones.
+
+    >>> round(stderr(160, 273), 4)  # 160 of wsc273's 273 right: "0.586 ± 0.030"
+    0.0299
+    """
+    if n < 2:
+        return float("nan")
+    p = k / n
+    return math.sqrt(p * (1 - p) * n / (n - 1)) / math.sqrt(n)
 
 
 def accuracy_row(name: str, correct: Sequence[bool], pairs: Sequence[tuple[bool, bool]] | None) -> dict:
-    """``method, n, accuracy, ci_low, ci_high, pairs, pair_accuracy, pair_ci_low, pair_ci_high``."""
+    """``method, n, correct, accuracy, ci_low, ci_high, stderr`` and, with pairs, ``pairs, pair_accuracy,
+    pair_ci_low, pair_ci_high``."""
     n, k = len(correct), int(sum(correct))
     low, high = wilson_interval(k, n)
-    row = {"method": name, "n": n, "correct": k, "accuracy": k / n, "ci_low": low, "ci_high": high}
+    row = {"method": name, "n": n, "correct": k, "accuracy": k / n if n else float("nan"),
+           "ci_low": low, "ci_high": high, "stderr": stderr(k, n)}  # fmt: skip
     if pairs:
         both = sum(a and b for a, b in pairs)
         plow, phigh = wilson_interval(both, len(pairs))
@@ -28,49 +53,66 @@ def accuracy_row(name: str, correct: Sequence[bool], pairs: Sequence[tuple[bool,
     return row
 
 
-def _pairs(records: Sequence[dict], ok) -> list[tuple[bool, bool]]:
-    by_schema: dict[str, list[bool]] = {}
-    for r in records:
-        by_schema.setdefault(r["schema_id"], []).append(bool(ok(r)))
-    return [tuple(v) for v in by_schema.values() if len(v) == 2]  # type: ignore[misc]
+def _pairs(
+    records: Sequence[dict], pairs: Sequence[tuple[int, int]], ok, keep=None
+) -> list[tuple[bool, bool]]:
+    """Per twin pair (indices into ``records``) whose both items pass ``keep``: whether each twin is right."""
+    return [(bool(ok(records[a])), bool(ok(records[b]))) for a, b in pairs
+            if keep is None or (keep(records[a]) and keep(records[b]))]  # fmt: skip
 
 
-def resolution_table(records: Sequence[dict]) -> pd.DataFrame:
-    """Accuracy of each scoring method and of the baselines on resolution records."""
+def resolution_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) -> pd.DataFrame:
+    """Accuracy of each scoring method and of the baselines on resolution records.
+
+    The baselines pick the candidate mentioned first or nearest before the pronoun; items whose candidate
+    positions are unknown are left out of them (their ``n`` says so).
+    """
     rows = []
     for method in METHODS:
         ok = lambda r, m=method: r["correct"][m]  # noqa: E731
-        rows.append(accuracy_row(f"{method} scoring", [ok(r) for r in records], _pairs(records, ok)))
+        rows.append(accuracy_row(LABELS[method], [ok(r) for r in records], _pairs(records, pairs, ok)))
+    known = lambda r: r.get("nearest_candidate") is not None  # noqa: E731
+    placed = [r for r in records if known(r)]
     baselines = {
-        "baseline: first candidate": lambda r: r["answer"] == 0,
-        "baseline: nearest candidate": lambda r: r["answer"] == 1,
+        "baseline: first candidate": lambda r: r["answer"] == 1 - r["nearest_candidate"],
+        "baseline: nearest candidate": lambda r: r["answer"] == r["nearest_candidate"],
     }
-    for name, ok in baselines.items():
-        rows.append(accuracy_row(name, [ok(r) for r in records], _pairs(records, ok)))
+    if placed:
+        for name, ok in baselines.items():
+            rows.append(accuracy_row(name, [ok(r) for r in placed], _pairs(records, pairs, ok, known)))
     frame = pd.DataFrame(rows)
     frame["chance"] = 0.5
     return frame
 
 
-def agreement_table(records: Sequence[dict]) -> pd.DataFrame:
+def agreement_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) -> pd.DataFrame:
     """Accuracy of the pronoun prediction, overall and on two-person prompts, with the baselines."""
     rows = []
     two = [r for r in records if r["two_people"]]
-    for label, subset in (("all prompts", records), ("two-person prompts", two)):
-        if not subset:
-            continue
-        ok = lambda r: r["correct"]  # noqa: E731
-        rows.append(accuracy_row(f"model, {label}", [ok(r) for r in subset], _pairs(subset, ok)))
+    is_two = lambda r: r["two_people"]  # noqa: E731
+    ok = lambda r: r["correct"]  # noqa: E731
+    rows.append(accuracy_row("model, all prompts", [ok(r) for r in records], _pairs(records, pairs, ok)))
     if two:
+        rows.append(
+            accuracy_row(
+                "model, two-person prompts", [ok(r) for r in two], _pairs(records, pairs, ok, is_two)
+            )
+        )
         recent = lambda r: r["antecedent_is_recent"]  # noqa: E731
         rows.append(
             accuracy_row(
-                "baseline: most recent name, two-person", [recent(r) for r in two], _pairs(two, recent)
+                "baseline: most recent name, two-person",
+                [recent(r) for r in two],
+                _pairs(records, pairs, recent, is_two),
             )
         )
         first = lambda r: not r["antecedent_is_recent"]  # noqa: E731
         rows.append(
-            accuracy_row("baseline: first name, two-person", [first(r) for r in two], _pairs(two, first))
+            accuracy_row(
+                "baseline: first name, two-person",
+                [first(r) for r in two],
+                _pairs(records, pairs, first, is_two),
+            )
         )
     frame = pd.DataFrame(rows)
     frame["chance"] = [1 / len(records[0]["targets"])] * len(frame)

@@ -24,8 +24,8 @@ import torch
 
 from interp import distributed
 from interp.analysis import attribution_patch, verify_top_k
-from studies.coreference.data import AgreementItem, ResolutionItem
 from studies.coreference.forward import has_lm_head, prepend_bos
+from studies.coreference.items import AgreementItem, ResolutionItem
 from studies.coreference.measure import agreement_spans, resolution_spans, target_ids
 from studies.coreference.texts import question_prompt
 
@@ -62,8 +62,12 @@ def _roles(tokens, spans: dict, order: Sequence[str], n_pos: int) -> list[str]:
     return roles
 
 
-def make_pairs(model, pairs: Sequence[tuple], limit: int) -> tuple[list[Pair], int]:
-    """The first ``limit`` twin pairs whose texts tokenize to the same length, and how many qualified."""
+def make_pairs(model, pairs: Sequence[tuple], limit: int, bos: bool | None = None) -> tuple[list[Pair], int]:
+    """The first ``limit`` twin pairs whose texts tokenize to the same length, and how many qualified.
+
+    The pairs must be comparable (same candidates and pronoun, or targets: see
+    :class:`~studies.coreference.twins.Pairing`); ``bos`` as in :func:`~studies.coreference.forward.prepend_bos`.
+    """
     lm = has_lm_head(model)
     out, kept = [], 0
     for a, b in pairs:
@@ -75,7 +79,7 @@ def make_pairs(model, pairs: Sequence[tuple], limit: int) -> tuple[list[Pair], i
             texts = [a.prompt, b.prompt]
             spans = agreement_spans(a)
             order = ROLES_AGREEMENT
-        tokens = model.to_tokens(texts, prepend_bos=prepend_bos(model), padding_side="right")
+        tokens = model.to_tokens(texts, prepend_bos=prepend_bos(model, bos), padding_side="right")
         if not bool(tokens.mask.all()):
             continue
         kept += 1
@@ -83,24 +87,24 @@ def make_pairs(model, pairs: Sequence[tuple], limit: int) -> tuple[list[Pair], i
             continue
         ids, mask = tokens
         roles = _roles(tokens, spans, order, ids.shape[1])
-        metric = _lm_metric(model, a, b, ids.shape[1]) if lm else _stream_metric(model, tokens, spans, a)
+        metric = _lm_metric(model, a, b, bos) if lm else _stream_metric(model, tokens, spans, a)
         out.append(Pair((a.id, b.id), ids, ids.flip(0), metric, roles, ids.shape[1]))
     return out, kept
 
 
-def _answer_ids(model, item) -> list[int]:
+def _answer_ids(model, item, bos: bool | None) -> list[int]:
     if isinstance(item, AgreementItem):
-        return target_ids(model, item)
+        return target_ids(model, item, bos)
     q = question_prompt(item)
     ids = []
     for answer in q.answers:
-        tokens = model.tokenizer.to_tokens(q.prefix + answer, prepend_bos=prepend_bos(model))
+        tokens = model.tokenizer.to_tokens(q.prefix + answer, prepend_bos=prepend_bos(model, bos))
         ids.append(int(tokens.ids[0, tokens.span_positions(len(q.prefix), len(q.prefix) + len(answer))[0]]))
     return ids
 
 
-def _lm_metric(model, a, b, n_pos: int):
-    t = _answer_ids(model, a)
+def _lm_metric(model, a, b, bos: bool | None):
+    t = _answer_ids(model, a, bos)
     signs = torch.tensor([1.0 if x.answer == 0 else -1.0 for x in (a, b)])
 
     def metric(logits: torch.Tensor) -> torch.Tensor:

@@ -48,10 +48,19 @@ def has_lm_head(model) -> bool:
     return model.cfg.lm_head != "none" and model.cfg.causal
 
 
-def prepend_bos(model) -> bool | None:
-    """Prepend BOS for causal scoring when the vocabulary has one, so the first word is scored too."""
+def prepend_bos(model, choice: bool | None = None) -> bool | None:
+    """The ``prepend_bos`` to tokenize with: ``choice`` when given (``--prepend-bos``/``--no-prepend-bos``),
+    else BOS for causal scoring when the vocabulary has one, so the first word is scored too."""
+    if choice is not None:
+        return choice
     tokenizer = model.tokenizer
     return True if model.cfg.causal and tokenizer.bos_id is not None else None
+
+
+def bos_prepended(model, choice: bool | None = None) -> bool:
+    """Whether the texts the model reads start with a BOS token (for the report)."""
+    value = prepend_bos(model, choice)
+    return bool(model.tokenizer.prepends_bos) if value is None else value
 
 
 @torch.no_grad()
@@ -62,14 +71,16 @@ def run_batches(
     batch_size: int,
     names_filter=None,
     progress: tqdm | None = None,
+    bos: bool | None = None,
 ) -> Iterator[Batch]:
-    """Run ``model`` over ``texts`` in batches, yielding one :class:`Batch` each."""
+    """Run ``model`` over ``texts`` in batches, yielding one :class:`Batch` each (``bos``: see
+    :func:`prepend_bos`)."""
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}; it must be at least 1")
     lm = has_lm_head(model)
     for start in range(0, len(texts), batch_size):
         chunk = list(texts[start : start + batch_size])
-        tokens = model.to_tokens(chunk, prepend_bos=prepend_bos(model), padding_side="right")
+        tokens = model.to_tokens(chunk, prepend_bos=prepend_bos(model, bos), padding_side="right")
         ids, mask = tokens
         if names_filter is None:
             out, cache = model(ids, mask), None
@@ -103,3 +114,22 @@ def span_sum(batch: Batch, row: int, start: int, end: int | None = None) -> floa
             f"a scored token has no log-probability (it is the first token) in {batch.tokens.texts[row]!r}"
         )
     return float(values.sum())
+
+
+def scored_sum(batch: Batch, row: int) -> float:
+    """Sum of the log-probabilities of every token of ``row`` that has one (all but a first token that no
+    BOS predicts)."""
+    real = batch.tokens.mask[row].cpu().bool() & ~batch.tokens.special[row]
+    values = batch.logprobs[row][real]
+    return float(values[~values.isnan()].sum())
+
+
+def tail_sum(batch: Batch, row: int, start: int) -> float:
+    """Sum of the log-probabilities of the tokens of ``row`` from position ``start`` to its last real token
+    (lm-eval-harness's continuation: the tokens after those of the context)."""
+    n_real = int(batch.tokens.mask[row].sum())
+    if not 0 < start < n_real:
+        raise ValueError(
+            f"the context covers {start} of the {n_real} tokens of {batch.tokens.texts[row]!r}; nothing to score"
+        )
+    return float(batch.logprobs[row, start:n_real].sum())

@@ -7,7 +7,9 @@ For a resolution item the model reads (causal LM) the question prompt with the f
 which holds the sentence as its prefix, so one cached pass gives the question score, the attention from the
 pronoun, the switch word, the sentence's full stop and the prompt's last token, and the probe features; the
 second candidate needs its own pass only when it is more than one token; the two substitutions give the full
-and partial scores. An encoder reads the sentence alone (no scoring).
+and partial scores, and the lm-eval-harness score too where its text is the same (else it gets a pass of its
+own). An encoder reads the sentence alone (no scoring). A role an item lacks (no switch word, a candidate not
+found) gives NaN attention masses, which the reductions skip.
 """
 
 from __future__ import annotations
@@ -20,9 +22,18 @@ import torch
 from tqdm import tqdm
 
 from interp.analysis import span_attention
-from studies.coreference.data import AgreementItem, ResolutionItem
-from studies.coreference.forward import Batch, has_lm_head, run_batches, span_sum
-from studies.coreference.texts import question_prompt, sentence_end, substitute
+from studies.coreference.forward import (
+    Batch,
+    bos_prepended,
+    has_lm_head,
+    prepend_bos,
+    run_batches,
+    scored_sum,
+    span_sum,
+    tail_sum,
+)
+from studies.coreference.items import AgreementItem, ResolutionItem
+from studies.coreference.texts import lm_eval_texts, question_prompt, sentence_end, substitute
 
 BY = ("weight", "norm")
 RESOLUTION_QUERIES = ("pronoun", "switch", "end", "final")
@@ -89,22 +100,22 @@ def _features(batch: Batch, model, positions: Sequence[Sequence[int]]) -> list[n
     return [stream[row, :, list(pos)].transpose(0, 1).float().numpy() for row, pos in enumerate(positions)]
 
 
-def resolution_spans(item: ResolutionItem, causal: bool) -> tuple[str, dict[str, tuple[int, int]]]:
-    """The cached text of an item and the character spans of its roles and candidates in it."""
+def _span(offset: int | None, piece: str | None) -> tuple[int, int] | None:
+    return None if offset is None or piece is None else (offset, offset + len(piece))
+
+
+def resolution_spans(item: ResolutionItem, causal: bool) -> tuple[str, dict[str, tuple[int, int] | None]]:
+    """The cached text of an item and the character spans of its roles and candidates in it (``None`` for
+    a role the item lacks)."""
     s = item.sentence
     text = question_prompt(item).prefix + question_prompt(item).answers[0] if causal else s
+    offsets = item.candidate_char_offsets or (None, None)
     spans = {
-        "pronoun": (item.pronoun_char_offset, item.pronoun_char_offset + len(item.pronoun)),
-        "switch": (item.switch_char_offset, item.switch_char_offset + len(item.switch_word)),
+        "pronoun": (item.pronoun_char_offset, item.pronoun_end),
+        "switch": _span(item.switch_char_offset, item.switch_word),
         "end": sentence_end(s),
-        "candidate 0": (
-            item.candidate_char_offsets[0],
-            item.candidate_char_offsets[0] + len(item.candidates[0]),
-        ),
-        "candidate 1": (
-            item.candidate_char_offsets[1],
-            item.candidate_char_offsets[1] + len(item.candidates[1]),
-        ),
+        "candidate 0": _span(offsets[0], item.candidates[0]),
+        "candidate 1": _span(offsets[1], item.candidates[1]),
     }
     if causal:
         prefix = question_prompt(item).prefix
@@ -114,25 +125,32 @@ def resolution_spans(item: ResolutionItem, causal: bool) -> tuple[str, dict[str,
 
 
 def measure_resolution(
-    model, items: Sequence[ResolutionItem], *, batch_size: int = 16, progress: bool = True
+    model,
+    items: Sequence[ResolutionItem],
+    *,
+    batch_size: int = 16,
+    progress: bool = True,
+    bos: bool | None = None,
 ) -> list[Measured]:
     """Score, attention masses and probe features for each resolution item (see the module docstring).
 
     Items are taken ``batch_size`` at a time, and each such chunk's passes are batched on their own, so a
     chunk is computed the same way whichever items come before it (ranks holding whole chunks agree exactly
-    with one process).
+    with one process). ``bos``: ``--prepend-bos`` (True), ``--no-prepend-bos`` (False) or the default (None).
     """
     causal = has_lm_head(model)
     bar = tqdm(total=len(items), desc="resolution items", unit="item", disable=not progress, leave=False)
     out: list[Measured] = []
     for start in range(0, len(items), batch_size):
-        out += _resolution_chunk(model, items[start : start + batch_size], causal)
+        out += _resolution_chunk(model, items[start : start + batch_size], causal, bos)
         bar.update(min(batch_size, len(items) - start))
     bar.close()
     return out
 
 
-def _resolution_chunk(model, items: Sequence[ResolutionItem], causal: bool) -> list[Measured]:
+def _resolution_chunk(
+    model, items: Sequence[ResolutionItem], causal: bool, bos: bool | None
+) -> list[Measured]:
     """One cached pass over the chunk, then (causal LM) the substitutions and the multi-token answers."""
     batch_size = len(items)
     queries = RESOLUTION_QUERIES if causal else RESOLUTION_QUERIES[:3]
@@ -141,16 +159,17 @@ def _resolution_chunk(model, items: Sequence[ResolutionItem], causal: bool) -> l
     if causal:
         for i, item in enumerate(items):
             q = question_prompt(item)
-            if _n_answer_tokens(model, q.prefix, q.answers[1]) > 1:
+            if _n_answer_tokens(model, q.prefix, q.answers[1], bos) > 1:
                 extra[i] = q.prefix + q.answers[1]
     out: list[Measured] = []
     question = np.full((len(items), 2), np.nan)
-    (batch,) = run_batches(model, texts, batch_size=batch_size, names_filter=cache_names(model))
+    (batch,) = run_batches(model, texts, batch_size=batch_size, names_filter=cache_names(model), bos=bos)
     q_masks = torch.stack([_mask(batch, [s[r] for s in spans], True) for r in queries])
     k_masks = torch.stack([_mask(batch, [s[k] for s in spans], False) for k in RESOLUTION_KEYS])
     mass = head_masses(model, batch, q_masks, k_masks)
     positions = [
-        {r: int(q_masks[qi, j].nonzero()[0]) for qi, r in enumerate(queries)} for j in range(len(items))
+        {r: int(q_masks[qi, j].nonzero()[0]) for qi, r in enumerate(queries) if bool(q_masks[qi, j].any())}
+        for j in range(len(items))
     ]
     roles = [r for r in ("pronoun", "end", "final") if r in queries]
     features = _features(batch, model, [[pos[r] for r in roles] for pos in positions])
@@ -159,38 +178,57 @@ def _resolution_chunk(model, items: Sequence[ResolutionItem], causal: bool) -> l
         if causal:
             question[i, 0] = span_sum(batch, i, *spans[i]["answer 0"])
             if i not in extra:
-                question[i, 1] = _single_token_logprob(model, batch, i, items[i])
+                question[i, 1] = _single_token_logprob(model, batch, i, items[i], bos)
         out.append(Measured({}, mass[i], dict(zip(roles, features[i], strict=True)), pos))
     del batch
     full = np.full((len(items), 2), np.nan)
     partial = np.full((len(items), 2), np.nan)
+    lm_eval = np.full((len(items), 2), np.nan)
     if causal:
+        scored_from_start = bos_prepended(model, bos)
         subs = [substitute(item, c) for item in items for c in (0, 1)]
-        for batch in run_batches(model, [s.text for s in subs], batch_size=batch_size):
+        harness = [lm_eval_texts(item, c) for item in items for c in (0, 1)]
+        context_tokens = [
+            int(model.tokenizer.to_tokens(h.context, prepend_bos=prepend_bos(model, bos)).mask.sum())
+            for h in harness
+        ]
+        for batch in run_batches(model, [s.text for s in subs], batch_size=batch_size, bos=bos):
             for j in range(len(batch.tokens.texts)):
                 k = batch.start + j
-                full[k // 2, k % 2] = span_sum(batch, j, 0)
+                full[k // 2, k % 2] = span_sum(batch, j, 0) if scored_from_start else scored_sum(batch, j)
                 partial[k // 2, k % 2] = span_sum(batch, j, subs[k].end)
+                if harness[k].text == subs[k].text:
+                    lm_eval[k // 2, k % 2] = tail_sum(batch, j, context_tokens[k])
+        own: dict[str, list[int]] = {}  # lm-eval texts that differ from the substitution: their own passes
+        for k, h in enumerate(harness):
+            if h.text != subs[k].text:
+                own.setdefault(h.text, []).append(k)
+        for batch in run_batches(model, list(own), batch_size=batch_size, bos=bos):
+            for j, text in enumerate(batch.tokens.texts):
+                for k in own[text]:
+                    lm_eval[k // 2, k % 2] = tail_sum(batch, j, context_tokens[k])
         order = sorted(extra)
-        for batch in run_batches(model, [extra[i] for i in order], batch_size=batch_size):
+        for batch in run_batches(model, [extra[i] for i in order], batch_size=batch_size, bos=bos):
             for j in range(len(batch.tokens.texts)):
                 i = order[batch.start + j]
                 prefix = question_prompt(items[i]).prefix
                 question[i, 1] = span_sum(batch, j, len(prefix), len(batch.tokens.texts[j]))
     for i, (item, m) in enumerate(zip(items, out, strict=True)):
-        m.record = resolution_record(item, full[i], partial[i], question[i], causal)
+        m.record = resolution_record(item, full[i], partial[i], question[i], causal, lm_eval[i])
     return out
 
 
-def _n_answer_tokens(model, prefix: str, answer: str) -> int:
-    tokens = model.tokenizer.to_tokens(prefix + answer)
+def _n_answer_tokens(model, prefix: str, answer: str, bos: bool | None = None) -> int:
+    tokens = model.tokenizer.to_tokens(prefix + answer, prepend_bos=prepend_bos(model, bos))
     return len(tokens.span_positions(len(prefix), len(prefix) + len(answer)))
 
 
-def _single_token_logprob(model, batch: Batch, row: int, item: ResolutionItem) -> float:
+def _single_token_logprob(
+    model, batch: Batch, row: int, item: ResolutionItem, bos: bool | None = None
+) -> float:
     """Log-probability of the one-token second answer, read at the prompt's end in the cached pass."""
     q = question_prompt(item)
-    tokens = model.tokenizer.to_tokens(q.prefix + q.answers[1], prepend_bos=_bos(model))
+    tokens = model.tokenizer.to_tokens(q.prefix + q.answers[1], prepend_bos=prepend_bos(model, bos))
     position = tokens.span_positions(len(q.prefix), len(q.prefix) + len(q.answers[1]))[0]
     token = int(tokens.ids[0, position])
     if not torch.equal(tokens.ids[0, :position].cpu(), batch.tokens.ids[row, :position].cpu()):
@@ -198,36 +236,37 @@ def _single_token_logprob(model, batch: Batch, row: int, item: ResolutionItem) -
     return float(batch.logits[row, position - 1].log_softmax(-1)[token])
 
 
-def _bos(model) -> bool | None:
-    from studies.coreference.forward import prepend_bos
-
-    return prepend_bos(model)
-
-
 def _pick(scores: np.ndarray) -> int | None:
     return None if np.isnan(scores).any() else int(np.argmax(scores))
 
 
-def resolution_record(item: ResolutionItem, full, partial, question, causal: bool) -> dict:
+def nearest_candidate(item: ResolutionItem) -> int | None:
+    """Index of the candidate mentioned closer before the pronoun (``None`` when a position is unknown)."""
+    offsets = item.candidate_char_offsets
+    if offsets is None or None in offsets:
+        return None
+    return int(offsets[1] > offsets[0])  # type: ignore[operator]
+
+
+def resolution_record(item: ResolutionItem, full, partial, question, causal: bool, lm_eval=None) -> dict:
     record = {
         "id": item.id,
         "schema_id": item.schema_id,
         "answer": item.answer,
         "candidates": list(item.candidates),
-        "switch_after_pronoun": item.switch_char_offset > item.pronoun_char_offset,
+        "switch_after_pronoun": (
+            None if item.switch_char_offset is None else item.switch_char_offset > item.pronoun_char_offset
+        ),
+        "nearest_candidate": nearest_candidate(item),
     }
     if not causal:
         return record
-    preds = {name: _pick(v) for name, v in (("full", full), ("partial", partial), ("question", question))}
-    record.update(
-        full=[float(x) for x in full],
-        partial=[float(x) for x in partial],
-        question=[float(x) for x in question],
-        pred_full=preds["full"],
-        pred_partial=preds["partial"],
-        pred_question=preds["question"],
-        correct={name: pred == item.answer for name, pred in preds.items()},
-    )
+    lm_eval = np.full(2, np.nan) if lm_eval is None else lm_eval
+    scores = (("full", full), ("partial", partial), ("question", question), ("lm_eval", lm_eval))
+    preds = {name: _pick(v) for name, v in scores}
+    record.update({name: [float(x) for x in v] for name, v in scores})
+    record.update({f"pred_{name}": pred for name, pred in preds.items()})
+    record["correct"] = {name: pred == item.answer for name, pred in preds.items()}
     return record
 
 
@@ -241,11 +280,11 @@ def agreement_spans(item: AgreementItem) -> dict[str, tuple[int, int] | None]:
     }
 
 
-def target_ids(model, item: AgreementItem) -> list[int]:
+def target_ids(model, item: AgreementItem, bos: bool | None = None) -> list[int]:
     """First token of each target pronoun as it follows the prompt."""
     ids = []
     for target in item.targets:
-        tokens = model.tokenizer.to_tokens(item.prompt + target, prepend_bos=_bos(model))
+        tokens = model.tokenizer.to_tokens(item.prompt + target, prepend_bos=prepend_bos(model, bos))
         ids.append(
             int(tokens.ids[0, tokens.span_positions(len(item.prompt), len(item.prompt) + len(target))[0]])
         )
@@ -257,7 +296,12 @@ def target_ids(model, item: AgreementItem) -> list[int]:
 
 
 def measure_agreement(
-    model, items: Sequence[AgreementItem], *, batch_size: int = 16, progress: bool = True
+    model,
+    items: Sequence[AgreementItem],
+    *,
+    batch_size: int = 16,
+    progress: bool = True,
+    bos: bool | None = None,
 ) -> list[Measured]:
     """Target logits, attention from the prediction position and probe features for each agreement item."""
     causal = has_lm_head(model)
@@ -265,7 +309,7 @@ def measure_agreement(
     out: list[Measured] = []
     texts = [item.prompt for item in items]
     for batch in run_batches(
-        model, texts, batch_size=batch_size, names_filter=cache_names(model), progress=bar
+        model, texts, batch_size=batch_size, names_filter=cache_names(model), progress=bar, bos=bos
     ):
         rows = range(batch.start, batch.start + len(batch.tokens.texts))
         row_spans = [agreement_spans(items[i]) for i in rows]
@@ -291,7 +335,7 @@ def measure_agreement(
                 or item.antecedent_char_offset > item.distractor_char_offset,
             }
             if causal:
-                logits = batch.logits[j, pos["final"], target_ids(model, item)]
+                logits = batch.logits[j, pos["final"], target_ids(model, item, bos)]
                 others = [float(x) for k, x in enumerate(logits) if k != item.answer]
                 record.update(
                     target_logits=[float(x) for x in logits],

@@ -24,14 +24,14 @@ SEED = (
 
 
 @torch.no_grad()
-def seed_picture(model, heads: Sequence[tuple[int, int]]) -> dict:
+def seed_picture(model, heads: Sequence[tuple[int, int]], bos: bool | None = None) -> dict:
     """Norms, twin differences, logit lens and source contributions for the seed pair.
 
     Returns a dict with ``tokens`` (both rows), ``positions`` (it, end), ``norms`` ``[2, n_layers + 1]``,
     ``twin_diff`` ``{role: [n_layers + 1]}``, ``lens`` (a frame or None), ``sources`` (a frame), and
     ``patterns`` ``{(layer, head): [2, pos, pos]}``.
     """
-    tokens = model.to_tokens(list(SEED), prepend_bos=prepend_bos(model), padding_side="right")
+    tokens = model.to_tokens(list(SEED), prepend_bos=prepend_bos(model, bos), padding_side="right")
     ids, mask = tokens
     n = model.cfg.n_layers
     names = [f"blocks.{layer}.hook_resid_pre" for layer in range(n)] + [f"blocks.{n - 1}.hook_resid_post"]

@@ -11,6 +11,7 @@ from interp.report import Report, figures
 from studies.coreference.behaviour import verdict
 from studies.coreference.measure import BY
 from studies.coreference.picture import SEED
+from studies.coreference.report_data import data_section
 
 N_EXAMPLES = 6
 
@@ -57,11 +58,15 @@ def write_report(report: Report, model, config, results: Sequence, picture: dict
 def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
     a, label = result.analysis, result.name
     kind = result.kind
-    report.add_section(f"Behaviour: {label}")
     out: dict = {"kind": kind, "n_items": len(result.records), "items": result.records}
+    if result.data is not None:
+        data_section(report, result, out)
+    report.add_section(f"Behaviour: {label}")
     if "behaviour" in a:
         table = a["behaviour"]
-        report.add_table(f"{label}_behaviour", table, caption="Accuracy with 95% Wilson intervals")
+        bos = "a BOS token prepended" if bool(table["bos_prepended"].iloc[0]) else "no BOS token"
+        caption = f"Accuracy with 95% Wilson intervals and lm-eval-harness's stderr; texts read with {bos}"
+        report.add_table(f"{label}_behaviour", table, caption=caption)
         main = table.iloc[2] if kind == "resolution" else table.iloc[0]
         sentences = [
             verdict(row, name, f"{label} ({row['method']})")
@@ -87,7 +92,8 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
     report.add_section(f"Probes: {label}")
     probes = a["probes"]
     if not len(probes):
-        report.add_text("Probes were not run (--probes none).")
+        reason = a.get("probes_skipped") or "probes were not run"
+        report.add_text(reason[:1].upper() + reason[1:] + ".")
         out["probes"] = []
         return out
     report.add_table(
@@ -150,6 +156,8 @@ def _attention_section(report: Report, result, out: dict) -> None:
         for qi, q in enumerate(result.queries)
     }
     out["heads"] = _records(heads)
+    if a.get("heads_skipped"):
+        report.add_text(f"No held-out head test: {a['heads_skipped']}.")
     significant = heads[heads["p_holm"] < 0.05] if len(heads) else heads
     if len(heads):
         top = heads.iloc[0]

@@ -21,6 +21,12 @@ and each head's output ``hook_z`` from one twin into the other, pooled over pair
 the sweep, exact patching for the top slots. Probes: per-layer logistic regression for the referent, split
 by twin pair, with a shuffled-label control.
 
+Data. The shipped sets (``winograd``, ``agreement``) or any file of a supported format (``--data PATH``,
+repeatable; the study's own JSONL with only the defining fields, WinoGrande, SuperGLUE WSC, the WSC XML,
+``winograd_wsc`` JSONL, DPR). Every file is read and checked before the model is loaded; items without a
+usable twin still get behaviour scoring, attention and probes, and the report says how many items each
+analysis used and why it left the others out.
+
 Run time (``interp study coreference``, both data sets, 522 items, 16 twin pairs patched per set, probes at
 two positions per set): see ``studies/coreference/README.md`` for the measured time; the report's manifest
 records each run's (``wall_time_s``). Under ``torchrun`` the forward passes and the patching are shared out
@@ -29,21 +35,21 @@ among ranks and the report is the same, number for number.
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from interp import distributed
 from interp.load import PACKAGED_MODELS, load
 from interp.registry import study_parser
 from interp.report import Report
-from studies.coreference.data import SHIPPED, load_items, split_by_schema, twin_pairs
-from studies.coreference.forward import has_lm_head
+from studies.coreference.data import FORMATS, SHIPPED, DataSet
+from studies.coreference.forward import bos_prepended, has_lm_head
+from studies.coreference.held_out import held_out_heads, probes_for
 from studies.coreference.measure import (
     AGREEMENT_QUERIES,
     RESOLUTION_QUERIES,
@@ -51,6 +57,8 @@ from studies.coreference.measure import (
     measure_agreement,
     measure_resolution,
 )
+from studies.coreference.plan import Planned, plan
+from studies.coreference.twins import Pairing
 
 DESCRIPTION = "Pronoun coreference: behaviour, attention, patching, probes, on Winograd-style twins."
 
@@ -61,12 +69,14 @@ class CoreferenceConfig:
 
     model: str = "smollm2-135m"
     data: tuple[str, ...] = ("winograd", "agreement")
+    format: str | None = None
     limit: int | None = None
     batch_size: int = 16
     patch_pairs: int = 16
     top_k: int = 5
     probe_steps: int = 100
     probes: str = "all"
+    prepend_bos: bool | None = None
     seed: int = 0
 
 
@@ -81,12 +91,24 @@ class DataResult:
     records: list[dict]
     queries: tuple[str, ...]
     analysis: dict
+    data: DataSet | None = None
+    pairing: Pairing | None = None
 
 
 def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
     parser = study_parser("coreference", DESCRIPTION)
-    parser.add_argument("--data", action="append", help="winograd, agreement or a JSONL path (repeatable)")
-    parser.add_argument("--limit", type=int, default=None, help="use the first N items (twins kept together)")
+    parser.add_argument(
+        "--data",
+        action="append",
+        help="winograd, agreement or a data file of any supported format (repeatable)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=tuple(FORMATS),
+        default=None,
+        help="read every --data file as this format (default: told from the fields)",
+    )
+    parser.add_argument("--limit", type=int, default=None, help="use the first N items (whole schemas kept)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument(
         "--patch-pairs",
@@ -101,26 +123,33 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
         default="all",
         help="probe positions: the referent's and the prediction position (all), the latter only, or none",
     )
+    parser.add_argument(
+        "--prepend-bos",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="start every scored text with BOS, or not (default: when the vocabulary has one)",
+    )
     args = parser.parse_args(argv)
-    if args.limit is not None and args.limit < 2:
-        parser.error(f"--limit {args.limit}: give at least 2 items (one twin pair)")
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit {args.limit}: give at least 1 item")
+    data = tuple(args.data or ("winograd", "agreement"))
+    if args.format is not None and all(name in SHIPPED for name in data):
+        parser.error(
+            f"--format {args.format}: it applies to data files; {', '.join(data)} are read as shipped"
+        )
     config = CoreferenceConfig(
         model=args.model,
-        data=tuple(args.data or ("winograd", "agreement")),
+        data=data,
+        format=args.format,
         limit=args.limit,
         batch_size=args.batch_size,
         patch_pairs=args.patch_pairs,
         top_k=args.top_k,
         probes=args.probes,
+        prepend_bos=args.prepend_bos,
         seed=args.seed,
     )
     return config, {"out": args.out, "device": args.device, "dtype": args.dtype, "quiet": args.quiet}
-
-
-def data_path(name: str) -> Path:
-    if name in SHIPPED:
-        return Path(str(resources.files("studies").joinpath("data", SHIPPED[name])))
-    return Path(name)
 
 
 def model_path(name: str) -> Path | None:
@@ -129,12 +158,19 @@ def model_path(name: str) -> Path | None:
     return Path(name)
 
 
-def take(items: list, limit: int | None) -> list:
-    """The first ``limit`` items in file order, rounded up to whole twin pairs."""
-    if limit is None:
-        return items
-    keep = {x.id for pair in twin_pairs(items)[: (limit + 1) // 2] for x in pair}
-    return [x for x in items if x.id in keep]
+def check_scoring(model, config: CoreferenceConfig) -> None:
+    """Refuse a BOS choice the model cannot take, before any forward pass."""
+    if config.prepend_bos is None:
+        return
+    flag = "--prepend-bos" if config.prepend_bos else "--no-prepend-bos"
+    if not has_lm_head(model):
+        raise ValueError(
+            f"{flag}: {config.model} has no language-model head; the flag sets how scored texts start"
+        )
+    if config.prepend_bos and model.tokenizer.bos_id is None:
+        raise ValueError(
+            f"--prepend-bos: the tokenizer of {config.model} has no BOS token; run without the flag"
+        )
 
 
 def chunks(items: list, batch_size: int) -> list[list[int]]:
@@ -149,11 +185,17 @@ def chunks(items: list, batch_size: int) -> list[list[int]]:
 def measure(model, items: list, config: CoreferenceConfig, progress: bool) -> list[Measured] | None:
     """The per-item map, sharded across ranks by whole batches (so every batch is the one a single process
     runs, and the numbers agree exactly); rank 0 gets every record in item order, others ``None``."""
-    plan = chunks(items, config.batch_size)
-    span = distributed.shard_range(len(plan))
-    local = [i for chunk in plan[span.start : span.stop] for i in chunk]
+    plan_ = chunks(items, config.batch_size)
+    span = distributed.shard_range(len(plan_))
+    local = [i for chunk in plan_[span.start : span.stop] for i in chunk]
     fn = measure_agreement if items[0].kind == "agreement" else measure_resolution
-    measured = fn(model, [items[i] for i in local], batch_size=config.batch_size, progress=progress)
+    measured = fn(
+        model,
+        [items[i] for i in local],
+        batch_size=config.batch_size,
+        progress=progress,
+        bos=config.prepend_bos,
+    )
     for i, m in zip(local, measured, strict=True):
         m.positions["item"] = i
     parts = distributed.gather_objects(measured)
@@ -162,14 +204,17 @@ def measure(model, items: list, config: CoreferenceConfig, progress: bool) -> li
     return sorted((m for part in parts for m in part), key=lambda m: m.positions["item"])
 
 
-def analyse(model, name: str, items: list, measured: list[Measured] | None, config: CoreferenceConfig):
+def analyse(model, planned: Planned, measured: list[Measured] | None, config: CoreferenceConfig):
     """The reductions over one data set's records; every rank takes part in the patching, rank 0 gets the
     :class:`DataResult` (others ``None``)."""
-    from studies.coreference import attention, behaviour, causal, probes
+    from studies.coreference import attention, behaviour, causal
+    from studies.coreference.coverage import coverage_table
 
+    items, pairing = planned.data.items, planned.pairing
     kind = items[0].kind
     roles = causal.ROLES_RESOLUTION if kind == "resolution" else causal.ROLES_AGREEMENT
-    pairs, kept = causal.make_pairs(model, twin_pairs(items), config.patch_pairs)
+    comparable = [(items[a], items[b]) for a, b in pairing.comparable]
+    pairs, kept = causal.make_pairs(model, comparable, config.patch_pairs, config.prepend_bos)
     swept = causal.sweep(model, pairs, roles, 3, config.top_k) if pairs else None
     if measured is None:
         return None
@@ -180,37 +225,25 @@ def analyse(model, name: str, items: list, measured: list[Measured] | None, conf
     )
     out: dict = {}
     if lm:
-        out["behaviour"] = (
-            behaviour.resolution_table if kind == "resolution" else behaviour.agreement_table
-        )(records)
+        table = behaviour.resolution_table if kind == "resolution" else behaviour.agreement_table
+        out["behaviour"] = table(records, pairing.pairs)
+        out["behaviour"]["bos_prepended"] = bos_prepended(model, config.prepend_bos)
     targets = [r["answer"] for r in records] if kind == "resolution" else [0] * len(records)
     right, margin = attention.picks(measured, targets)
     out["head_accuracy"] = attention.head_accuracy(right)
-    first, _ = split_by_schema(items, 0.5, config.seed)
-    select = np.isin([x.id for x in items], [x.id for x in first])
-    out["heads"] = attention.select_and_test(right, margin, select, queries, config.top_k)
+    out["heads"], out["heads_skipped"] = held_out_heads(items, right, margin, queries, config)
     if kind == "resolution":
         out["twins"] = {
-            q: attention.twin_difference(measured, records, qi, q) for qi, q in enumerate(queries)
+            q: attention.twin_difference(measured, pairing.comparable, pairing.aligned, qi, q)
+            for qi, q in enumerate(queries)
         }
-    out["pairs_kept"], out["pairs_total"], out["pairs_used"] = kept, len(twin_pairs(items)), len(pairs)
+    out["pairs_kept"], out["pairs_total"], out["pairs_used"] = kept, len(comparable), len(pairs)
     if swept is not None:
         out.update(swept)
     out["roles"] = roles
-    out["probes"] = probes.probe_table(
-        measured, records, probe_roles(kind, lm, config.probes), config.seed, config.probe_steps
-    )
-    return DataResult(name, kind, items, measured, records, queries, out)
-
-
-def probe_roles(kind: str, lm: bool, which: str) -> tuple[str, ...]:
-    """Where the probes read the stream: the referent's own position and the prediction position
-    (``which="all"``), only the latter (``"final"``), or nowhere (``"none"``)."""
-    if kind == "resolution":
-        roles = ("pronoun", "final") if lm else ("pronoun", "end")
-    else:
-        roles = ("antecedent", "final")
-    return {"all": roles, "final": roles[-1:], "none": ()}[which]
+    out["probes"], out["probes_skipped"] = probes_for(measured, records, kind, lm, config)
+    out["coverage"] = coverage_table(planned, records, out, lm)
+    return DataResult(planned.label, kind, items, measured, records, queries, out, planned.data, pairing)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -219,13 +252,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     with distributed.session():
+        planned = plan(config.data, config.format, config.limit)  # every file checked before the model loads
+        if distributed.rank() == 0:
+            for p in planned:
+                p.data.warn(p.label)
         model = load(config.model, device=run["device"], dtype=run["dtype"])
+        check_scoring(model, config)
         progress = not run["quiet"] and distributed.rank() == 0
         results = []
-        for name in config.data:
-            items = take(load_items(name), config.limit)
-            measured = measure(model, items, config, progress)
-            result = analyse(model, name, items, measured, config)
+        for p in planned:
+            measured = measure(model, p.data.items, config, progress)
+            result = analyse(model, p, measured, config)
             if result is not None:
                 results.append(result)
         if distributed.rank() == 0:
@@ -233,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from studies.coreference.report import write_report
 
             heads = top_heads(results)
-            picture = seed_picture(model, heads)
+            picture = seed_picture(model, heads, config.prepend_bos)
             report = Report(
                 run["out"],
                 "Pronoun coreference",
@@ -243,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 config=config,
                 model=config.model,
                 model_path=model_path(config.model),
-                data_paths=[data_path(name) for name in config.data],
+                data_paths=[p.data.path for p in planned],
                 device=str(model.device),
                 dtype=model.dtype,
             )
