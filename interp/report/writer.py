@@ -174,7 +174,7 @@ class Report:
         *,
         caption: str | None = None,
         max_rows: int = 100,
-        digits: int = 4,
+        digits: int | Mapping[str, int] = 4,
         index: bool | None = None,
     ) -> None:
         """Add a table: all rows to ``tables/NAME.csv``, the first ``max_rows`` to the page.
@@ -184,7 +184,8 @@ class Report:
             frame: The table. It is copied, so later changes to it do not show.
             caption: Text above the table.
             max_rows: Rows shown in the page; a note links to the CSV for the rest.
-            digits: Significant digits of floats in the page (the CSV keeps 6).
+            digits: Significant digits of floats in the page, also inside cells holding lists (the CSV keeps
+                6); a mapping gives them per column (others get 4), e.g. ``{"p": 2, "accuracy": 3}``.
             index: Whether to write the index; by default only when it is not a plain 0..n-1 range.
         """
         self._claim(name, "table")
@@ -192,6 +193,15 @@ class Report:
             raise TypeError(f"table {name!r} must be a pandas DataFrame, got {type(frame).__name__}")
         if max_rows < 1:
             raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+        per_column = digits.values() if isinstance(digits, Mapping) else [digits]
+        if not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 17 for d in per_column):
+            raise ValueError(
+                f"table {name!r}: digits must be an int from 1 to 17 (or a mapping of them), got {digits!r}"
+            )
+        if isinstance(digits, Mapping):
+            unknown = sorted(map(str, set(digits) - set(frame.columns)))
+            if unknown:
+                raise ValueError(f"table {name!r}: digits name columns {unknown} that it does not have")
         if index is None:
             index = not (
                 isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1

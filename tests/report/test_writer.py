@@ -377,3 +377,44 @@ def test_check_report_folder_accepts_new_empty_and_earlier_reports(tmp_path, mak
     (out / "notes.md").write_text("mine")
     assert check_report_folder(out) == ["notes.md"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "r"]
+
+
+def test_tables_round_floats_inside_lists_and_per_column(tmp_path):
+    frame = pd.DataFrame(
+        {
+            "scores": [[-70.3240966796875, -74.39200592041016], [1.0, None]],
+            "vector": [np.array([0.123456789, 2.0]), np.array([np.nan, 3.5])],
+            "names": [("a", "b"), ["c"]],
+            "p": [0.0123456, 0.5],
+            "accuracy": [0.812345, 1 / 3],
+        }
+    )
+    report = Report(tmp_path / "r", "T")
+    report.add_table("t", frame, digits={"p": 2, "accuracy": 3})
+    out = report.write()
+    page = (out / "index.html").read_text()
+    table = page[page.index('id="tab-t"') :]
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", table[: table.index("</table>")])
+    assert cells == [
+        "[-70.32, -74.39]",
+        "[0.1235, 2]",
+        "[&#x27;a&#x27;, &#x27;b&#x27;]",
+        "0.012",
+        "0.812",
+        "[1, None]",
+        "[nan, 3.5]",
+        "[&#x27;c&#x27;]",
+        "0.5",
+        "0.333",
+    ]
+    csv = (out / "tables" / "t.csv").read_text().splitlines()
+    assert csv[1] == '"[-70.3241, -74.392]","[0.123457, 2]","(\'a\', \'b\')",0.0123456,0.812345'
+    assert frame["scores"][0] == [-70.3240966796875, -74.39200592041016]  # the caller's frame is untouched
+
+
+def test_table_digits_are_checked(tmp_path):
+    report = Report(tmp_path / "r", "T")
+    with pytest.raises(ValueError, match=r"digits must be an int from 1 to 17 .*got 0"):
+        report.add_table("a", pd.DataFrame({"x": [1.0]}), digits=0)
+    with pytest.raises(ValueError, match=r"digits name columns \['y'\] that it does not have"):
+        report.add_table("b", pd.DataFrame({"x": [1.0]}), digits={"y": 2})
