@@ -408,7 +408,7 @@ def test_tables_round_floats_inside_lists_and_per_column(tmp_path):
         "0.333",
     ]
     csv = (out / "tables" / "t.csv").read_text().splitlines()
-    assert csv[1] == '"[-70.3241, -74.392]","[0.123457, 2]","(\'a\', \'b\')",0.0123456,0.812345'
+    assert csv[1] == '"[-70.3241, -74.392]","[0.123457, 2]","[\'a\', \'b\']",0.0123456,0.812345'
     assert frame["scores"][0] == [-70.3240966796875, -74.39200592041016]  # the caller's frame is untouched
 
 
