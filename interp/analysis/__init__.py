@@ -27,7 +27,13 @@ from interp.analysis.norms import apply_norm, linearise_norm
 from interp.analysis.patching import Slot, hook_names_for, patch, run_patched
 from interp.analysis.probes import ProbeResult, probe_layers, train_probe
 from interp.analysis.sources import attention_norms, source_contributions
-from interp.analysis.stats import binomial_test, holm, wilson_interval
+from interp.analysis.stats import (
+    binomial_test,
+    bootstrap_mean_interval,
+    holm,
+    mean_interval,
+    wilson_interval,
+)
 
 __all__ = [
     "MissingHooksError",
@@ -40,6 +46,7 @@ __all__ = [
     "attention_norms",
     "attribution_patch",
     "binomial_test",
+    "bootstrap_mean_interval",
     "component_table",
     "decompose_names",
     "decompose_resid",
@@ -54,6 +61,7 @@ __all__ = [
     "linearise_norm",
     "logit_lens",
     "logit_lens_top",
+    "mean_interval",
     "patch",
     "previous_token_scores",
     "probe_layers",

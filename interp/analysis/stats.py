@@ -1,10 +1,11 @@
-"""Intervals, tests and corrections for counts: the statistics studies report next to their numbers.
+"""Intervals, tests and corrections: the statistics studies report next to their numbers.
 
-A study's accuracies are counts of successes out of trials, so three tools cover what the reports need: the
+Most of a study's accuracies are counts of successes out of trials, so three tools cover them: the
 Wilson score interval of a proportion (Wilson 1927; it stays inside [0, 1] and keeps close to its nominal
 coverage at small n and near 0 or 1, where the normal interval does not), the exact binomial test, and the
 Holm-Bonferroni step-down correction for testing several heads at once (Holm 1979; it controls the
-family-wise error rate like Bonferroni and rejects at least as often).
+family-wise error rate like Bonferroni and rejects at least as often). Means of measurements get a normal
+interval (:func:`mean_interval`) or a percentile bootstrap (:func:`bootstrap_mean_interval`).
 
 They are written here rather than taken from ``scipy.stats`` (``binomtest``, its
 ``proportion_ci(method="wilson")``; Holm is not in scipy), which would make scipy a runtime dependency for
@@ -20,6 +21,8 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Literal
+
+import numpy as np
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -110,8 +113,51 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def _floats(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """A 1-d float array; float32 input stays float32, so its means are the ones float32 arithmetic gives."""
+    x = np.asarray(values)
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    if x.ndim != 1 or len(x) == 0:
+        raise ValueError(f"values must be a non-empty 1-d sequence, got shape {x.shape}")
+    return x
+
+
 def _check_counts(successes: int, n: int) -> None:
     if n <= 0:
         raise ValueError(f"n={n}; a confidence interval or test needs at least one trial")
     if not 0 <= successes <= n:
         raise ValueError(f"successes={successes} is not between 0 and n={n}")
+
+
+def mean_interval(values: Sequence[float] | np.ndarray, z: float = 1.96) -> tuple[float, float, float]:
+    """The mean and its normal-approximation interval, ``mean -+ z * sd / sqrt(n)``; 95% by default.
+
+    With fewer than two values the interval is ``(nan, nan)``: one value says nothing about its spread.
+
+    >>> [round(v, 4) for v in mean_interval([1.0, 2.0, 3.0, 4.0])]
+    [2.5, 1.2348, 3.7652]
+    """
+    x = _floats(values)
+    mean = float(np.mean(x))
+    half = z * float(np.std(x, ddof=1)) / math.sqrt(len(x)) if len(x) > 1 else float("nan")
+    return mean, mean - half, mean + half
+
+
+def bootstrap_mean_interval(
+    values: Sequence[float] | np.ndarray, n_boot: int, seed: int, level: float = 0.95
+) -> tuple[float, float, float]:
+    """The mean and its percentile bootstrap interval: ``n_boot`` resamples with replacement, seeded.
+
+    >>> mean, low, high = bootstrap_mean_interval([0.0, 1.0] * 20, n_boot=200, seed=0)
+    >>> mean, low < 0.5 < high
+    (0.5, True)
+    """
+    x = _floats(values)
+    if n_boot < 1 or not 0 < level < 1:
+        raise ValueError(f"n_boot={n_boot}, level={level}; give n_boot >= 1 and a level between 0 and 1")
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(1)  # [resample]
+    tail = round(50 * (1 - level), 10)  # percent in each tail: 2.5 exactly for a 95% interval
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(x.mean()), float(low), float(high)

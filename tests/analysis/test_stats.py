@@ -7,6 +7,7 @@ import math
 import pytest
 
 from interp.analysis import binomial_test, holm, wilson_interval
+from interp.analysis.stats import bootstrap_mean_interval, mean_interval
 
 stats = pytest.importorskip("scipy.stats")
 
@@ -99,3 +100,33 @@ def test_binomial_test_is_exact_where_floats_would_round():
     assert below == sorted(below) and below[-1] == 1.0 and above[0] == 1.0
     for k in range(30):
         assert below[k] + above[k + 1] == pytest.approx(1.0, abs=1e-15)
+
+
+def test_docstring_examples():
+    import doctest
+
+    from interp.analysis import stats as module
+
+    result = doctest.testmod(module)
+    assert result.attempted >= 6 and result.failed == 0
+
+
+def test_mean_intervals():
+    import numpy as np
+
+    x = np.array([0.5, 1.5, 2.0, 4.0])
+    mean, low, high = mean_interval(x)
+    half = 1.96 * math.sqrt(sum((v - 2.0) ** 2 for v in x) / 3) / 2  # sd with n - 1, over sqrt(n)
+    assert (mean, low, high) == pytest.approx((2.0, 2.0 - half, 2.0 + half))
+    assert all(math.isnan(v) for v in mean_interval([3.0])[1:])
+    rng = np.random.default_rng(0)
+    values = rng.normal(1.0, 1.0, size=400)
+    mean, low, high = bootstrap_mean_interval(values, n_boot=2000, seed=1)
+    _, normal_low, normal_high = mean_interval(values)
+    assert mean == pytest.approx(values.mean())
+    assert (low, high) == pytest.approx((normal_low, normal_high), abs=0.02)  # both about the same at n=400
+    assert bootstrap_mean_interval(values, 2000, 1) == (mean, low, high)  # seeded
+    float32 = values.astype(np.float32)
+    assert bootstrap_mean_interval(float32, 10, 0)[0] == float(float32.mean())
+    with pytest.raises(ValueError, match=r"non-empty 1-d sequence, got shape \(0,\)"):
+        mean_interval([])
