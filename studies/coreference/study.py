@@ -39,9 +39,9 @@ import numpy as np
 import torch
 
 from interp import distributed
-from interp.load import PACKAGED_MODELS, load
+from interp.load import PACKAGED_MODELS
 from interp.registry import study_parser
-from interp.report import Report
+from interp.study import StudyRun, check_data_files, start
 from studies.coreference.data import SHIPPED, load_items, split_by_schema, twin_pairs
 from studies.coreference.forward import has_lm_head
 from studies.coreference.measure import (
@@ -83,8 +83,8 @@ class DataResult:
     analysis: dict
 
 
-def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
-    parser = study_parser("coreference", DESCRIPTION)
+def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, StudyRun]:
+    parser = study_parser("coreference", DESCRIPTION, model_required=True)
     parser.add_argument("--data", action="append", help="winograd, agreement or a JSONL path (repeatable)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N items (twins kept together)")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -101,9 +101,12 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
         default="all",
         help="probe positions: the referent's and the prediction position (all), the latter only, or none",
     )
-    args = parser.parse_args(argv)
+    run = start(parser, argv)
+    args = run.args
     if args.limit is not None and args.limit < 2:
         parser.error(f"--limit {args.limit}: give at least 2 items (one twin pair)")
+    shipped = ", ".join(SHIPPED)
+    check_data_files([data_path(name) for name in args.data or ()], f"or a shipped data set ({shipped})")
     config = CoreferenceConfig(
         model=args.model,
         data=tuple(args.data or ("winograd", "agreement")),
@@ -114,7 +117,7 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
         probes=args.probes,
         seed=args.seed,
     )
-    return config, {"out": args.out, "device": args.device, "dtype": args.dtype, "quiet": args.quiet}
+    return config, run
 
 
 def data_path(name: str) -> Path:
@@ -219,8 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     with distributed.session():
-        model = load(config.model, device=run["device"], dtype=run["dtype"])
-        progress = not run["quiet"] and distributed.rank() == 0
+        model = run.load(config.model)
+        progress = not run.args.quiet and distributed.rank() == 0
         results = []
         for name in config.data:
             items = take(load_items(name), config.limit)
@@ -234,12 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             heads = top_heads(results)
             picture = seed_picture(model, heads)
-            report = Report(
-                run["out"],
+            report = run.report(
                 "Pronoun coreference",
                 subtitle="Does the model resolve the pronoun, and which heads carry the referent?",
-                command=["interp", "study", "coreference", *(argv or [])],
-                seed=config.seed,
                 config=config,
                 model=config.model,
                 model_path=model_path(config.model),
