@@ -111,83 +111,7 @@ def build_report(
             else "No trained model was asked for (--model '')."
         )
     else:
-        norms, lens, dla, tops = trained["norms"], trained["lens"], trained["dla"], trained["tops"]
-        report.add_text(
-            f"**{model}**, {len(SENTENCES)} prompts, every position but the first. The writes are "
-            "smaller "
-            f"than the stream they join: attention writes {norms.attn_over_stream.median():.2f} and the MLP "
-            f"{norms.mlp_over_stream.median():.2f} of the stream's norm (medians over layers; largest "
-            f"{norms.attn_over_stream.max():.2f} and {norms.mlp_over_stream.max():.2f}). The stream after a "
-            f"block keeps a cosine of {norms.cos_before_after.median():.2f} with the stream before it "
-            "(median; "
-            f"lowest {norms.cos_before_after.min():.2f}, at layer {int(norms.cos_before_after.idxmin())}). "
-            f"Position 0 is apart: its stream reaches a norm of {norms.stream_norm_position0.max():.0f}, "
-            f"against {norms.stream_norm.max():.0f} for the others."
-        )
-        report.add_figure(
-            "write_norms",
-            figures.line_plot(
-                norms.layer,
-                {
-                    "attention write / stream": norms.attn_over_stream,
-                    "MLP write / stream": norms.mlp_over_stream,
-                    "cos(stream before, after)": norms.cos_before_after,
-                },
-                title=f"{model}: writes against the stream",
-                ylabel="ratio / cosine",
-            ),
-        )
-        report.add_table("write_norms", norms, caption="Per layer; positions 1 and later unless marked.")
-        by_depth = lens.groupby("depth").agg(
-            prob=("prob", "mean"), rank=("rank", "median"), top1=("rank", lambda r: float((r == 0).mean()))
-        )
-        first_top = int(by_depth.index[by_depth.top1 >= 0.5].min()) if (by_depth.top1 >= 0.5).any() else None
-        report.add_text(
-            "Logit lens: the final top token's probability read from each layer's stream rises from "
-            f"{by_depth.prob.iloc[0]:.2g} at the embeddings to {by_depth.prob.iloc[-1]:.2f} at the end; it "
-            "is "
-            "the top token of at least half the prompts from "
-            + (
-                f"stream {first_top} of {len(by_depth) - 1}"
-                if first_top is not None
-                else "no intermediate stream"
-            )
-            + f" on. Final top tokens: {', '.join(repr(t) for t in tops)}."
-        )
-        report.add_figure(
-            "logit_lens",
-            figures.line_plot(
-                by_depth.index.to_numpy(),
-                {"P(final top token)": by_depth.prob, "share of prompts where it is top-1": by_depth.top1},
-                title=f"{model}: logit lens",
-                xlabel="stream (0 = embeddings, L = final)",
-                ylabel="probability / share",
-            ),
-        )
-        report.add_table("logit_lens", lens, caption="Rank (0 = top) and probability of the final top token.")
-        kind = dla.component.map(
-            lambda c: "attention" if "H" in c else ("MLP" if "mlp" in c.lower() else "other")
-        )
-        by_kind = dla.assign(kind=kind).groupby("kind").value.sum()
-        top = dla.reindex(dla.value.abs().sort_values(ascending=False).index).head(10)
-        report.add_text(
-            "Direct logit attribution of the final top token (mean over prompts; the parts sum to the logit, "
-            f"{dla.value.sum():.2f}): attention heads {by_kind.get('attention', 0.0):.2f}, MLPs "
-            f"{by_kind.get('MLP', 0.0):.2f}, embeddings and biases {by_kind.get('other', 0.0):.2f}. Largest "
-            "components: "
-            + ", ".join(f"{c} {v:+.2f}" for c, v in zip(top.component, top.value, strict=True))
-            + "."
-        )
-        report.add_table("dla", dla, caption="Direct logit attribution per component, mean over prompts.")
-        report.add_headline("median attention write / stream", float(norms.attn_over_stream.median()))
-        report.add_headline("median MLP write / stream", float(norms.mlp_over_stream.median()))
-        report.add_headline("median cos(stream before, after block)", float(norms.cos_before_after.median()))
-        results["trained"] = {
-            "write_norms": norms.to_dict(orient="records"),
-            "logit_lens_prob": by_depth.prob.tolist(),
-            "dla_by_kind": by_kind.to_dict(),
-            "top_tokens": tops,
-        }
+        results["trained"] = _trained_section(report, model, trained)
     report.add_section(
         "Conclusion",
         "With the skip path the gradient reaches the first of 96 blocks at the size it has at the last, "
@@ -199,3 +123,84 @@ def build_report(
     )
     report.add_results(results)
     return report
+
+
+def _trained_section(report: Report, model: str, trained: dict) -> dict:
+    """The trained model's writes, logit lens and logit attribution; returns their numbers for the results."""
+    norms, lens, dla, tops = trained["norms"], trained["lens"], trained["dla"], trained["tops"]
+    report.add_text(
+        f"**{model}**, {len(SENTENCES)} prompts, every position but the first. The writes are "
+        "smaller "
+        f"than the stream they join: attention writes {norms.attn_over_stream.median():.2f} and the MLP "
+        f"{norms.mlp_over_stream.median():.2f} of the stream's norm (medians over layers; largest "
+        f"{norms.attn_over_stream.max():.2f} and {norms.mlp_over_stream.max():.2f}). The stream after a "
+        f"block keeps a cosine of {norms.cos_before_after.median():.2f} with the stream before it "
+        "(median; "
+        f"lowest {norms.cos_before_after.min():.2f}, at layer {int(norms.cos_before_after.idxmin())}). "
+        f"Position 0 is apart: its stream reaches a norm of {norms.stream_norm_position0.max():.0f}, "
+        f"against {norms.stream_norm.max():.0f} for the others."
+    )
+    report.add_figure(
+        "write_norms",
+        figures.line_plot(
+            norms.layer,
+            {
+                "attention write / stream": norms.attn_over_stream,
+                "MLP write / stream": norms.mlp_over_stream,
+                "cos(stream before, after)": norms.cos_before_after,
+            },
+            title=f"{model}: writes against the stream",
+            ylabel="ratio / cosine",
+        ),
+    )
+    report.add_table("write_norms", norms, caption="Per layer; positions 1 and later unless marked.")
+    by_depth = lens.groupby("depth").agg(
+        prob=("prob", "mean"), rank=("rank", "median"), top1=("rank", lambda r: float((r == 0).mean()))
+    )
+    first_top = int(by_depth.index[by_depth.top1 >= 0.5].min()) if (by_depth.top1 >= 0.5).any() else None
+    report.add_text(
+        "Logit lens: the final top token's probability read from each layer's stream rises from "
+        f"{by_depth.prob.iloc[0]:.2g} at the embeddings to {by_depth.prob.iloc[-1]:.2f} at the end; it "
+        "is "
+        "the top token of at least half the prompts from "
+        + (
+            f"stream {first_top} of {len(by_depth) - 1}"
+            if first_top is not None
+            else "no intermediate stream"
+        )
+        + f" on. Final top tokens: {', '.join(repr(t) for t in tops)}."
+    )
+    report.add_figure(
+        "logit_lens",
+        figures.line_plot(
+            by_depth.index.to_numpy(),
+            {"P(final top token)": by_depth.prob, "share of prompts where it is top-1": by_depth.top1},
+            title=f"{model}: logit lens",
+            xlabel="stream (0 = embeddings, L = final)",
+            ylabel="probability / share",
+        ),
+    )
+    report.add_table("logit_lens", lens, caption="Rank (0 = top) and probability of the final top token.")
+    kind = dla.component.map(
+        lambda c: "attention" if "H" in c else ("MLP" if "mlp" in c.lower() else "other")
+    )
+    by_kind = dla.assign(kind=kind).groupby("kind").value.sum()
+    top = dla.reindex(dla.value.abs().sort_values(ascending=False).index).head(10)
+    report.add_text(
+        "Direct logit attribution of the final top token (mean over prompts; the parts sum to the logit, "
+        f"{dla.value.sum():.2f}): attention heads {by_kind.get('attention', 0.0):.2f}, MLPs "
+        f"{by_kind.get('MLP', 0.0):.2f}, embeddings and biases {by_kind.get('other', 0.0):.2f}. Largest "
+        "components: "
+        + ", ".join(f"{c} {v:+.2f}" for c, v in zip(top.component, top.value, strict=True))
+        + "."
+    )
+    report.add_table("dla", dla, caption="Direct logit attribution per component, mean over prompts.")
+    report.add_headline("median attention write / stream", float(norms.attn_over_stream.median()))
+    report.add_headline("median MLP write / stream", float(norms.mlp_over_stream.median()))
+    report.add_headline("median cos(stream before, after block)", float(norms.cos_before_after.median()))
+    return {
+        "write_norms": norms.to_dict(orient="records"),
+        "logit_lens_prob": by_depth.prob.tolist(),
+        "dla_by_kind": by_kind.to_dict(),
+        "top_tokens": tops,
+    }

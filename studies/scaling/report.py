@@ -35,9 +35,30 @@ def build_report(
     skipped: dict,
 ) -> Report:
     """Fill ``report`` from the measured tables, and return it."""
-    unscaled = mc[~mc.scaled].set_index("d_k")
-    scaled = mc[mc.scaled].set_index("d_k")
-    d_max, d_min = max(cfg.d_ks), min(cfg.d_ks)
+    _hypothesis(report, cfg, seed, baseline)
+    _monte_carlo_sections(report, cfg, mc, baseline)
+    results_trained = _trained_section(report, trained, skipped)
+    report.add_section(
+        "Conclusion",
+        "The claim holds, with one qualification. Unscaled, the variance of q·k grows as d_k, the softmax "
+        "saturates, and for the typical query the gradient through it collapses by orders of magnitude; "
+        "scaled, the pattern keeps the statistics of N(0, 1) scores at every width. The qualification: the "
+        "mean gradient does not vanish, because near-tied queries keep it; what vanishes is the share of "
+        "queries that learn.",
+    )
+    report.add_results(
+        {
+            "monte_carlo": mc.to_dict(orient="records"),
+            "baseline": baseline,
+            "trained": results_trained,
+            "skipped": skipped,
+        }
+    )
+    return report
+
+
+def _hypothesis(report: Report, cfg: ScalingConfig, seed: int, baseline: dict) -> None:
+    """The claim, the Monte Carlo's design and the baselines."""
     report.add_section(
         "Hypothesis and metric",
         "With unit-variance, independent components, Var(q·k) = d_k. Unscaled, the scores' spread grows like "
@@ -54,6 +75,13 @@ def build_report(
         f"softmax of i.i.d. N(0, 1) scores (entropy {baseline['entropy']:.3f} nats, largest weight "
         f"{baseline['max_weight']:.3f}), which the scaled case should match.",
     )
+
+
+def _monte_carlo_sections(report: Report, cfg: ScalingConfig, mc: pd.DataFrame, baseline: dict) -> None:
+    """The variance of q·k, then saturation and gradients, with their figures, table and headlines."""
+    unscaled = mc[~mc.scaled].set_index("d_k")
+    scaled = mc[mc.scaled].set_index("d_k")
+    d_max, d_min = max(cfg.d_ks), min(cfg.d_ks)
     report.add_section("Variance of q·k", None)
     worst = float((mc.var_ratio - 1).abs().max())
     report.add_text(
@@ -166,6 +194,9 @@ def build_report(
         note=f"scaled: {scaled['frac_jacobian_lt_1e-3'][d_max]:.0%}",
     )
 
+
+def _trained_section(report: Report, trained: dict, skipped: dict) -> dict:
+    """Each trained model's score spread and entropies; returns their numbers for ``results.json``."""
     report.add_section("Trained models")
     results_trained = {}
     for name, frame in trained.items():
@@ -230,23 +261,7 @@ def build_report(
         report.add_text(f"Skipped **{name}**: {reason}.")
     if not trained and not skipped:
         report.add_text("No trained model was requested.")
-    report.add_section(
-        "Conclusion",
-        "The claim holds, with one qualification. Unscaled, the variance of q·k grows as d_k, the softmax "
-        "saturates, and for the typical query the gradient through it collapses by orders of magnitude; "
-        "scaled, the pattern keeps the statistics of N(0, 1) scores at every width. The qualification: the "
-        "mean gradient does not vanish, because near-tied queries keep it; what vanishes is the share of "
-        "queries that learn.",
-    )
-    report.add_results(
-        {
-            "monte_carlo": mc.to_dict(orient="records"),
-            "baseline": baseline,
-            "trained": results_trained,
-            "skipped": skipped,
-        }
-    )
-    return report
+    return results_trained
 
 
 def _slug(name: str) -> str:
