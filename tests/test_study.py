@@ -268,3 +268,24 @@ def test_study_help_lists_the_shared_flags(study, capsys):
     assert exit.value.code == 0
     out = capsys.readouterr().out
     assert all(flag in out for flag in ("--out", "--device", "--dtype", "--seed", "--quiet"))
+
+
+def test_residual_refuses_a_model_without_unembedding_before_the_random_stacks(tmp_path, capsys, monkeypatch):
+    from interp import TransformerConfig
+    from interp.study import StudyRun
+
+    encoder = HookedTransformer(
+        TransformerConfig(n_layers=1, d_model=16, n_heads=2, d_vocab=10, n_ctx=8, lm_head="none", seed=0)
+    )
+    monkeypatch.setattr(StudyRun, "load", lambda self, name: encoder)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the random stacks ran before the model was checked")
+
+    monkeypatch.setattr(importlib.import_module("studies.residual.study"), "gradient_table", refuse)
+    folder = tmp_path / "encoder"
+    folder.mkdir()
+    status, err = _run(["study", "residual", "--model", str(folder), "--out", str(tmp_path / "r")], capsys)
+    assert status == 2
+    assert f"--model {folder} has no unembedding" in _one_line(err)
+    assert not (tmp_path / "r").exists()
