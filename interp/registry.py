@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
-from typing import NoReturn
+
+from interp.arguments import ArgumentParser
 
 GROUP = "interp.studies"
 
@@ -38,12 +39,13 @@ def run_study(name: str | None, argv: Sequence[str]) -> int:
     return int(load_study(name)(list(argv)) or 0)
 
 
-class StudyParser(argparse.ArgumentParser):
+class StudyParser(ArgumentParser):
     """A study's command line: flags are never abbreviated, and a mistake is one line and exit status 2.
 
-    Prefix matching is off (``allow_abbrev=False``), so ``--model`` is never taken for ``--models``. The
-    attributes say what :func:`interp.study.start` checks before any work: ``default_model`` or
-    ``default_models`` (used when the flag is not given), ``model_required`` and ``cpu_only``.
+    Prefix matching is off (``allow_abbrev=False``, from :class:`interp.arguments.ArgumentParser`), so
+    ``--model`` is never taken for ``--models``. The attributes say what :func:`interp.study.start` checks
+    before any work: ``default_model`` or ``default_models`` (used when the flag is not given),
+    ``model_required`` and ``cpu_only``.
     """
 
     def __init__(
@@ -56,16 +58,12 @@ class StudyParser(argparse.ArgumentParser):
         model_required: bool = False,
         cpu_only: str | None = None,
     ) -> None:
-        super().__init__(prog=f"interp study {name}", description=description, allow_abbrev=False)
+        super().__init__(prog=f"interp study {name}", description=description)
         self.study = name
         self.default_model = default_model
         self.default_models = default_models
         self.model_required = model_required
         self.cpu_only = cpu_only
-
-    def error(self, message: str) -> NoReturn:
-        """Print one line naming the problem (the usage is a ``--help`` away) and exit with status 2."""
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def study_parser(

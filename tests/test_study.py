@@ -64,9 +64,11 @@ def test_every_seed_study_is_registered():
 def test_device_cuda_on_a_cpu_only_torch_is_one_line_before_any_work(study, tmp_path, capsys, no_work):
     status, err = _run(["study", study, "--device", "cuda", "--out", str(tmp_path / "r")], capsys)
     line = _one_line(err)
-    assert status == 2
-    assert "--device cuda" in line and ("not available here" in line or "runs on the CPU only" in line)
-    assert "use --device cpu" in line or "drop --device" in line
+    assert status == 2 and "cuda" in line
+    # parse_device's own refusal ("cannot be used ... available here: cpu") where it checks availability,
+    # else the scaffold's probe ("not available here ... use --device cpu"); a CPU-only study says so first
+    assert any(reason in line for reason in ("cannot be used", "not available here", "runs on the CPU only"))
+    assert any(advice in line for advice in ("available here: cpu", "use --device cpu", "drop --device"))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -117,6 +119,12 @@ def test_unusable_out_is_one_line_before_any_work_and_loses_nothing(
     assert status == 2
     assert expected in line and str(out) in line
     assert _files(tmp_path) == before
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="no /proc on this system")
+def test_out_in_proc_is_refused_even_for_root(capsys, no_work):
+    status, err = _run(["study", "heads", "--out", "/proc/interp-reports/heads"], capsys)
+    assert status == 2 and "cannot create files in '/proc'" in _one_line(err)
 
 
 def test_unwritable_out_by_permissions(tmp_path, capsys, no_work):
