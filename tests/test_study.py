@@ -266,7 +266,7 @@ def test_checks_accept_what_works_and_find_models(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no model 'nope': it is not a packaged model"):
         find_model("nope")
     with pytest.raises(StudyInputError, match=r"the demo study runs on the CPU only \(timings\)"):
-        check_device("cuda", "demo", cpu_only="timings")
+        check_device("meta", "demo", cpu_only="timings")
 
 
 @pytest.mark.parametrize("study", STUDIES)
