@@ -11,4 +11,11 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
 fi
 source scripts/setup.sh test
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# The page JavaScript (interp/report/assets/*.js) is linted with the eslint pinned in package-lock.json:
+# npm ci installs it into node_modules/ (about 15 s), then the lint runs offline and a finding fails the run.
+if command -v npm >/dev/null 2>&1 && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error; then
+  node_modules/.bin/eslint interp/report/assets
+else
+  echo "npm is missing or could not install eslint; the page JavaScript is not linted" >&2
+fi
 python -m pytest -q -p no:cacheprovider "$@"

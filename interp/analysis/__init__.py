@@ -1,5 +1,8 @@
 """Analysis over a model and its activations: decompositions, attribution, patching, head scores, probes.
 
+The statistics reports put next to these numbers (Wilson intervals, the exact binomial test, Holm's
+correction) are in :mod:`interp.analysis.stats`.
+
 Functions take ``(model, cache)`` or ``(model, tokens)`` and return tensors or pandas DataFrames with named
 columns (``layer``, ``head``, ``position``, ``value``...). Each needs specific hooks in the cache; a missing
 one raises :class:`MissingHooksError` naming the hooks and the ``names_filter`` that captures them.
@@ -22,8 +25,15 @@ from interp.analysis.lens import accumulated_resid, logit_lens, logit_lens_top, 
 from interp.analysis.logit_attribution import component_table, direct_logit_attribution, dla_names
 from interp.analysis.norms import apply_norm, linearise_norm
 from interp.analysis.patching import Slot, hook_names_for, patch, run_patched
-from interp.analysis.probes import ProbeResult, probe_layers, train_probe, wilson_interval
+from interp.analysis.probes import ProbeResult, probe_layers, train_probe
 from interp.analysis.sources import attention_norms, source_contributions
+from interp.analysis.stats import (
+    binomial_test,
+    bootstrap_mean_interval,
+    holm,
+    mean_interval,
+    wilson_interval,
+)
 
 __all__ = [
     "MissingHooksError",
@@ -35,6 +45,8 @@ __all__ = [
     "apply_norm",
     "attention_norms",
     "attribution_patch",
+    "binomial_test",
+    "bootstrap_mean_interval",
     "component_table",
     "decompose_names",
     "decompose_resid",
@@ -43,11 +55,13 @@ __all__ = [
     "duplicate_token_scores",
     "first_token_scores",
     "head_table",
+    "holm",
     "hook_names_for",
     "induction_scores",
     "linearise_norm",
     "logit_lens",
     "logit_lens_top",
+    "mean_interval",
     "patch",
     "previous_token_scores",
     "probe_layers",

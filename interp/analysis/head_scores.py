@@ -10,7 +10,7 @@ Padding is excluded on both sides when an attention mask is given.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
@@ -78,6 +78,51 @@ def _tokens(tokens: torch.Tensor) -> torch.Tensor:
     return (tokens[None] if tokens.ndim == 1 else tokens).cpu()
 
 
+Targets = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""``(tokens [batch, pos], valid [batch, pos]) -> [batch, query, key]``: the keys a score counts per query."""
+
+
+def _relation_score(
+    model: nn.Module,
+    tokens: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    cache: ActivationCache | None,
+    targets: Targets,
+) -> torch.Tensor:
+    """The mass every head puts on the keys ``targets`` names, with padding left out on both sides."""
+    tokens = _tokens(tokens)
+    valid = _valid(tokens, attention_mask)
+    keys = targets(tokens, valid) & valid[:, :, None] & valid[:, None, :]  # [batch, query, key]
+    return _score(_patterns(model, tokens, attention_mask, cache), keys)
+
+
+def _previous(tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    n = tokens.shape[1]
+    below = torch.ones(n, n, dtype=torch.bool)
+    return (below.tril(-1) & ~below.tril(-2))[None]  # key == query - 1
+
+
+def _duplicate(tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    n = tokens.shape[1]
+    same = tokens[:, :, None] == tokens[:, None, :]  # [batch, query, key]
+    return same & torch.ones(n, n, dtype=torch.bool).tril(-1)  # an earlier key with the query's token
+
+
+def _induction(tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    # key k counts for query q when the real token before k equals the token at q, and k - 1 < q
+    n = tokens.shape[1]
+    before = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)  # [batch, key]
+    valid_before = torch.cat([torch.zeros_like(valid[:, :1]), valid[:, :-1]], dim=1)
+    follows = tokens[:, :, None] == before[:, None, :]  # [batch, query, key]
+    return follows & torch.ones(n, n, dtype=torch.bool).tril() & valid_before[:, None, :]
+
+
+def _first(tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    first = valid.long().argmax(1)  # [batch]: index of the first real token
+    is_first = torch.arange(tokens.shape[1])[None] == first[:, None]  # [batch, key]
+    return is_first[:, None, :] & ~is_first[:, :, None]  # later queries to the first key
+
+
 def previous_token_scores(
     model: nn.Module,
     tokens: torch.Tensor,
@@ -86,12 +131,7 @@ def previous_token_scores(
     cache: ActivationCache | None = None,
 ) -> torch.Tensor:
     """Mass on the immediately preceding real token: ``[n_layers, n_heads]``."""
-    tokens = _tokens(tokens)
-    valid = _valid(tokens, attention_mask)
-    n = tokens.shape[1]
-    offset = torch.ones(n, n, dtype=torch.bool).tril(-1) & ~torch.ones(n, n, dtype=torch.bool).tril(-2)
-    targets = offset[None] & valid[:, :, None] & valid[:, None, :]  # [batch, query, key]: key == query - 1
-    return _score(_patterns(model, tokens, attention_mask, cache), targets)
+    return _relation_score(model, tokens, attention_mask, cache, _previous)
 
 
 def duplicate_token_scores(
@@ -102,13 +142,7 @@ def duplicate_token_scores(
     cache: ActivationCache | None = None,
 ) -> torch.Tensor:
     """Mass on earlier occurrences of the query's own token: ``[n_layers, n_heads]``."""
-    tokens = _tokens(tokens)
-    valid = _valid(tokens, attention_mask)
-    n = tokens.shape[1]
-    same = tokens[:, :, None] == tokens[:, None, :]  # [batch, query, key]
-    earlier = torch.ones(n, n, dtype=torch.bool).tril(-1)
-    targets = same & earlier & valid[:, :, None] & valid[:, None, :]
-    return _score(_patterns(model, tokens, attention_mask, cache), targets)
+    return _relation_score(model, tokens, attention_mask, cache, _duplicate)
 
 
 def induction_scores(
@@ -127,16 +161,7 @@ def induction_scores(
     """
     if tokens is None:
         tokens = repeated_tokens(model.cfg.d_vocab, seq_len, batch, seed=seed)
-    tokens = _tokens(tokens)
-    valid = _valid(tokens, attention_mask)
-    n = tokens.shape[1]
-    # key k counts for query q when the token before k equals the token at q, and k - 1 < q
-    before = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)  # [batch, key]
-    valid_before = torch.cat([torch.zeros_like(valid[:, :1]), valid[:, :-1]], dim=1)
-    follows = tokens[:, :, None] == before[:, None, :]  # [batch, query, key]
-    allowed = torch.ones(n, n, dtype=torch.bool).tril()  # k <= q, i.e. k - 1 < q
-    targets = follows & allowed & valid[:, :, None] & (valid & valid_before)[:, None, :]
-    return _score(_patterns(model, tokens, attention_mask, cache), targets)
+    return _relation_score(model, tokens, attention_mask, cache, _induction)
 
 
 def first_token_scores(
@@ -147,13 +172,7 @@ def first_token_scores(
     cache: ActivationCache | None = None,
 ) -> torch.Tensor:
     """Mass on the first real token (the attention sink), over later queries: ``[n_layers, n_heads]``."""
-    tokens = _tokens(tokens)
-    valid = _valid(tokens, attention_mask)
-    first = valid.long().argmax(1)  # [batch]: index of the first real token
-    n = tokens.shape[1]
-    is_first = torch.arange(n)[None] == first[:, None]  # [batch, key]
-    targets = is_first[:, None, :] & valid[:, :, None] & ~is_first[:, :, None]  # [batch, query, key]
-    return _score(_patterns(model, tokens, attention_mask, cache), targets)
+    return _relation_score(model, tokens, attention_mask, cache, _first)
 
 
 def _span(spec, batch: int, n_pos: int, what: str) -> torch.Tensor:
@@ -236,21 +255,30 @@ def span_attention(
         weights = norms / norms.sum(-1, keepdim=True).clamp(min=1e-30)  # [layer, batch, head, q, k]
     batch, n_pos = weights.shape[1], weights.shape[-1]
     if all(stacked):
-        queries = _span_stack(query_positions, batch, n_pos, "query_positions").to(weights)
-        keys = _span_stack(key_positions, batch, n_pos, "key_positions").to(weights)
-        mass = torch.einsum("lbhqk,mbk->lbhqm", weights, keys)  # [layer, batch, head, query, key span]
-        summed = torch.einsum("lbhqm,nbq->bnmlh", mass, queries)  # [batch, query span, key span, layer, head]
-        count = queries.sum(-1).T[:, :, None, None, None]  # [batch, query span, 1, 1, 1]
-        empty = (count == 0) | (keys.sum(-1).T[:, None, :, None, None] == 0)
-        per_span = torch.where(empty, torch.nan, summed / count.clamp(min=1))
-        return per_span.nanmean(0) if reduce == "mean" else per_span
-    queries = _span(query_positions, batch, n_pos, "query_positions").to(weights)
-    keys = _span(key_positions, batch, n_pos, "key_positions").to(weights)
-    mass = torch.einsum("lbhqk,bk->lbhq", weights, keys)  # [layer, batch, head, query]
-    per_row = (
-        torch.einsum("lbhq,bq->blh", mass, queries) / queries.sum(1)[:, None, None]
-    )  # [batch, layer, head]
-    return per_row.mean(0) if reduce == "mean" else per_row
+        queries = _span_stack(query_positions, batch, n_pos, "query_positions")
+        keys = _span_stack(key_positions, batch, n_pos, "key_positions")
+    else:  # one span each, every row checked to select a position: a stack of one, without NaN rows
+        queries = _span(query_positions, batch, n_pos, "query_positions")[None]
+        keys = _span(key_positions, batch, n_pos, "key_positions")[None]
+    per_span = _span_mass(weights, queries.to(weights), keys.to(weights))
+    if not all(stacked):
+        per_row = per_span[:, 0, 0]  # [batch, layer, head]
+        return per_row.mean(0) if reduce == "mean" else per_row
+    return per_span.nanmean(0) if reduce == "mean" else per_span
+
+
+def _span_mass(weights: torch.Tensor, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Mean over each query span of the weight it puts on each key span: ``[batch, q span, k span, l, h]``.
+
+    Args:
+        weights: ``[layer, batch, head, query, key]``.
+        queries, keys: ``[n_span, batch, pos]`` masks as floats; a row where a span is empty gives NaN.
+    """
+    mass = torch.einsum("lbhqk,mbk->lbhqm", weights, keys)  # [layer, batch, head, query, key span]
+    summed = torch.einsum("lbhqm,nbq->bnmlh", mass, queries)  # [batch, query span, key span, layer, head]
+    count = queries.sum(-1).T[:, :, None, None, None]  # [batch, query span, 1, 1, 1]
+    empty = (count == 0) | (keys.sum(-1).T[:, None, :, None, None] == 0)
+    return torch.where(empty, torch.nan, summed / count.clamp(min=1))
 
 
 def head_table(scores: torch.Tensor, name: str = "score") -> pd.DataFrame:

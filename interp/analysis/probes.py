@@ -11,7 +11,6 @@ sit near chance. Accuracies carry 95% Wilson intervals over the test items.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -19,20 +18,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-
-def wilson_interval(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% (by default) Wilson score interval for ``correct`` successes out of ``n``.
-
-    >>> [round(x, 3) for x in wilson_interval(8, 10)]
-    [0.49, 0.943]
-    """
-    if n <= 0:
-        raise ValueError(f"n={n}; a confidence interval needs at least one trial")
-    p = correct / n
-    denom = 1 + z**2 / n
-    centre = (p + z**2 / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
-    return max(0.0, centre - half), min(1.0, centre + half)
+from interp.analysis.stats import wilson_interval
 
 
 @dataclass(frozen=True)

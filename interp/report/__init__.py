@@ -23,13 +23,15 @@ from interp.report.attention_view import AttentionView, attention_view
 from interp.report.manifest import sha256_file, sha256_path
 from interp.report.schema import ReportSchemaError, validate_manifest, validate_results
 from interp.report.serialize import dumps_deterministic, json_for_script, to_jsonable
-from interp.report.writer import Report
+from interp.report.writer import REPORT_ENTRIES, Report, check_report_folder
 
 __all__ = [
     "AttentionView",
+    "REPORT_ENTRIES",
     "Report",
     "ReportSchemaError",
     "attention_view",
+    "check_report_folder",
     "dumps_deterministic",
     "json_for_script",
     "sha256_file",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from interp.report.explain import explain_data
-from interp.report.explainer_page import render_explainer
+from interp.report.explainer_page import render_explainer, save_page
 
 
 class AttentionView:
@@ -51,10 +51,7 @@ class AttentionView:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the page to ``path`` (UTF-8), creating its folder, and return the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.html, encoding="utf-8")
-        return path
+        return save_page(self.html, path)
 
     def _repr_html_(self) -> str:
         srcdoc = html.escape(self.html, quote=True)

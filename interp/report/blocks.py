@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -18,6 +19,11 @@ from typing import Any
 import pandas as pd
 
 from interp.report.text import render_text
+
+DEFAULT_DIGITS = 4
+"""Significant digits of floats in a page's tables, unless a table says otherwise."""
+CSV_DIGITS = 6
+"""Significant digits of floats in a table's CSV file."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -93,14 +99,24 @@ class FigureBlock:
 
 @dataclass(frozen=True)
 class TableBlock:
-    """A table: the full frame goes to ``tables/NAME.csv``, the first ``max_rows`` rows into the HTML."""
+    """A table: the full frame goes to ``tables/NAME.csv``, the first ``max_rows`` rows into the HTML.
+
+    Floats show ``digits`` significant digits in the page (per column when ``digits`` is a mapping from
+    column name to digits; other columns get 4) and 6 in the CSV, also inside cells that hold lists or arrays.
+    """
 
     name: str
     frame: pd.DataFrame = field(repr=False)
     caption: str | None
     max_rows: int
-    digits: int
+    digits: int | Mapping[str, int]
     index: bool
+
+    def digits_of(self, column: Any) -> int:
+        """Significant digits shown for ``column``'s floats."""
+        if isinstance(self.digits, int):
+            return self.digits
+        return self.digits.get(column, DEFAULT_DIGITS)
 
     @property
     def path(self) -> str:
@@ -111,7 +127,13 @@ class TableBlock:
 
     def csv(self) -> str:
         """The full table as CSV; floats keep 6 significant digits so that float noise leaves it unchanged."""
-        return self.frame.to_csv(index=self.index, float_format="%.6g", lineterminator="\n")
+        frame = self.frame
+        nested = [c for c in frame.columns if frame[c].dtype == object and frame[c].map(_is_sequence).any()]
+        if nested:
+            frame = frame.copy()
+            for c in nested:
+                frame[c] = frame[c].map(lambda v: _cell(v, CSV_DIGITS) if _is_sequence(v) else v)
+        return frame.to_csv(index=self.index, float_format=f"%.{CSV_DIGITS}g", lineterminator="\n")
 
     def render(self) -> str:
         df = self.frame
@@ -124,10 +146,10 @@ class TableBlock:
         )
         rows = []
         for label, values in zip(shown.index, shown.itertuples(index=False, name=None), strict=True):
-            cells = f"<th>{escape(_cell(label, self.digits))}</th>" if self.index else ""
+            cells = f"<th>{escape(_cell(label, self.digits_of(None)))}</th>" if self.index else ""
             cells += "".join(
-                f"<td{' class=num' if num else ''}>{escape(_cell(v, self.digits))}</td>"
-                for v, num in zip(values, numeric, strict=True)
+                f"<td{' class=num' if num else ''}>{escape(_cell(v, self.digits_of(c)))}</td>"
+                for v, num, c in zip(values, numeric, df.columns, strict=True)
             )
             rows.append(f"<tr>{cells}</tr>")
         link = f'<a href="{escape(self.path)}">{escape(self.path)}</a>'
@@ -186,11 +208,28 @@ def _column_name(column: Any) -> str:
     return str(column)
 
 
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) or (hasattr(value, "tolist") and getattr(value, "ndim", 0) >= 1)
+
+
 def _cell(value: Any, digits: int) -> str:
+    """A table cell as text: floats to ``digits`` significant digits, also inside lists and arrays."""
     if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
         return ""
     if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
         value = value.item()  # numpy scalars
+    if _is_sequence(value):
+        items = value.tolist() if hasattr(value, "tolist") else value
+        return "[" + ", ".join(_item(v, digits) for v in items) + "]"
     if isinstance(value, float):
         return f"{value:.{digits}g}"
     return str(value)
+
+
+def _item(value: Any, digits: int) -> str:
+    """An element of a list in a cell: like a cell, but ``None`` and strings keep their Python spelling."""
+    if value is None or isinstance(value, str):
+        return repr(value)
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return _cell(value, digits)

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from hooks import ActivationCache
 from interp.analysis import logit_lens, source_contributions
+from interp.report.explainer_page import render_explainer, save_page
 
 TOP_K = 16
 """Keys kept per query and head when the full pattern is too large to embed."""
@@ -300,7 +301,6 @@ def _lens(model: Any, cache: ActivationCache, query: int) -> list[dict[str, Any]
 def explain_main(args: argparse.Namespace) -> int:
     """The ``interp explain`` command: write the explainer page for ``args.text``."""
     from interp.load import load
-    from interp.report.attention_view import attention_view
 
     quiet = bool(getattr(args, "quiet", False))
     if not quiet:
@@ -309,15 +309,16 @@ def explain_main(args: argparse.Namespace) -> int:
     model = load(args.model, **kwargs)
     _check_range("layer", args.layer, model.cfg.n_layers)  # before the forward pass
     _check_range("head", args.head, model.cfg.n_heads)
-    view = attention_view(
+    data = explain_data(
         model, args.text, token=args.token, layer=args.layer, head=args.head, progress=not quiet
     )
-    path = view.save(args.out)
+    path = save_page(render_explainer(data), args.out)
     if not quiet:
         size = path.stat().st_size
+        query = data["query"]
         print(
-            f"wrote {path} ({size / 2**20:.2f} MiB): token {view.query} {view.tokens[view.query]!r}, "
-            f"layer {view.layer} head {view.head}",
+            f"wrote {path} ({size / 2**20:.2f} MiB): token {query} {data['tokens'][query]!r}, "
+            f"layer {data['layer']} head {data['head']}",
             file=sys.stderr,
         )
     return 0

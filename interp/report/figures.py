@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 
 def as_array(values: Any, ndim: int, what: str) -> np.ndarray:
@@ -41,31 +43,50 @@ def heatmap_layer_head(
     vmin: float | None = None,
     vmax: float | None = None,
     annotate: bool | None = None,
+    mark: Any = None,
+    mark_label: str | None = None,
 ) -> Figure:
     """A ``[n_layers, n_heads]`` score as a heatmap: heads across, layers down, layer 0 at the top.
+
+    The colour scale stretches to the data unless ``vmin`` and ``vmax`` fix it. Fix it for quantities with a
+    natural range (an accuracy, a share of attention: 0 to 1), so that a spread of 0.49 to 0.51 around
+    chance does not fill the whole colour map and look like structure; or ``mark`` the cells that pass a
+    test.
 
     Args:
         values: Scores, shape ``[n_layers, n_heads]``; NaN cells are left blank.
         title: Figure title.
         cbar_label: What the colour means.
-        center: For signed scores: a diverging map symmetric about this value.
+        center: For signed scores: a diverging map symmetric about this value (about ``center`` within
+            ``vmin`` and ``vmax`` when those are given).
         cmap: Colour map; ``viridis``, or ``RdBu_r`` when ``center`` is set.
         vmin: Lower end of the colour scale.
         vmax: Upper end of the colour scale.
         annotate: Write each value in its cell; by default when there are at most 16 x 16 cells.
+        mark: ``[n_layers, n_heads]`` booleans: cells to outline, such as heads significant after correction.
+        mark_label: What an outline means, written under the plot (default ``"outlined: marked cells"``).
     """
     arr = as_array(values, 2, "values [n_layers, n_heads]")
     n_layers, n_heads = arr.shape
+    marked = None
+    if mark is not None:
+        marked = as_array(mark, 2, "mark [n_layers, n_heads]") != 0
+        if marked.shape != arr.shape:
+            raise ValueError(f"mark has shape {marked.shape} but values have {arr.shape}; give one per cell")
+    norm = None
     if center is not None and vmin is None and vmax is None:
         span = float(np.nanmax(np.abs(arr - center))) if np.isfinite(arr).any() else 1.0
         vmin, vmax = center - span, center + span
+    elif center is not None:
+        if vmin is None or vmax is None or not vmin < center < vmax:
+            raise ValueError(f"center={center} needs vmin < center < vmax, got vmin={vmin}, vmax={vmax}")
+        norm = TwoSlopeNorm(center, vmin, vmax)
     fig = Figure(figsize=(_clamp(2.2 + 0.5 * n_heads, 4, 14), _clamp(1.4 + 0.4 * n_layers, 2.6, 12)))
     ax = fig.add_subplot()
     image = ax.imshow(
         np.ma.masked_invalid(arr),
         cmap=cmap or ("RdBu_r" if center is not None else "viridis"),
-        vmin=vmin,
-        vmax=vmax,
+        **({"norm": norm} if norm is not None else {"vmin": vmin, "vmax": vmax}),
         aspect="auto",
         interpolation="nearest",
     )
@@ -79,9 +100,15 @@ def heatmap_layer_head(
         low, high = image.get_clim()
         for (layer, head), v in np.ndenumerate(arr):
             if np.isfinite(v):
-                dark = (v - low) / ((high - low) or 1.0)
+                dark = float(image.norm(v)) if norm is not None else (v - low) / ((high - low) or 1.0)
                 colour = "white" if (dark < 0.5 if center is None else abs(dark - 0.5) > 0.3) else "black"
                 ax.text(head, layer, f"{v:.2g}", ha="center", va="center", fontsize=7, color=colour)
+    if marked is not None:
+        for layer, head in zip(*np.nonzero(marked), strict=True):
+            ax.add_patch(
+                Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=1.6)
+            )
+        ax.set_xlabel(f"head\n{mark_label or 'outlined: marked cells'} ({int(marked.sum())})")
     fig.tight_layout()
     return fig
 

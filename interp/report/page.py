@@ -1,9 +1,9 @@
 """Assembling ``index.html`` from a report's blocks.
 
-The page is one file: CSS and JS inline, figures as data URIs, data in ``<script type="application/json">``
-elements written by :func:`json_for_script`. Every string from outside the project's code passes through
-``html.escape`` on its way in. Nothing time-dependent goes into the page, so two runs with the same seed write
-the same bytes.
+The page is one file: CSS and JS inline (``report.css`` and ``report.js`` from :mod:`interp.report.assets`),
+figures as data URIs, data in ``<script type="application/json">`` elements written by
+:func:`json_for_script`. Every string from outside the project's code passes through ``html.escape`` on its
+way in. Nothing time-dependent goes into the page, so two runs with the same seed write the same bytes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from interp.report.assets import CONTENT_SECURITY_POLICY, CSS, JS
+from interp.report.assets import CONTENT_SECURITY_POLICY, read_asset
 from interp.report.blocks import Block, Headline, SectionBlock
 from interp.report.serialize import json_for_script
 
@@ -59,7 +59,7 @@ def render_page(
         f'<meta http-equiv="Content-Security-Policy" content="{escape(CONTENT_SECURITY_POLICY)}">',
         '<link rel="icon" href="data:,">',
         f"<title>{escape(title)}</title>",
-        f"<style>{CSS}{''.join(_unique(extra_css))}</style>",
+        f"<style>\n{read_asset('report.css')}{''.join(_unique(extra_css))}</style>",
         "</head><body>",
         f'<nav id="toc"><h2>Contents</h2><ul>{toc}</ul></nav>',
         "<main>",
@@ -71,7 +71,7 @@ def render_page(
         render_provenance(provenance, results_embedded=embed),
         "</main>",
         f'<script type="application/json" id="interp-results">{data}</script>' if embed else "",
-        f"<script>{JS}</script>",
+        f"<script>\n{read_asset('report.js')}</script>",
         *(f"<script>{js}</script>" for js in _unique(extra_js)),
         "</body></html>\n",
     ]

@@ -2,13 +2,21 @@
 
 A study creates a :class:`Report`, adds prose, figures, tables, key numbers and results in reading order, and
 calls :meth:`Report.write` once at the end. Nothing touches the disk before then, and ``write`` builds the
-whole folder in a temporary sibling folder and renames it into place, so a study that crashes never leaves
-half a report, and a reader never sees one.
+whole report in a temporary sibling folder and renames it into place, so a study that crashes never leaves
+half a report.
+
+A report owns what it writes at the top of its folder, :data:`REPORT_ENTRIES`; anything else there is the
+user's. Rewriting a report replaces the earlier report's entries and keeps every other file: a folder with
+nothing else in it is swapped whole (two renames), a folder with the user's files in it entry by entry
+(``figures/`` and ``tables/`` one rename each, ``manifest.json`` last). :func:`check_report_folder` refuses,
+before any work, a place that cannot take a report: a file, a folder that holds files but no earlier report,
+files of the user's inside ``figures/`` or ``tables/`` (they would be lost), or a place that cannot be written.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shlex
@@ -45,6 +53,9 @@ MAX_FIGURE_PX = 2400
 HTML_WARN_BYTES = 20 * 2**20
 """``write`` warns when ``index.html`` grows past this: keep top-k entries or round to float16 instead."""
 
+REPORT_ENTRIES = ("figures", "tables", "results.json", "index.html", "manifest.json")
+"""What a report writes at the top of its folder, in the order a rewrite puts them in place."""
+
 
 class Report:
     """A report folder under construction.
@@ -58,7 +69,8 @@ class Report:
         >>> report.write()  # doctest: +SKIP
 
     Args:
-        out_dir: The report folder. ``write`` replaces it if it holds an earlier report.
+        out_dir: The report folder. ``write`` replaces an earlier report there and keeps the user's other
+            files (see :func:`check_report_folder`).
         title: Title of the page and of ``results.json``.
         subtitle: A line under the title, such as the question the study asks.
         command: The command line to record; ``None`` records ``sys.argv``. A string is split like a shell.
@@ -162,7 +174,7 @@ class Report:
         *,
         caption: str | None = None,
         max_rows: int = 100,
-        digits: int = 4,
+        digits: int | Mapping[str, int] = 4,
         index: bool | None = None,
     ) -> None:
         """Add a table: all rows to ``tables/NAME.csv``, the first ``max_rows`` to the page.
@@ -172,7 +184,8 @@ class Report:
             frame: The table. It is copied, so later changes to it do not show.
             caption: Text above the table.
             max_rows: Rows shown in the page; a note links to the CSV for the rest.
-            digits: Significant digits of floats in the page (the CSV keeps 6).
+            digits: Significant digits of floats in the page, also inside cells holding lists (the CSV keeps
+                6); a mapping gives them per column (others get 4), e.g. ``{"p": 2, "accuracy": 3}``.
             index: Whether to write the index; by default only when it is not a plain 0..n-1 range.
         """
         self._claim(name, "table")
@@ -180,6 +193,15 @@ class Report:
             raise TypeError(f"table {name!r} must be a pandas DataFrame, got {type(frame).__name__}")
         if max_rows < 1:
             raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+        per_column = digits.values() if isinstance(digits, Mapping) else [digits]
+        if not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 17 for d in per_column):
+            raise ValueError(
+                f"table {name!r}: digits must be an int from 1 to 17 (or a mapping of them), got {digits!r}"
+            )
+        if isinstance(digits, Mapping):
+            unknown = sorted(map(str, set(digits) - set(frame.columns)))
+            if unknown:
+                raise ValueError(f"table {name!r}: digits name columns {unknown} that it does not have")
         if index is None:
             index = not (
                 isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1
@@ -286,18 +308,23 @@ class Report:
         """Write the report folder in one go and return its path.
 
         Raises:
-            FileExistsError: If ``out_dir`` exists and is neither empty nor an earlier report.
+            FileExistsError: ``out_dir`` is a file, holds files but no earlier report, or holds files of the
+                user's inside ``figures/`` or ``tables/``; see :func:`check_report_folder`.
+            PermissionError: ``out_dir`` cannot be created or written.
             ReportSchemaError: If the results or manifest do not validate (a bug in the caller's values).
         """
         results = self.results_dict()
         validate_results(results)
+        kept = check_report_folder(self.out_dir)
         self.out_dir.parent.mkdir(parents=True, exist_ok=True)
-        _check_replaceable(self.out_dir)
         tmp = Path(tempfile.mkdtemp(prefix=f".{self.out_dir.name}.", suffix=".tmp", dir=self.out_dir.parent))
         try:
             os.chmod(tmp, 0o755)
             self._write_files(tmp, results)
-            _replace_dir(tmp, self.out_dir)
+            if kept:
+                _replace_entries(tmp, self.out_dir)
+            else:
+                _replace_dir(tmp, self.out_dir)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -360,16 +387,93 @@ def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def _check_replaceable(out_dir: Path) -> None:
+def check_report_folder(out_dir: str | os.PathLike[str]) -> list[str]:
+    """Check that a report can be written to ``out_dir``, touching nothing there; return the user's entries.
+
+    A report can go to a folder that does not exist yet (in a place that can be written), an empty folder, or
+    an earlier report. The top-level files and folders of an earlier report's folder that are not among
+    :data:`REPORT_ENTRIES` are the user's: a rewrite keeps them, and they are returned.
+
+    Raises:
+        FileExistsError: ``out_dir`` is a file; or it holds files but no ``manifest.json``, so it is not an
+            earlier report; or ``figures/`` or ``tables/`` hold files the earlier manifest does not list,
+            which a rewrite would delete. The message names the files.
+        NotADirectoryError: A parent of ``out_dir`` is a file.
+        PermissionError: Nothing can be created where the report would go.
+    """
+    out_dir = Path(out_dir)
+    where = f"cannot write a report to {str(out_dir)!r}"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise FileExistsError(f"{where}: it is a file; pass a folder (new, empty, or an earlier report)")
     if not out_dir.exists():
-        return
-    if not out_dir.is_dir():
-        raise FileExistsError(f"cannot write a report to {str(out_dir)!r}: it is a file")
-    if any(out_dir.iterdir()) and not (out_dir / "manifest.json").is_file():
+        parent = out_dir.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise NotADirectoryError(f"{where}: {str(parent)!r} is a file, so no folder can be made under it")
+        _probe_writable(parent, where)
+        return []
+    entries = sorted(p.name for p in out_dir.iterdir())
+    if not entries:
+        _probe_writable(out_dir.parent, where)
+        return []
+    if not (out_dir / "manifest.json").is_file():
         raise FileExistsError(
-            f"cannot write a report to {str(out_dir)!r}: it holds files but no manifest.json, so it is not "
-            "an earlier report; choose another folder"
+            f"{where}: it holds files ({_listing(entries)}) but no manifest.json, so it is not an earlier "
+            "report; choose a new or empty folder"
         )
+    foreign = _unlisted(out_dir, _manifest_files(out_dir / "manifest.json", where))
+    if foreign:
+        raise FileExistsError(
+            f"{where}: the earlier report there did not write {_listing(foreign)}, and a rewrite would "
+            "delete such files; move them out of figures/ and tables/ (files elsewhere in the folder are kept)"
+        )
+    _probe_writable(out_dir.parent, where)
+    kept = [name for name in entries if name not in REPORT_ENTRIES]
+    if kept:
+        _probe_writable(out_dir, where)
+    return kept
+
+
+def _unlisted(out_dir: Path, listed: set[str]) -> list[str]:
+    """Files under ``figures/`` and ``tables/`` (or such names as plain files) that ``listed`` lacks."""
+    found = []
+    for name in ("figures", "tables"):
+        top = out_dir / name
+        paths = sorted(top.rglob("*")) if top.is_dir() else [top] if top.exists() else []
+        found += [p.relative_to(out_dir).as_posix() for p in paths if not p.is_dir()]
+    return [f for f in found if f not in listed]
+
+
+def _manifest_files(path: Path, where: str) -> set[str]:
+    try:
+        files = json.loads(path.read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError) as err:
+        raise FileExistsError(
+            f"{where}: its manifest.json cannot be read ({err}), so which files are the report's is unknown; "
+            "choose a new or empty folder"
+        ) from err
+    if not isinstance(files, dict):
+        raise FileExistsError(
+            f"{where}: its manifest.json lists no files, so which files are the report's is unknown; choose "
+            "a new or empty folder"
+        )
+    return set(files)
+
+
+def _probe_writable(folder: Path, where: str) -> None:
+    """Create and remove an empty folder in ``folder``: the one test of writability that root obeys too."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".interp-probe-", dir=folder))
+    except OSError as err:
+        raise PermissionError(
+            f"{where}: cannot create files in {str(folder)!r} ({err.strerror or err}); choose a writable place"
+        ) from err
+
+
+def _listing(names: Sequence[str], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 def _replace_dir(new: Path, target: Path) -> None:
@@ -386,3 +490,31 @@ def _replace_dir(new: Path, target: Path) -> None:
         old.rename(target)
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _replace_entries(new: Path, target: Path) -> None:
+    """Replace the report entries of ``target`` by those of ``new``, leaving every other entry where it is.
+
+    On an error the entries already moved go back, so ``target`` holds the earlier report again.
+    """
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+    moved_out: list[str] = []
+    moved_in: list[str] = []
+    try:
+        for name in REPORT_ENTRIES:
+            if (target / name).exists() or (target / name).is_symlink():
+                (target / name).rename(old / name)
+                moved_out.append(name)
+        for name in REPORT_ENTRIES:
+            if (new / name).exists():
+                (new / name).rename(target / name)
+                moved_in.append(name)
+    except BaseException:
+        for name in reversed(moved_in):
+            (target / name).rename(new / name)
+        for name in reversed(moved_out):
+            (old / name).rename(target / name)
+        shutil.rmtree(old, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(new, ignore_errors=True)

@@ -10,43 +10,14 @@ construction. :func:`twin_difference` checks that numerically.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from interp.analysis import wilson_interval
+from interp.analysis import binomial_test, holm, wilson_interval
 from studies.coreference.measure import BY, Measured
-
-
-def binomial_p(k: int, n: int) -> float:
-    """Exact two-sided binomial test of ``k`` successes in ``n`` against p = 0.5.
-
-    >>> round(binomial_p(9, 10), 4)
-    0.0215
-    """
-    if n == 0:
-        return 1.0
-    tail = max(k, n - k)
-    p = sum(math.comb(n, i) for i in range(tail, n + 1)) / 2**n
-    return min(1.0, 2 * p)
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values, in the input order.
-
-    >>> holm([0.01, 0.04, 0.03])
-    [0.03, 0.06, 0.06]
-    """
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    adjusted, running = [0.0] * m, 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p_values[i]))
-        adjusted[i] = round(running, 12)
-    return adjusted
 
 
 def picks(measured: Sequence[Measured], targets: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -117,7 +88,7 @@ def select_and_test(
                         "test_ci_low": low,
                         "test_ci_high": high,
                         "test_n": n,
-                        "p": binomial_p(k, n),
+                        "p": binomial_test(k, n),
                     }
                 )
             for row, adjusted in zip(found, holm([f["p"] for f in found]), strict=True):

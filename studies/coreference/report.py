@@ -125,6 +125,15 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
     return out
 
 
+def _significant(heads, query: str, shape: tuple[int, int]) -> np.ndarray:
+    """``[layer, head]`` True for the heads whose held-out test by weight passes after Holm correction."""
+    marked = np.zeros(shape, dtype=bool)
+    if len(heads) and "p_holm" in heads:
+        rows = heads[(heads["query"] == query) & (heads["by"] == "weight") & (heads["p_holm"] < 0.05)]
+        marked[rows["layer"].to_numpy(int), rows["head"].to_numpy(int)] = True
+    return marked
+
+
 def _attention_section(report: Report, result, out: dict) -> None:
     a, label = result.analysis, result.name
     report.add_section(f"Attention: {label}")
@@ -137,15 +146,19 @@ def _attention_section(report: Report, result, out: dict) -> None:
     report.add_text(
         f"Antecedent accuracy of each head: the fraction of items where it gives more mass to {key}."
     )
+    heads = a["heads"]
     for qi, query in enumerate(result.queries):
         fig = figures.heatmap_layer_head(
             acc[qi, 0],
             title=f"{label}: from {query}, by weight",
             cbar_label="antecedent accuracy",
             center=0.5,
+            vmin=0.0,
+            vmax=1.0,
+            mark=_significant(heads, query, acc.shape[-2:]),
+            mark_label="outlined: held-out accuracy differs from 0.5 (exact binomial, Holm p < 0.05)",
         )
         report.add_figure(f"{label}_heads_{query}", fig)
-    heads = a["heads"]
     report.add_table(
         f"{label}_heads",
         heads,

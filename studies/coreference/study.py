@@ -44,9 +44,9 @@ from pathlib import Path
 import torch
 
 from interp import distributed
-from interp.load import PACKAGED_MODELS, load
+from interp.load import PACKAGED_MODELS
 from interp.registry import study_parser
-from interp.report import Report
+from interp.study import StudyRun, start
 from studies.coreference.data import FORMATS, SHIPPED, DataSet
 from studies.coreference.forward import bos_prepended, has_lm_head
 from studies.coreference.held_out import held_out_heads, probes_for
@@ -95,8 +95,8 @@ class DataResult:
     pairing: Pairing | None = None
 
 
-def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
-    parser = study_parser("coreference", DESCRIPTION)
+def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, StudyRun]:
+    parser = study_parser("coreference", DESCRIPTION, model_required=True)
     parser.add_argument(
         "--data",
         action="append",
@@ -129,7 +129,8 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
         default=None,
         help="start every scored text with BOS, or not (default: when the vocabulary has one)",
     )
-    args = parser.parse_args(argv)
+    run = start(parser, argv)
+    args = run.args
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit {args.limit}: give at least 1 item")
     data = tuple(args.data or ("winograd", "agreement"))
@@ -149,7 +150,7 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, dict]:
         prepend_bos=args.prepend_bos,
         seed=args.seed,
     )
-    return config, {"out": args.out, "device": args.device, "dtype": args.dtype, "quiet": args.quiet}
+    return config, run
 
 
 def model_path(name: str) -> Path | None:
@@ -256,9 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if distributed.rank() == 0:
             for p in planned:
                 p.data.warn(p.label)
-        model = load(config.model, device=run["device"], dtype=run["dtype"])
+        model = run.load(config.model)
         check_scoring(model, config)
-        progress = not run["quiet"] and distributed.rank() == 0
+        progress = not run.args.quiet and distributed.rank() == 0
         results = []
         for p in planned:
             measured = measure(model, p.data.items, config, progress)
@@ -271,12 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             heads = top_heads(results)
             picture = seed_picture(model, heads, config.prepend_bos)
-            report = Report(
-                run["out"],
+            report = run.report(
                 "Pronoun coreference",
                 subtitle="Does the model resolve the pronoun, and which heads carry the referent?",
-                command=["interp", "study", "coreference", *(argv or [])],
-                seed=config.seed,
                 config=config,
                 model=config.model,
                 model_path=model_path(config.model),

@@ -135,3 +135,31 @@ def test_span_attention():
     _, patterns_only = model.run_with_cache(toks, names_filter="blocks.*.attn.hook_pattern")
     with pytest.raises(MissingHooksError, match="hook_v"):
         span_attention(model, patterns_only, 0, 0, by="norm")
+
+
+def test_span_stacks_agree_with_single_spans_and_give_nan_for_empty_rows():
+    model = build("gpt2")
+    toks = tokens(n=8)
+    _, cache = model.run_with_cache(toks, names_filter=["blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v"])
+    query_spans = [[5, 6], [7], [2, 3, 4]]
+    key_spans = [[0], [1, 2], [0, 3, 5]]
+
+    def stack(spans):
+        masks = torch.zeros(len(spans), 2, 8, dtype=torch.bool)  # [n_span, batch, pos]
+        for i, span in enumerate(spans):
+            masks[i, :, span] = True
+        return masks
+
+    for by in ("weight", "norm"):
+        stacked = span_attention(model, cache, stack(query_spans), stack(key_spans), by=by, reduce="none")
+        assert stacked.shape == (2, 3, 3, 2, 4)
+        for qi, q in enumerate(query_spans):
+            for ki, k in enumerate(key_spans):
+                single = span_attention(model, cache, q, k, by=by, reduce="none")  # [batch, layer, head]
+                torch.testing.assert_close(stacked[:, qi, ki], single, atol=1e-6, rtol=0)
+    queries = stack(query_spans)
+    queries[1, 0] = False  # the second query span selects nothing in the first row
+    stacked = span_attention(model, cache, queries, stack(key_spans), reduce="none")
+    assert bool(stacked[0, 1].isnan().all()) and not bool(stacked[1, 1].isnan().any())
+    mean = span_attention(model, cache, queries, stack(key_spans))
+    torch.testing.assert_close(mean[1], stacked[1, 1], atol=1e-6, rtol=0)  # the empty row is skipped

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from selenium.webdriver.support.ui import WebDriverWait
 
 from interp.report import Report, json_for_script
 from tests.report.conftest import PAYLOAD
@@ -42,6 +43,10 @@ def test_embedded_results_round_trip_through_the_page(tmp_path, make_report, bro
     assert embedded == json.loads((out / "results.json").read_text())
     assert browser.js("return document.getElementById('results-json').textContent;") == ""
     browser.driver.find_element("css selector", "#results-details summary").click()
+    # the details element's toggle event is queued after the click, so wait for the viewer to fill
+    WebDriverWait(browser.driver, 10).until(
+        lambda driver: driver.execute_script("return document.getElementById('results-json').textContent;")
+    )
     shown = browser.js("return document.getElementById('results-json').textContent;")
     assert json.loads(shown)["results"]["label"] == PAYLOAD
 

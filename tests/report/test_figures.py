@@ -32,6 +32,36 @@ def test_heatmap_centered_is_symmetric_and_accepts_torch():
     assert fig.axes[0].images[0].get_clim() == (-3.0, 3.0)
 
 
+def test_heatmap_with_a_fixed_scale_does_not_stretch_a_small_spread():
+    near_chance = np.array([[0.49, 0.515], [0.5, 0.505]])
+    fig = figures.heatmap_layer_head(
+        near_chance, title="t", cbar_label="accuracy", center=0.5, vmin=0.0, vmax=1.0
+    )
+    image = fig.axes[0].images[0]
+    assert image.get_clim() == (0.0, 1.0)
+    colours = image.to_rgba(near_chance)[..., :3]  # [layer, head, rgb]
+    white = image.to_rgba(np.array([[0.5]]))[0, 0, :3]
+    assert np.abs(colours - white).max() < 0.1  # all near the colour of chance
+    stretched = figures.heatmap_layer_head(near_chance, title="t", cbar_label="accuracy", center=0.5)
+    assert stretched.axes[0].images[0].get_clim() == pytest.approx((0.485, 0.515))
+    skewed = figures.heatmap_layer_head([[0.0, 0.25]], title="t", cbar_label="c", center=0.2, vmin=0, vmax=1)
+    assert skewed.axes[0].images[0].norm(0.2) == pytest.approx(0.5)  # the centre stays white
+    with pytest.raises(ValueError, match=r"center=2.0 needs vmin < center < vmax, got vmin=0, vmax=1"):
+        figures.heatmap_layer_head([[0.0]], title="t", cbar_label="c", center=2.0, vmin=0, vmax=1)
+
+
+def test_heatmap_marks_cells():
+    values = np.zeros((2, 3))
+    mark = np.array([[True, False, False], [False, False, True]])
+    fig = figures.heatmap_layer_head(values, title="t", cbar_label="c", mark=mark, mark_label="p < 0.05")
+    ax = fig.axes[0]
+    boxes = sorted((p.get_x(), p.get_y()) for p in ax.patches)
+    assert boxes == [(-0.5, -0.5), (1.5, 0.5)]
+    assert ax.get_xlabel() == "head\np < 0.05 (2)"
+    with pytest.raises(ValueError, match=r"mark has shape \(1, 3\) but values have \(2, 3\)"):
+        figures.heatmap_layer_head(values, title="t", cbar_label="c", mark=np.zeros((1, 3)))
+
+
 def test_heatmap_rejects_wrong_rank():
     with pytest.raises(
         ValueError, match=r"values \[n_layers, n_heads\] must have 2 dimensions, got shape \(4,\)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -141,10 +142,68 @@ def test_device_dtype_and_command(tmp_path):
 
 def test_rewrite_replaces_an_earlier_report(tmp_path, make_report):
     out = make_report(tmp_path / "r").write()
-    (out / "figures" / "stale.png").write_bytes(b"old")
     report = Report(tmp_path / "r", "Second")
     report.write()
-    assert _files(out) == ["index.html", "manifest.json", "results.json"]
+    assert _files(out) == ["index.html", "manifest.json", "results.json"]  # the old figure and table went
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]
+
+
+def test_rewrite_keeps_the_users_files(tmp_path, make_report):
+    out = make_report(tmp_path / "r").write()
+    (out / "notes.md").write_text("mine")
+    (out / "extra").mkdir()
+    (out / "extra" / "plot.png").write_bytes(b"also mine")
+    second = Report(tmp_path / "r", "Second")
+    second.add_table("t", pd.DataFrame({"a": [1]}))
+    second.write()
+    assert _files(out) == [
+        "extra/plot.png",
+        "index.html",
+        "manifest.json",
+        "notes.md",
+        "results.json",
+        "tables/t.csv",
+    ]
+    assert (out / "notes.md").read_text() == "mine" and (
+        out / "extra" / "plot.png"
+    ).read_bytes() == b"also mine"
+    assert json.loads((out / "results.json").read_text())["title"] == "Second"
+    assert set(json.loads((out / "manifest.json").read_text())["files"]) == {
+        "index.html",
+        "results.json",
+        "tables/t.csv",
+    }
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]
+
+
+def test_rewrite_refuses_user_files_inside_figures_and_tables(tmp_path, make_report):
+    out = make_report(tmp_path / "r").write()
+    (out / "figures" / "stale.png").write_bytes(b"mine")
+    before = {name: (out / name).read_bytes() for name in _files(out)}
+    with pytest.raises(FileExistsError, match=r"did not write figures/stale.png, and a rewrite would delete"):
+        Report(tmp_path / "r", "Second").write()
+    assert {name: (out / name).read_bytes() for name in _files(out)} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]
+
+
+def test_a_failed_entry_swap_puts_the_earlier_report_back(tmp_path, make_report, monkeypatch):
+    out = make_report(tmp_path / "r").write()
+    (out / "notes.md").write_text("mine")
+    before = {name: (out / name).read_bytes() for name in _files(out)}
+    real_rename = writer_module.Path.rename
+    failed = []
+
+    def failing_rename(self, target):  # the new index.html cannot be moved in, once
+        if Path(target) == out / "index.html" and self.parent != out and not failed:
+            failed.append(self)
+            raise OSError("device busy")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(writer_module.Path, "rename", failing_rename)
+    with pytest.raises(OSError, match="device busy"):
+        Report(tmp_path / "r", "Second").write()
+    assert failed and ".tmp" in failed[0].parent.name
+    assert {name: (out / name).read_bytes() for name in _files(out)} == before
     assert [p.name for p in tmp_path.iterdir()] == ["r"]
 
 
@@ -237,3 +296,125 @@ def test_results_too_large_to_embed_stay_in_the_file(tmp_path, monkeypatch):
     assert 'id="interp-results"' not in html and "too large to embed" in html
     assert json.loads((out / "results.json").read_text())["results"]["big"] == list(range(100))
     assert json.loads((out / "manifest.json").read_text())["command"] == []
+
+
+def _unwritable(folder, monkeypatch):
+    """Make ``folder`` refuse new files: by its mode, or (as root, whom modes do not stop) by the probe."""
+    import os
+    import tempfile
+
+    folder.chmod(0o500)
+    if os.geteuid() == 0:
+        real = tempfile.mkdtemp
+
+        def refuse(*args, dir=None, **kwargs):
+            if dir is not None and Path(dir) == folder:
+                raise PermissionError(13, "Permission denied", str(folder))
+            return real(*args, dir=dir, **kwargs)
+
+        monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+
+
+@pytest.mark.parametrize(
+    ("setup", "error", "message"),
+    [
+        ("file", FileExistsError, r"it is a file; pass a folder"),
+        ("not_a_report", FileExistsError, r"holds files \(a.txt, b.txt\) but no manifest.json"),
+        ("under_a_file", NotADirectoryError, r"'.*/f' is a file, so no folder can be made under it"),
+        ("bad_manifest", FileExistsError, r"its manifest.json cannot be read"),
+        ("unwritable", PermissionError, r"cannot create files in '.*/locked' \(Permission denied\)"),
+    ],
+)
+def test_check_report_folder_refuses_unusable_places_in_one_line(
+    tmp_path, monkeypatch, setup, error, message
+):
+    from interp.report import check_report_folder
+
+    out = tmp_path / "r"
+    if setup == "file":
+        out.write_text("keep")
+    elif setup == "not_a_report":
+        out.mkdir()
+        (out / "a.txt").write_text("keep")
+        (out / "b.txt").write_text("keep")
+    elif setup == "under_a_file":
+        (tmp_path / "f").write_text("keep")
+        out = tmp_path / "f" / "sub" / "r"
+    elif setup == "bad_manifest":
+        out.mkdir()
+        (out / "manifest.json").write_text("{not json")
+    else:
+        (tmp_path / "locked").mkdir()
+        out = tmp_path / "locked" / "r"
+        _unwritable(tmp_path / "locked", monkeypatch)
+    before = sorted(
+        (p.relative_to(tmp_path).as_posix(), p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file()
+    )
+    try:
+        with pytest.raises(error, match=message) as caught:
+            check_report_folder(out)
+        assert "\n" not in str(caught.value)
+        with pytest.raises(error, match=message):
+            Report(out, "T").write()
+    finally:
+        if (tmp_path / "locked").exists():
+            (tmp_path / "locked").chmod(0o700)
+    after = sorted(
+        (p.relative_to(tmp_path).as_posix(), p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file()
+    )
+    assert after == before
+
+
+def test_check_report_folder_accepts_new_empty_and_earlier_reports(tmp_path, make_report):
+    from interp.report import check_report_folder
+
+    assert check_report_folder(tmp_path / "new" / "deeper") == []
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()
+    assert check_report_folder(tmp_path / "empty") == []
+    out = make_report(tmp_path / "r").write()
+    assert check_report_folder(out) == []
+    (out / "notes.md").write_text("mine")
+    assert check_report_folder(out) == ["notes.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "r"]
+
+
+def test_tables_round_floats_inside_lists_and_per_column(tmp_path):
+    frame = pd.DataFrame(
+        {
+            "scores": [[-70.3240966796875, -74.39200592041016], [1.0, None]],
+            "vector": [np.array([0.123456789, 2.0]), np.array([np.nan, 3.5])],
+            "names": [("a", "b"), ["c"]],
+            "p": [0.0123456, 0.5],
+            "accuracy": [0.812345, 1 / 3],
+        }
+    )
+    report = Report(tmp_path / "r", "T")
+    report.add_table("t", frame, digits={"p": 2, "accuracy": 3})
+    out = report.write()
+    page = (out / "index.html").read_text()
+    table = page[page.index('id="tab-t"') :]
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", table[: table.index("</table>")])
+    assert cells == [
+        "[-70.32, -74.39]",
+        "[0.1235, 2]",
+        "[&#x27;a&#x27;, &#x27;b&#x27;]",
+        "0.012",
+        "0.812",
+        "[1, None]",
+        "[nan, 3.5]",
+        "[&#x27;c&#x27;]",
+        "0.5",
+        "0.333",
+    ]
+    csv = (out / "tables" / "t.csv").read_text().splitlines()
+    assert csv[1] == '"[-70.3241, -74.392]","[0.123457, 2]","[\'a\', \'b\']",0.0123456,0.812345'
+    assert frame["scores"][0] == [-70.3240966796875, -74.39200592041016]  # the caller's frame is untouched
+
+
+def test_table_digits_are_checked(tmp_path):
+    report = Report(tmp_path / "r", "T")
+    with pytest.raises(ValueError, match=r"digits must be an int from 1 to 17 .*got 0"):
+        report.add_table("a", pd.DataFrame({"x": [1.0]}), digits=0)
+    with pytest.raises(ValueError, match=r"digits name columns \['y'\] that it does not have"):
+        report.add_table("b", pd.DataFrame({"x": [1.0]}), digits={"y": 2})

@@ -5,6 +5,7 @@ twin pair, the same scores from minimal and full fields, and lm-eval-harness sco
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -13,7 +14,6 @@ import pytest
 import torch
 
 import interp
-from studies.coreference import study
 from studies.coreference.data import load_items, read_data
 from studies.coreference.measure import measure_agreement, measure_resolution
 from studies.coreference.notes import DataWarning
@@ -112,7 +112,7 @@ def no_model(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the data were checked")
 
-    monkeypatch.setattr(study, "load", refuse)
+    monkeypatch.setattr(importlib.import_module("interp.load.instantiate"), "load_checkpoint", refuse)
 
 
 @pytest.mark.parametrize(

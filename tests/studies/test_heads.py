@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from interp import HookedTransformer, TransformerConfig
-from studies import heads
+from studies.heads.config import SCORES, HeadsConfig
+from studies.heads.scores import positional_score, score_heads
+from studies.heads.specialisation import coreference_holdout, specialisation
 
 
 def planted_model(head: int = 1) -> HookedTransformer:
@@ -30,8 +32,8 @@ def planted_model(head: int = 1) -> HookedTransformer:
 
 @pytest.fixture(scope="module")
 def scores():
-    cfg = heads.HeadsConfig(seq_len=7, batch=4, token_low=0, token_high=64, models=())
-    return heads.score_heads(planted_model(), cfg, seed=0, coreference=False)
+    cfg = HeadsConfig(seq_len=7, batch=4, token_low=0, token_high=64, models=())
+    return score_heads(planted_model(), cfg, seed=0, coreference=False)
 
 
 def test_planted_previous_token_head_is_found(scores):
@@ -49,8 +51,8 @@ def test_planted_head_is_positional(scores):
 
 def test_specialisation_numbers():
     a = torch.tensor([[1.0, 0.0], [0.5, 0.2]])
-    scores = {name: a if i % 2 == 0 else -a for i, name in enumerate(heads.SCORES)}
-    spearman, jaccard, summary = heads.specialisation(scores, top_k=1)
+    scores = {name: a if i % 2 == 0 else -a for i, name in enumerate(SCORES)}
+    spearman, jaccard, summary = specialisation(scores, top_k=1)
     assert spearman.loc["previous_token", "induction"] == pytest.approx(1.0)
     assert spearman.loc["previous_token", "duplicate_token"] == pytest.approx(-1.0)
     assert jaccard.loc["previous_token", "duplicate_token"] == 0.0
@@ -60,13 +62,13 @@ def test_specialisation_numbers():
 def test_positional_score_bounds():
     pattern = torch.softmax(torch.randn(1, 4, 2, 5, 5), -1)
     same = pattern[:, :1].expand(1, 4, 2, 5, 5)
-    torch.testing.assert_close(heads.positional_score(same), torch.ones(1, 2))
-    assert (heads.positional_score(pattern) < 1).all()
+    torch.testing.assert_close(positional_score(same), torch.ones(1, 2))
+    assert (positional_score(pattern) < 1).all()
 
 
 def test_coreference_holdout_on_planted_items():
     items = torch.zeros(20, 2, 3)
     items[:, 1, 2] = 0.5
-    hold = heads.coreference_holdout(items, n_boot=100, seed=0)
+    hold = coreference_holdout(items, n_boot=100, seed=0)
     assert (hold["layer"], hold["head"]) == (1, 2)
     assert hold["test"] == pytest.approx(0.5) and hold["low"] == pytest.approx(0.5)

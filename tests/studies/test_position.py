@@ -7,14 +7,18 @@ import json
 import pytest
 import torch
 
-from studies import position
-from studies.packaged import load_packaged
+from interp import load
+from interp.study import find_model
+from studies.position.config import PositionConfig
+from studies.position.random_models import equivariance_error, random_model, random_models_table
+from studies.position.study import main
+from studies.position.trained import SENTENCES, remove_positions_hooks, shuffle_change, shuffle_positions
 
 
 @pytest.fixture(scope="module")
 def table():
-    cfg = position.PositionConfig(n_sequences=16, probe_sequences=128, models=())
-    return position.random_models_table(cfg, seed=0).set_index(["positional", "causal"])
+    cfg = PositionConfig(n_sequences=16, probe_sequences=128, models=())
+    return random_models_table(cfg, seed=0).set_index(["positional", "causal"])
 
 
 def test_no_positions_no_mask_is_equivariant(table):
@@ -41,23 +45,23 @@ def test_order_is_decodable(table):
 
 
 def test_equivariance_error_is_zero_for_identity():
-    cfg = position.PositionConfig()
-    model = position.random_model(cfg, "learned", True, seed=1)
+    cfg = PositionConfig()
+    model = random_model(cfg, "learned", True, seed=1)
     tokens = torch.randint(0, cfg.d_vocab, (2, 8))
     perms = torch.arange(8).expand(2, 8)
-    assert position.equivariance_error(model, tokens, perms)["max_abs_error"] == 0.0
+    assert equivariance_error(model, tokens, perms)["max_abs_error"] == 0.0
 
 
 def test_shuffle_keeps_special_tokens():
     special = torch.tensor([True, False, False, False, False, True])
-    perm = position.shuffle_positions(special, torch.Generator().manual_seed(0))
+    perm = shuffle_positions(special, torch.Generator().manual_seed(0))
     assert perm[0] == 0 and perm[-1] == 5
     assert sorted(perm.tolist()) == list(range(6))
 
 
 def test_report_without_models(tmp_path):
     out = tmp_path / "position"
-    assert position.main(["--out", str(out), "--models", "", "--quiet"]) == 0
+    assert main(["--out", str(out), "--models", "", "--quiet"]) == 0
     results = json.loads((out / "results.json").read_text())
     rows = {(r["positional"], r["causal"]): r for r in results["results"]["random_models"]}
     assert rows[("none", False)]["max_abs_error"] < 1e-5
@@ -65,12 +69,14 @@ def test_report_without_models(tmp_path):
 
 @pytest.mark.slow
 def test_minilm_without_positions_is_equivariant():
-    model, reason = load_packaged("minilm-l6", None, None)
-    if model is None:
-        pytest.skip(reason)
-    hooks = position.remove_positions_hooks(model)
-    texts = position.SENTENCES[:2]
-    as_is = position.shuffle_change(model, texts, n_shuffles=1, seed=0)
-    removed = position.shuffle_change(model, texts, n_shuffles=1, seed=0, fwd_hooks=hooks)
+    try:
+        find_model("minilm-l6")
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    model = load("minilm-l6")
+    hooks = remove_positions_hooks(model)
+    texts = SENTENCES[:2]
+    as_is = shuffle_change(model, texts, n_shuffles=1, seed=0)
+    removed = shuffle_change(model, texts, n_shuffles=1, seed=0, fwd_hooks=hooks)
     assert removed.max() < 1e-9
     assert as_is[-1].mean() > 0.05

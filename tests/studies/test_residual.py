@@ -6,13 +6,14 @@ import pytest
 import torch
 
 from interp import HookedTransformer, TransformerConfig
-from studies import residual
+from studies.residual.config import ResidualConfig
+from studies.residual.stacks import cut_skip_hooks, gradient_table, stream_sum_error
 
 
 @pytest.fixture(scope="module")
 def grads():
-    cfg = residual.ResidualConfig(depths=(6, 48), seeds=2, d_model=16, seq_len=8, batch=2)
-    return residual.gradient_table(cfg, seed=0).set_index(["setting", "depth"])
+    cfg = ResidualConfig(depths=(6, 48), seeds=2, d_model=16, seq_len=8, batch=2)
+    return gradient_table(cfg, seed=0).set_index(["setting", "depth"])
 
 
 def test_gradient_survives_depth_with_residual(grads):
@@ -38,7 +39,7 @@ def test_cut_skip_hooks_remove_the_identity():
     cfg = TransformerConfig(n_layers=1, d_model=16, n_heads=2, d_vocab=20, n_ctx=6, seed=0)
     model = HookedTransformer(cfg).double()
     tokens = torch.randint(0, 20, (1, 6))
-    _, cache = model.run_with_cache(tokens, fwd_hooks=residual.cut_skip_hooks())
+    _, cache = model.run_with_cache(tokens, fwd_hooks=cut_skip_hooks())
     torch.testing.assert_close(cache["resid_mid", 0], cache["attn_out", 0] + cache["resid_pre", 0])
     _, plain = model.run_with_cache(tokens)
     # With the cut, resid_mid is the attention output alone.
@@ -48,9 +49,7 @@ def test_cut_skip_hooks_remove_the_identity():
 def test_stream_is_sum_of_writes():
     cfg = TransformerConfig(n_layers=3, d_model=32, n_heads=4, d_vocab=50, n_ctx=8, seed=1)
     model = HookedTransformer(cfg)
-    error = residual.stream_sum_error(model, torch.randint(0, 50, (2, 8)))
+    error = stream_sum_error(model, torch.randint(0, 50, (2, 8)))
     assert error < 1e-5
     with pytest.raises(ValueError, match="pre-norm"):
-        residual.stream_sum_error(
-            HookedTransformer(cfg.replace(norm_placement="post")), torch.zeros(1, 4).long()
-        )
+        stream_sum_error(HookedTransformer(cfg.replace(norm_placement="post")), torch.zeros(1, 4).long())

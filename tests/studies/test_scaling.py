@@ -8,13 +8,15 @@ import math
 import pytest
 import torch
 
-from studies import scaling
+from studies.scaling.config import ScalingConfig
+from studies.scaling.montecarlo import monte_carlo, softmax_stats
+from studies.scaling.study import main
 
 
 @pytest.fixture(scope="module")
 def mc():
-    cfg = scaling.ScalingConfig(d_ks=(4, 64, 1024), n_queries=500, n_boot=200, models=())
-    return scaling.monte_carlo(cfg, seed=0).set_index(["d_k", "scaled"])
+    cfg = ScalingConfig(d_ks=(4, 64, 1024), n_queries=500, n_boot=200, models=())
+    return monte_carlo(cfg, seed=0).set_index(["d_k", "scaled"])
 
 
 def test_variance_matches_d_k(mc):
@@ -44,7 +46,7 @@ def test_jacobian_norm_matches_autograd():
     scores = torch.randn(3, 8, dtype=torch.float64)
     keys = torch.randn(3, 8, 5, dtype=torch.float64)
     g = torch.randn(3, 8, dtype=torch.float64)
-    stats = scaling.softmax_stats(scores, keys, 2.0, g)
+    stats = softmax_stats(scores, keys, 2.0, g)
     for i in range(3):
         jac = torch.autograd.functional.jacobian(lambda s: torch.softmax(s / 2.0, -1), scores[i]) * 2.0
         torch.testing.assert_close(float(jac.norm()), float(stats["jacobian_norm"][i]))
@@ -57,7 +59,7 @@ def test_jacobian_norm_matches_autograd():
 
 def test_report_without_models(tmp_path):
     out = tmp_path / "scaling"
-    assert scaling.main(["--out", str(out), "--models", "", "--n-queries", "200", "--quiet"]) == 0
+    assert main(["--out", str(out), "--models", "", "--n-queries", "200", "--quiet"]) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["headline"]["Var(q·k) / d_k at d_k = 1024"]["ci"] is not None
     assert (out / "tables" / "monte_carlo.csv").is_file()

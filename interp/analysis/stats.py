@@ -1,0 +1,163 @@
+"""Intervals, tests and corrections: the statistics studies report next to their numbers.
+
+Most of a study's accuracies are counts of successes out of trials, so three tools cover them: the
+Wilson score interval of a proportion (Wilson 1927; it stays inside [0, 1] and keeps close to its nominal
+coverage at small n and near 0 or 1, where the normal interval does not), the exact binomial test, and the
+Holm-Bonferroni step-down correction for testing several heads at once (Holm 1979; it controls the
+family-wise error rate like Bonferroni and rejects at least as often). Means of measurements get a normal
+interval (:func:`mean_interval`) or a percentile bootstrap (:func:`bootstrap_mean_interval`).
+
+They are written here rather than taken from ``scipy.stats`` (``binomtest``, its
+``proportion_ci(method="wilson")``; Holm is not in scipy), which would make scipy a runtime dependency for
+a dozen lines: the binomial test sums the probabilities in exact integer arithmetic, so its p-value is the
+exact one rounded once, and which outcomes count as "no more likely than the observed one" is decided
+exactly rather than within a tolerance. The tests check all three against ``scipy.stats`` (a test
+dependency) and against direct computations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for ``successes`` out of ``n`` trials; 95% with the default ``z``.
+
+    >>> [round(x, 3) for x in wilson_interval(8, 10)]
+    [0.49, 0.943]
+
+    Raises:
+        ValueError: ``n`` is not positive or ``successes`` is not in ``0..n``.
+    """
+    _check_counts(successes, n)
+    p = successes / n
+    denom = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exactly 0 and 1 at the ends, without rounding
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
+
+
+def binomial_test(
+    successes: int,
+    n: int,
+    p: float = 0.5,
+    *,
+    alternative: Literal["two-sided", "greater", "less"] = "two-sided",
+) -> float:
+    """The exact binomial test's p-value for ``successes`` out of ``n`` against success probability ``p``.
+
+    Two-sided, it is the probability of every outcome no more likely than the one observed (the rule
+    ``scipy.stats.binomtest`` uses); ``"greater"`` is P(X >= successes), ``"less"`` is P(X <= successes).
+    With no trials it is 1.
+
+    >>> round(binomial_test(9, 10), 4)
+    0.0215
+    >>> round(binomial_test(9, 10, alternative="greater"), 5)
+    0.01074
+
+    Raises:
+        ValueError: ``n`` is negative, ``successes`` is not in ``0..n``, ``p`` is not strictly between 0
+            and 1, or ``alternative`` is not one of the three.
+    """
+    if n == 0 and successes == 0:
+        return 1.0
+    _check_counts(successes, n)
+    if not 0 < p < 1:
+        raise ValueError(f"p={p}; the success probability must be strictly between 0 and 1")
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative={alternative!r}; use 'two-sided', 'greater' or 'less'")
+    # P(X = i) = C(n, i) a^i b^(n - i) / d^n with p = a / d exactly (a float is a binary fraction), so
+    # integer weights compare and sum the probabilities without rounding.
+    ratio = Fraction(p)
+    a, d = ratio.numerator, ratio.denominator
+    b = d - a
+    weights = [math.comb(n, i) * a**i * b ** (n - i) for i in range(n + 1)]
+    if alternative == "greater":
+        tail = sum(weights[successes:])
+    elif alternative == "less":
+        tail = sum(weights[: successes + 1])
+    else:
+        observed = weights[successes]
+        tail = sum(w for w in weights if w <= observed)
+    return float(min(Fraction(1), Fraction(tail, d**n)))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the input order.
+
+    The i-th smallest of m p-values is multiplied by m - i + 1 (i from 1), each adjusted value is at least
+    the one before it in that order, and none exceeds 1; reject where the adjusted value is below the level.
+
+    >>> [round(p, 6) for p in holm([0.01, 0.04, 0.03])]
+    [0.03, 0.06, 0.06]
+
+    Raises:
+        ValueError: A p-value is not in [0, 1].
+    """
+    bad = [p for p in p_values if not 0 <= p <= 1]
+    if bad:
+        raise ValueError(f"p-values must lie in [0, 1], got {bad[:5]}")
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _floats(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """A 1-d float array; float32 input stays float32, so its means are the ones float32 arithmetic gives."""
+    x = np.asarray(values)
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    if x.ndim != 1 or len(x) == 0:
+        raise ValueError(f"values must be a non-empty 1-d sequence, got shape {x.shape}")
+    return x
+
+
+def _check_counts(successes: int, n: int) -> None:
+    if n <= 0:
+        raise ValueError(f"n={n}; a confidence interval or test needs at least one trial")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes={successes} is not between 0 and n={n}")
+
+
+def mean_interval(values: Sequence[float] | np.ndarray, z: float = 1.96) -> tuple[float, float, float]:
+    """The mean and its normal-approximation interval, ``mean -+ z * sd / sqrt(n)``; 95% by default.
+
+    With fewer than two values the interval is ``(nan, nan)``: one value says nothing about its spread.
+
+    >>> [round(v, 4) for v in mean_interval([1.0, 2.0, 3.0, 4.0])]
+    [2.5, 1.2348, 3.7652]
+    """
+    x = _floats(values)
+    mean = float(np.mean(x))
+    half = z * float(np.std(x, ddof=1)) / math.sqrt(len(x)) if len(x) > 1 else float("nan")
+    return mean, mean - half, mean + half
+
+
+def bootstrap_mean_interval(
+    values: Sequence[float] | np.ndarray, n_boot: int, seed: int, level: float = 0.95
+) -> tuple[float, float, float]:
+    """The mean and its percentile bootstrap interval: ``n_boot`` resamples with replacement, seeded.
+
+    >>> mean, low, high = bootstrap_mean_interval([0.0, 1.0] * 20, n_boot=200, seed=0)
+    >>> mean, low < 0.5 < high
+    (0.5, True)
+    """
+    x = _floats(values)
+    if n_boot < 1 or not 0 < level < 1:
+        raise ValueError(f"n_boot={n_boot}, level={level}; give n_boot >= 1 and a level between 0 and 1")
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(1)  # [resample]
+    tail = round(50 * (1 - level), 10)  # percent in each tail: 2.5 exactly for a 95% interval
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(x.mean()), float(low), float(high)

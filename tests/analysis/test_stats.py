@@ -1,0 +1,132 @@
+"""Wilson intervals, the exact binomial test and Holm's correction, against scipy and direct computations."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from interp.analysis import binomial_test, holm, wilson_interval
+from interp.analysis.stats import bootstrap_mean_interval, mean_interval
+
+stats = pytest.importorskip("scipy.stats")
+
+
+def test_wilson_interval_matches_scipy_and_stays_in_the_unit_interval():
+    z = float(stats.norm.ppf(0.975))
+    for n in (1, 2, 5, 10, 37, 100, 512):
+        for k in sorted({0, 1, n // 3, n // 2, n - 1, n}):
+            expected = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+            low, high = wilson_interval(k, n, z=z)
+            assert (low, high) == pytest.approx((expected.low, expected.high), abs=1e-12), (k, n)
+            assert 0.0 <= low <= k / n <= high <= 1.0
+    assert wilson_interval(50, 100) == pytest.approx((0.4038, 0.5962), abs=1e-4)
+    low, high = wilson_interval(50, 100)
+    assert high - low == pytest.approx(0.19, abs=0.01)
+    assert wilson_interval(0, 10)[0] == 0 and wilson_interval(10, 10)[1] == 1
+
+
+def test_binomial_test_matches_scipy():
+    for n in range(0, 41):
+        for k in range(n + 1):
+            for alternative in ("two-sided", "greater", "less"):
+                expected = stats.binomtest(k, n, 0.5, alternative=alternative).pvalue if n else 1.0
+                assert binomial_test(k, n, alternative=alternative) == pytest.approx(expected, rel=1e-12)
+    for k, n, p in ((3, 20, 0.3), (12, 20, 0.3), (0, 7, 0.1), (250, 300, 0.8), (1, 1000, 0.001)):
+        for alternative in ("two-sided", "greater", "less"):
+            expected = stats.binomtest(k, n, p, alternative=alternative).pvalue
+            assert binomial_test(k, n, p, alternative=alternative) == pytest.approx(expected, rel=1e-9)
+
+
+def test_binomial_test_at_one_half_is_twice_the_exact_tail():
+    """The hand-written test the coreference study used before: 2 P(X >= max(k, n - k)), capped at 1."""
+    for n in (1, 9, 10, 101, 400):
+        for k in sorted({0, 1, n // 2, (n + 1) // 2, n - 1, n}):
+            tail = max(k, n - k)
+            expected = min(1.0, 2 * (sum(math.comb(n, i) for i in range(tail, n + 1)) / 2**n))
+            assert binomial_test(k, n) == expected, (k, n)
+    assert round(binomial_test(9, 10), 4) == 0.0215
+
+
+def _holm_by_definition(p_values):
+    """Adjusted p of the i-th smallest: the largest of min(1, (m - j + 1) p_(j)) over j <= i."""
+    m = len(p_values)
+    ranked = sorted(p_values)
+    out = []
+    for p in p_values:
+        i = ranked.index(p)
+        out.append(max(min(1.0, (m - j) * ranked[j]) for j in range(i + 1)))
+    return out
+
+
+def test_holm_matches_its_definition_and_the_step_down_decisions():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([]) == []
+    for p_values in ([0.2], [0.001, 0.5, 0.02, 0.049, 0.9], [0.3, 0.3, 0.01], [1.0, 0.0]):
+        assert holm(p_values) == pytest.approx(_holm_by_definition(p_values))
+    p_values = [0.001, 0.012, 0.013, 0.04, 0.5]
+    alpha, m = 0.05, len(p_values)
+    rejected = set()
+    for j, (i, p) in enumerate(sorted(enumerate(p_values), key=lambda e: e[1])):
+        if p > alpha / (m - j):
+            break
+        rejected.add(i)
+    assert {i for i, q in enumerate(holm(p_values)) if q <= alpha} == rejected == {0, 1, 2}
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: wilson_interval(1, 0), r"n=0; a confidence interval or test needs at least one trial"),
+        (lambda: wilson_interval(11, 10), r"successes=11 is not between 0 and n=10"),
+        (lambda: binomial_test(3, 5, p=1.0), r"p=1.0; the success probability must be strictly between"),
+        (lambda: binomial_test(3, 5, alternative="both"), r"alternative='both'; use 'two-sided'"),
+        (lambda: holm([0.5, 1.5]), r"p-values must lie in \[0, 1\], got \[1.5\]"),
+    ],
+)
+def test_bad_input_is_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_binomial_test_is_exact_where_floats_would_round():
+    # P(X <= 0) for n = 2000 at p = 0.5 is 2^-2000, far below the smallest float: the exact sum says 0.0
+    # one-sided and the two-sided value doubles it, both without an underflow warning or a negative.
+    assert binomial_test(0, 2000, alternative="less") == 0.0
+    assert binomial_test(1000, 2000) == 1.0
+    assert all(0 <= binomial_test(k, 30, 0.3) <= 1 for k in range(31))
+    below = [binomial_test(k, 30, 0.3, alternative="less") for k in range(31)]
+    above = [binomial_test(k, 30, 0.3, alternative="greater") for k in range(31)]
+    assert below == sorted(below) and below[-1] == 1.0 and above[0] == 1.0
+    for k in range(30):
+        assert below[k] + above[k + 1] == pytest.approx(1.0, abs=1e-15)
+
+
+def test_docstring_examples():
+    import doctest
+
+    from interp.analysis import stats as module
+
+    result = doctest.testmod(module)
+    assert result.attempted >= 6 and result.failed == 0
+
+
+def test_mean_intervals():
+    import numpy as np
+
+    x = np.array([0.5, 1.5, 2.0, 4.0])
+    mean, low, high = mean_interval(x)
+    half = 1.96 * math.sqrt(sum((v - 2.0) ** 2 for v in x) / 3) / 2  # sd with n - 1, over sqrt(n)
+    assert (mean, low, high) == pytest.approx((2.0, 2.0 - half, 2.0 + half))
+    assert all(math.isnan(v) for v in mean_interval([3.0])[1:])
+    rng = np.random.default_rng(0)
+    values = rng.normal(1.0, 1.0, size=400)
+    mean, low, high = bootstrap_mean_interval(values, n_boot=2000, seed=1)
+    _, normal_low, normal_high = mean_interval(values)
+    assert mean == pytest.approx(values.mean())
+    assert (low, high) == pytest.approx((normal_low, normal_high), abs=0.02)  # both about the same at n=400
+    assert bootstrap_mean_interval(values, 2000, 1) == (mean, low, high)  # seeded
+    float32 = values.astype(np.float32)
+    assert bootstrap_mean_interval(float32, 10, 0)[0] == float(float32.mean())
+    with pytest.raises(ValueError, match=r"non-empty 1-d sequence, got shape \(0,\)"):
+        mean_interval([])
