@@ -85,23 +85,23 @@ def read_saelens(
     """Load a SAELens folder (see the module docstring)."""
     raw = json.loads((folder / CFG).read_text(encoding="utf-8"))
     if not isinstance(raw, dict):
-        raise ValueError(f"{folder / CFG} holds a JSON {type(raw).__name__}, not a SAELens config object")
+        raise config_error(f"{folder / CFG} holds a JSON {type(raw).__name__}, not a SAELens config object")
     cfg = normalise_config(raw)
     arch = cfg.get("architecture", "standard")
     if arch not in _ARCHITECTURES:
-        raise ValueError(
+        raise config_error(
             f"{folder}: SAELens architecture {arch!r} is not supported; supported: {sorted(_ARCHITECTURES)}"
         )
     activation, transcoder, skip = _ARCHITECTURES[arch]
     fn = cfg.get("activation_fn", "relu")
     if fn not in ("relu", "topk", None):
-        raise ValueError(f"{folder}: activation_fn {fn!r} is not supported (only relu and topk)")
+        raise config_error(f"{folder}: activation_fn {fn!r} is not supported (only relu and topk)")
     tensors = load_file(folder / WEIGHTS)
     finetune = bool(cfg.get("finetuning_scaling_factor"))
     scale = tensors.pop("scaling_factor", None)
     if scale is not None and not torch.equal(scale, torch.ones_like(scale)):
         if not finetune:
-            raise ValueError(
+            raise config_error(
                 f"{folder}: the weights hold a scaling_factor that is not all ones, but cfg.json has "
                 "finetuning_scaling_factor false; one of the two files is from another SAE"
             )
@@ -112,7 +112,7 @@ def read_saelens(
         tensors["threshold"] = tensors.pop("log_threshold").exp()
     for key in ("d_in", "d_sae"):
         if key not in cfg:
-            raise ValueError(f"{folder / CFG} has no {key!r}; a SAELens config names d_in and d_sae")
+            raise config_error(f"{folder / CFG} has no {key!r}; a SAELens config names d_in and d_sae")
     config = SAEConfig(
         d_in=cfg["d_in"],
         d_sae=cfg["d_sae"],
@@ -180,10 +180,10 @@ def save_saelens(sae: SAE, folder: Path) -> Path:
     ]
     if c.transcoder:
         if architecture == "topk":
-            raise ValueError("SAELens has no TopK transcoder; save a standard or JumpReLU transcoder")
+            raise config_error("SAELens has no TopK transcoder; save a standard or JumpReLU transcoder")
         architecture = "skip_transcoder" if c.skip else f"{architecture}_transcoder".replace("standard_", "")
     elif c.skip:
-        raise ValueError("SAELens has no skip connection on autoencoders; only skip transcoders")
+        raise config_error("SAELens has no skip connection on autoencoders; only skip transcoders")
     keep = {k: v for k, v in c.metadata.items() if k not in ("format",)} if c.metadata else {}
     metadata = {
         **(keep.get("metadata") if isinstance(keep.get("metadata"), dict) else {}),

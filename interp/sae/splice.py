@@ -13,9 +13,11 @@ reads its input at ``hook_name`` after every other function there, and replaces 
 
 With ``use_error_term=True`` the output is ``recons + error`` where ``error = x - recons_clean`` is computed
 without the SAE's hooks, and is itself a hook point (``HOOK.hook_sae_error``) that can be cached, patched and
-differentiated. The sum is formed as ``x + (recons - recons_clean) + (error' - error)``, so when nothing is
-edited the model's output is bit for bit what it is without the SAE, and gradients through the splice are the
-model's own.
+differentiated. The sum's value is formed as ``x + (recons - recons_clean) + (error' - error)``, so when nothing
+is edited the model's output is bit for bit what it is without the SAE, while its gradient is that of
+``recons + error'``: the error node receives the output's gradient, and gradients through the splice are the
+model's own. (A transcoder observes its input hook; where a hook switches a layer to its explicit path, such as
+a norm's ``hook_normalized``, the output is the bits of that path, equal to the fused one to float tolerance.)
 """
 
 from __future__ import annotations
@@ -160,7 +162,9 @@ def _splice_fns(sae: SAE, use_error_term: bool):
             target = actual.to(device, recons.dtype)
             error = target - clean
             edited = sae.hook_sae_error(error)
-            out = target + (recons - clean) + (edited - error)
+            # The value is target + 0 + 0 when nothing is edited; the detached terms carry no gradient, so
+            # the gradient is that of recons + edited: at the error node, and through it to the target.
+            out = target.detach() + (recons - clean.detach()) + (edited - error.detach())
         return sae.hook_sae_output(out).to(actual.device, actual.dtype)
 
     return replace, read
