@@ -59,7 +59,18 @@ def read_corpus(path: str | Path) -> list[str]:
 
 
 def _settings(args: argparse.Namespace, data_sha: str) -> dict[str, Any]:
-    keys = ("model", "hook", "d_sae", "k", "architecture", "tokens", "train_batch_size", "context", "lr", "seed")
+    keys = (
+        "model",
+        "hook",
+        "d_sae",
+        "k",
+        "architecture",
+        "tokens",
+        "train_batch_size",
+        "context",
+        "lr",
+        "seed",
+    )
     return {"data_sha256": data_sha, **{k: getattr(args, k) for k in keys}}
 
 
@@ -79,11 +90,15 @@ def check_out(out: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
         if earlier["settings"].get(k) != v
     ]
     if diffs:
-        raise ValueError(f"--out {out} holds another run ({'; '.join(diffs)}); use another folder to start over")
+        raise ValueError(
+            f"--out {out} holds another run ({'; '.join(diffs)}); use another folder to start over"
+        )
     return earlier
 
 
-def windows(model: Any, texts: list[str], context: int, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def windows(
+    model: Any, texts: list[str], context: int, batch_size: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The texts cut into windows of at most ``context`` tokens, in batches ``(ids, mask)`` padded right."""
     pieces: list[torch.Tensor] = []
     for start in range(0, len(texts), 64):
@@ -111,7 +126,9 @@ def sae_main(args: argparse.Namespace) -> int:
     from interp.sae.train import TrainSettings, train
     from interp.store import cache_activations
 
-    TrainSettings(d_sae=args.d_sae, architecture=args.architecture, k=args.k, batch_size=args.train_batch_size)
+    TrainSettings(
+        d_sae=args.d_sae, architecture=args.architecture, k=args.k, batch_size=args.train_batch_size
+    )
     if args.context < 1:
         raise ValueError(f"--context {args.context}; give at least 1 token per window")
     texts = read_corpus(args.data)
@@ -132,7 +149,9 @@ def sae_main(args: argparse.Namespace) -> int:
             raise ValueError(f"--hook {hook} is [batch, head, query, key]; an SAE reads one row per token")
         width = hook_width(model, hook)
         if earlier is not None and width is not None and earlier.get("d_in") not in (None, width):
-            raise ValueError(f"--out {out} was trained with d_in={earlier['d_in']}, but {hook} has width {width}")
+            raise ValueError(
+                f"--out {out} was trained with d_in={earlier['d_in']}, but {hook} has width {width}"
+            )
         if args.context > model.cfg.n_ctx:
             raise ValueError(f"--context {args.context} is longer than the model's n_ctx={model.cfg.n_ctx}")
         if distributed.rank() == 0:
