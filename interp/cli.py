@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoint-every", type=int, default=200, help="steps between checkpoints")
     t.add_argument("--shard-rows", type=int, default=8192)
     t.add_argument("--buffer-rows", type=int, default=262144, help="rows shuffled in memory at once")
+    t.add_argument(
+        "--skip-first", type=int, default=1, help="tokens at the start of each window left out of training"
+    )
     t.add_argument("--device", default=None)
     t.add_argument("--dtype", default=None)
     t.add_argument("--quiet", action="store_true")

@@ -181,6 +181,7 @@ def sae_main(args: argparse.Namespace) -> int:
             checkpoint_dir=out / "checkpoint",
             checkpoint_every=args.checkpoint_every,
             buffer_rows=args.buffer_rows,
+            min_position=args.skip_first,
             progress=not args.quiet,
         )
         if distributed.rank() == 0:

@@ -12,7 +12,9 @@ Per SAE, over the real (unpadded) tokens given:
 - ``kl``: mean ``KL(p_clean || p_sae)`` of the next-token distributions (nats).
 
 A transcoder's target is the activation at its output hook. Models without a language-model head get NaN for
-the CE and KL columns.
+the CE and KL columns. ``skip_first=n`` leaves each sequence's first ``n`` real tokens alone: they are left out
+of the reconstruction metrics and keep their own activation in the spliced and ablated runs (for SAEs trained
+without them, such as the first token's outlier "attention sink" stream).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from interp.sae.splice import check_sae_fits
 
 
 def _batches(model: Any, tokens: Any, attention_mask: torch.Tensor | None, batch_size: int):
+    if isinstance(tokens, list) and tokens and isinstance(tokens[0], tuple):  # batches (ids, mask) already
+        for ids, mask in tokens:
+            yield ids.to(model.device), mask.to(model.device)
+        return
     if isinstance(tokens, (str, list)) and (isinstance(tokens, str) or isinstance(tokens[0], str)):
         tokens = model.to_tokens(tokens)
     if hasattr(tokens, "ids") and hasattr(tokens, "mask"):
@@ -46,6 +52,27 @@ def _ce_and_logprobs(logits: torch.Tensor, ids: torch.Tensor, pairs: torch.Tenso
     logp = logits[:, :-1].float().log_softmax(-1)[pairs]  # [n, d_vocab] at positions with a next real token
     nll = -logp.gather(-1, ids[:, 1:][pairs][:, None]).squeeze(-1)
     return nll, logp
+
+
+def _keep_early(clean: torch.Tensor, early: torch.Tensor):
+    """A hook that puts the clean activation back at the ``early`` positions ``[batch, pos]``."""
+
+    def keep(a: torch.Tensor, hook) -> torch.Tensor | None:
+        if not bool(early.any()):
+            return None
+        m = early.to(a.device).reshape(early.shape + (1,) * (a.ndim - 2))
+        return torch.where(m, clean.to(a.device, a.dtype), a)
+
+    return keep
+
+
+def _then(edit, keep):
+    def both(a: torch.Tensor, hook) -> torch.Tensor:
+        edited = edit(a)
+        out = keep(edited, hook)
+        return edited if out is None else out
+
+    return both
 
 
 class _Tally:
@@ -111,6 +138,7 @@ def evaluate(
     *,
     batch_size: int = 8,
     dense_threshold: float = 0.1,
+    skip_first: int = 0,
 ) -> pd.DataFrame:
     """Reconstruction and downstream metrics of each SAE on ``tokens`` (see the module docstring).
 
@@ -121,6 +149,7 @@ def evaluate(
         attention_mask: ``[batch, pos]`` for ids (1 real, 0 padding).
         batch_size: sequences per forward pass.
         dense_threshold: the activation frequency above which a latent counts as dense.
+        skip_first: real tokens at the start of each sequence that the SAE does not touch.
 
     Returns:
         One row per SAE, in the order given.
@@ -136,6 +165,8 @@ def evaluate(
         logits, cache = model.run_with_cache(ids, mask, names_filter=names)
         real = mask.bool()
         pairs = real[:, :-1] & real[:, 1:]
+        early = real & (mask.long().cumsum(-1) <= skip_first)  # [batch, pos]: the untouched first tokens
+        real = real & ~early
         if lm:
             clean_nll, clean_logp = _ce_and_logprobs(logits, ids, pairs)
         for sae, tally in zip(saes, tallies, strict=True):
@@ -145,9 +176,12 @@ def evaluate(
             tally.add(acts.flatten(0, -2) if acts.ndim > 2 else acts, out.flatten(1), target.flatten(1))
             if not lm:
                 continue
-            sae_nll, sae_logp = _ce_and_logprobs(model.run_with_saes(ids, mask, saes=[sae]), ids, pairs)
+            keep = _keep_early(cache[sae.hook_name_out], early)
+            with model.saes([sae]):
+                spliced = model.run_with_hooks(ids, mask, fwd_hooks=[(sae.hook_name_out, keep)])
+            sae_nll, sae_logp = _ce_and_logprobs(spliced, ids, pairs)
             zero = model.run_with_hooks(
-                ids, mask, fwd_hooks=[(sae.hook_name_out, lambda a, h: torch.zeros_like(a))]
+                ids, mask, fwd_hooks=[(sae.hook_name_out, _then(lambda a: torch.zeros_like(a), keep))]
             )
             tally.ce["clean"] += float(clean_nll.sum())
             tally.ce["sae"] += float(sae_nll.sum())
@@ -159,11 +193,16 @@ def evaluate(
             mean = (tally.sum_x / max(tally.n, 1)).to(model.dtype)
             for ids, mask in batches:
                 pairs = mask.bool()[:, :-1] & mask.bool()[:, 1:]
+                early = mask.bool() & (mask.long().cumsum(-1) <= skip_first)
 
-                def to_mean(a: torch.Tensor, hook, mean=mean) -> torch.Tensor:
+                def to_mean(a: torch.Tensor, mean=mean) -> torch.Tensor:
                     return mean.to(a.device).reshape(a.shape[2:]).expand_as(a).clone()
 
-                logits = model.run_with_hooks(ids, mask, fwd_hooks=[(sae.hook_name_out, to_mean)])
+                def restore(a: torch.Tensor, hook, early=early, to_mean=to_mean) -> torch.Tensor:
+                    m = early.to(a.device).reshape(early.shape + (1,) * (a.ndim - 2))
+                    return torch.where(m, a, to_mean(a))
+
+                logits = model.run_with_hooks(ids, mask, fwd_hooks=[(sae.hook_name_out, restore)])
                 tally.ce["mean"] += float(_ce_and_logprobs(logits, ids, pairs)[0].sum())
     frame = pd.DataFrame([t.row(s, dense_threshold, lm) for s, t in zip(saes, tallies, strict=True)])
     return frame

@@ -67,6 +67,7 @@ class TrainSettings:
     decay_fraction: float = 0.2
     buffer_rows: int = 262144
     init_rows: int = 16384
+    min_position: int = 0
     checkpoint_every: int | None = None
     log_every: int = 25
 
@@ -123,7 +124,8 @@ def train(
         checkpoint_dir: where to save checkpoints and resume from.
         checkpoint_every: steps between checkpoints (default: only at the end).
         progress: show a progress bar (rank 0).
-        **options: further :class:`TrainSettings` fields (``aux_coefficient``, ``buffer_rows``, ...).
+        **options: further :class:`TrainSettings` fields (``aux_coefficient``, ``buffer_rows``,
+            ``min_position`` to train a store's rows from that position of each item on, ...).
 
     Returns:
         The SAE, with ``sae.cfg.metadata["training"]`` holding the settings and the loss history.
@@ -139,7 +141,7 @@ def train(
         checkpoint_every=checkpoint_every,
         **options,
     )
-    rows = RowSource(source, hook_name)
+    rows = RowSource(source, hook_name, min_position=settings.min_position)
     run = _Run(settings, rows, Path(checkpoint_dir) if checkpoint_dir is not None else None)
     return run.execute(progress and distributed.rank() == 0)
 

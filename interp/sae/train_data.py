@@ -31,14 +31,24 @@ class RowSource:
         source: a float tensor ``[n, d_in]`` or an activation store.
         hook_name: the store's hook to read (default: its only hook); for a tensor, recorded as given.
         chunk_rows: for a tensor, the rows of one chunk (a store's chunks are its shards).
+        min_position: for a store, keep only rows of tokens at this position or later in their item (``1``
+            drops each sequence's first token, whose residual stream in many models is an outlier of a
+            hundred times the usual norm, the "attention sink").
     """
 
     def __init__(
-        self, source: Any, hook_name: str | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS
+        self,
+        source: Any,
+        hook_name: str | None = None,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+        min_position: int = 0,
     ) -> None:
         from interp.store import ActivationStore
+        from interp.store.files import memmap
+        from interp.store.writer import POSITION
 
         self.store = None
+        self.keep: list[np.ndarray | None] = []
         if isinstance(source, torch.Tensor):
             if source.ndim != 2 or not source.is_floating_point():
                 raise ValueError(
@@ -62,19 +72,27 @@ class RowSource:
             shape = source.row_shape(hook_name)
             self.store, self.hook_name = source, hook_name
             self.d_in = int(np.prod(shape)) if shape else 0
-            self.chunks = [(s.start, s.rows) for s in source.shards]
+            self.chunks = []
+            for shard in source.shards:
+                keep = None
+                if min_position > 0:
+                    positions = np.asarray(memmap(shard.path, POSITION, shard.header, shard.data_start))
+                    keep = np.nonzero(positions >= min_position)[0]
+                self.keep.append(keep)
+                self.chunks.append((shard.start, shard.rows if keep is None else len(keep)))
             self.model_name = source.meta["identity"]["model"].get("name")
         else:
             raise TypeError(
                 f"source must be a tensor [n, d_in] or an ActivationStore, got {type(source).__name__}"
             )
         self.n_rows = sum(rows for _, rows in self.chunks)
+        self.min_position = min_position
         if self.n_rows == 0 or self.d_in == 0:
             raise ValueError("the training data holds no rows; cache some activations first")
 
     def fingerprint(self) -> str:
         """A hash that changes when the data does (a store's data fingerprint; a tensor's bytes, sampled)."""
-        h = hashlib.sha256(f"{self.hook_name}:{self.n_rows}:{self.d_in}".encode())
+        h = hashlib.sha256(f"{self.hook_name}:{self.n_rows}:{self.d_in}:{self.min_position}".encode())
         if self.store is not None:
             h.update(str(self.store.meta.get("data_fingerprint")).encode())
         else:
@@ -88,7 +106,11 @@ class RowSource:
         if self.store is None:
             part = self.tensor[start : start + rows]
         else:
-            part = self.store.tensor(self.hook_name, slice(start, start + rows)).reshape(rows, -1)
+            shard = self.store.shards[chunk]
+            part = self.store.tensor(self.hook_name, slice(shard.start, shard.start + shard.rows))
+            part = part.reshape(shard.rows, -1)
+            if self.keep[chunk] is not None:
+                part = part[torch.from_numpy(self.keep[chunk])]
         return part.float()
 
 

@@ -127,3 +127,19 @@ def test_feature_html_is_escaped_and_bounded(tmp_path):
     assert (out / "figures" / "feat_hist_0.png").is_file() and (
         out / "tables" / "feat_contexts.csv"
     ).is_file()
+
+
+@torch.no_grad()
+def test_skip_first_leaves_the_first_token_alone():
+    model = tiny_model()
+    ids = tokens(3, 8, seed=4)
+    sae = random_sae(HOOK, d_sae=40, k=5)
+    row = evaluate(model, sae, ids, skip_first=1).iloc[0]
+    x = model.run_with_cache(ids, names_filter=HOOK)[1][HOOK]
+    rest = x[:, 1:].reshape(-1, x.shape[-1])
+    assert row["n_tokens"] == rest.shape[0]
+    torch.testing.assert_close(row["mse"], float(((sae(rest) - rest) ** 2).mean()), rtol=1e-5, atol=1e-7)
+    out = torch.cat([x[:, :1], sae(x[:, 1:])], dim=1)
+    spliced = model.run_with_hooks(ids, fwd_hooks=[(HOOK, lambda a, h: out)])
+    pairs = torch.ones(3, 7, dtype=torch.bool)
+    torch.testing.assert_close(row["ce_sae"], _ce(spliced, ids, pairs), rtol=1e-5, atol=1e-5)

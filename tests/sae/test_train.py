@@ -167,3 +167,17 @@ def test_bad_training_input_is_refused_before_training():
         train(x, d_sae=8, progress=False)
     with pytest.raises(ValueError, match="no rows"):
         train(torch.zeros(0, 4), d_sae=8, k=2, progress=False)
+
+
+def test_min_position_leaves_out_each_items_first_tokens(tmp_path):
+    model = tiny_model()
+    batches = [torch.randint(0, 40, (3, 6), generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    store = cache_activations(
+        model, batches, "blocks.0.hook_resid_post", tmp_path / "a", shard_rows=10, progress=False
+    )
+    rows = RowSource(store, min_position=2)
+    index = store.index
+    wanted = index.index[index["position"] >= 2].to_numpy()
+    assert rows.n_rows == len(wanted) == 9 * 4
+    got = torch.cat([rows.read(c) for c in range(len(rows.chunks))])
+    torch.testing.assert_close(got, store.tensor("blocks.0.hook_resid_post", wanted), rtol=0, atol=0)
