@@ -102,31 +102,38 @@ def gender_pairs(pairs: Sequence, items_by_id: dict) -> list[tuple[Any, int]]:
 
 
 @torch.no_grad()
-def twin_differences(model: Any, sae: SAE, pairs: Sequence[tuple[Any, int]]) -> np.ndarray:
-    """``[pairs, d_sae]``: each feature at the final position, feminine twin minus masculine twin."""
+def twin_activations(model: Any, sae: SAE, pairs: Sequence[tuple[Any, int]]) -> np.ndarray:
+    """``[pairs, 2, d_sae]``: each feature at the final position of the feminine twin (0) and the masculine (1)."""
     name = f"{sae.hook_name_out}.hook_sae_acts_post"
     rows = []
     with model.saes([sae], use_error_term=True):
         for pair, fem in pairs:
             acts = model.run_with_cache(pair.clean, names_filter=name)[1][name][:, -1]  # [2, d_sae]
-            rows.append((acts[fem] - acts[1 - fem]).double().numpy())
+            rows.append(torch.stack([acts[fem], acts[1 - fem]]).double().numpy())
     return np.stack(rows)
 
 
-def separating_features(diffs: np.ndarray, select: np.ndarray, top: int, seed: int) -> pd.DataFrame:
-    """Features ranked by the t-statistic of their twin difference on the selection pairs, tested on the rest.
+def separating_features(acts: np.ndarray, select: np.ndarray, top: int, seed: int) -> pd.DataFrame:
+    """Features ranked by selectivity on the selection pairs, tested on the rest.
 
-    Returns one row per chosen feature: ``feature, direction (feminine | masculine), t_select, mean_test (with
-    interval), sign_agreement`` (held-out pairs whose difference has the selected sign, Wilson interval).
+    Selectivity is the mean feminine-minus-masculine difference over the root mean square of the feature's
+    activations on both twins: about ``sqrt(2)`` for a feature that fires on one twin only and does not depend on
+    which pair, near 0 for one that fires alike on both. Features active in fewer than two selection pairs are
+    not ranked.
+
+    Returns one row per chosen feature: ``feature, direction (feminine | masculine), selectivity, mean_test``
+    (the held-out mean difference, with a bootstrap interval) and ``sign_agreement`` (held-out pairs whose
+    difference has the selected sign, Wilson interval; a pair where the feature is silent counts against).
     """
+    diffs = acts[:, 0] - acts[:, 1]  # [pairs, d_sae]
     sel, test = diffs[select], diffs[~select]
-    mean, std = sel.mean(0), sel.std(0, ddof=1) + 1e-9
-    t = mean / (std / math.sqrt(max(1, len(sel))))
-    t[(sel != 0).sum(0) < 2] = 0.0  # a feature active in fewer than two selection pairs is not ranked
-    order = np.argsort(-np.abs(t), kind="stable")[:top]
+    rms = np.sqrt((acts[select] ** 2).mean(axis=(0, 1))) + 1e-12
+    score = sel.mean(0) / rms
+    score[(acts[select] != 0).any(1).sum(0) < 2] = 0.0
+    order = np.argsort(-np.abs(score), kind="stable")[:top]
     rows = []
     for f in order:
-        sign = 1.0 if t[f] > 0 else -1.0
+        sign = 1.0 if score[f] > 0 else -1.0
         agree = int(((test[:, f] * sign) > 0).sum())
         lo, hi = bootstrap_ci(test[:, f], seed)
         w_lo, w_hi = wilson(agree, len(test))
@@ -134,14 +141,14 @@ def separating_features(diffs: np.ndarray, select: np.ndarray, top: int, seed: i
             {
                 "feature": int(f),
                 "direction": "feminine" if sign > 0 else "masculine",
-                "t_select": float(t[f]),
+                "selectivity": float(score[f]),
                 "mean_test": float(test[:, f].mean()),
                 "mean_test_ci_low": lo,
                 "mean_test_ci_high": hi,
                 "sign_agreement": agree / max(1, len(test)),
                 "sign_agreement_ci_low": w_lo,
                 "sign_agreement_ci_high": w_hi,
-                "active_test_pairs": int((test[:, f] != 0).sum()),
+                "active_test_pairs": int((acts[~select][:, :, f] != 0).any(1).sum()),
                 "n_test": len(test),
             }
         )

@@ -81,7 +81,7 @@ def _layer_section(report: Report, model, config, r: dict) -> dict:
     sep = r["separating"]
     report.add_table(
         f"{name}_separating", sep,
-        caption="Selected by t on the selection pairs; mean difference and sign agreement on held-out pairs",
+        caption="Selected by selectivity on the selection pairs; mean difference and sign agreement on held-out pairs",
     )  # fmt: skip
     if len(sep):
         best = sep.iloc[0]

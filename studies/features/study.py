@@ -14,7 +14,8 @@ contrast.
 Metrics. Dictionary quality on held-out text: L0, explained variance, MSE, cosine, CE loss recovered against
 zero and mean ablation, KL and the dead fraction, as means over 4 held-out folds with bootstrap intervals.
 Separation: per feature the feminine-minus-masculine difference at the final position; features ranked by its
-t-statistic on half the twin pairs (split by schema), tested on the other half (mean difference with a bootstrap
+selectivity (mean difference over the feature's RMS activation) on half the twin pairs (split by schema), tested
+on the other half (mean difference with a bootstrap
 interval, sign agreement with a Wilson interval). Causal: the change of the signed pronoun logit difference when
 the top features are zeroed at the final position (error term kept), against 10 draws of random features of
 matched density; attribution patching of the metric to every feature and the error node between twins, the
@@ -174,8 +175,8 @@ def run_study(
             "history": sae.cfg.metadata["training"]["history"],
             "quality": measure.quality(model, sae, held, 4, config.seed),
         }
-        diffs = measure.twin_differences(model, sae, pairs)
-        separating = measure.separating_features(diffs, select, config.top, config.seed)
+        acts = measure.twin_activations(model, sae, pairs)
+        separating = measure.separating_features(acts, select, config.top, config.seed)
         result["separating"] = separating
         test_pairs = [pair for pair, s in zip(pairs, select, strict=True) if not s]
         top = separating["feature"].tolist()
