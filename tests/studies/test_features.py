@@ -109,6 +109,7 @@ def test_gender_pairs_and_their_female_rows(setup):
         assert pair.ids[fem].endswith("a")  # the female twin
 
 
+@torch.no_grad()
 def test_the_planted_feature_separates_held_out_twins_and_matters_causally(setup):
     model, _, pairs = setup
     sae, u = planted_sae(model, pairs)
