@@ -11,9 +11,10 @@ noise, made from a seed) are trained on for ``--steps`` steps of ``--batch-size`
 - ``saelens`` (with ``--saelens-python`` naming a Python that has ``sae-lens`` installed): SAELens's own
   ``TopKTrainingSAE.training_forward_pass`` and Adam on the same batches.
 
-Each runs in a fresh process, after two warm-up steps; the script prints activations per second, the ratio to ``minimal``, and the growth
-of peak resident memory over the process's state after the rows were made (for ``interp-store``, after the
-store was written and the rows freed, so it shows memory bounded by the buffer, not by the store).
+Each runs in a fresh process, after two warm-up steps; the script prints activations per second, the ratio to
+``minimal``, and the growth of peak resident memory over the process's state after the rows were made (for
+``interp-store``, after the store was written and the rows freed, so it shows memory bounded by the buffer, not
+by the store).
 
 Splicing: a random-weight model (``--shape``) runs ``--batch`` x ``--pos`` tokens with no SAE, with a TopK SAE
 spliced at every ``hook_resid_post`` without and with the error term, and with the error term while caching
