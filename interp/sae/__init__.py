@@ -10,7 +10,8 @@ An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (
 - ``splice.py``: ``model.saes([...])`` and ``model.run_with_saes(...)`` run SAEs in place of activations;
 - ``train.py`` and its helpers: :func:`train` on a tensor or an activation store, resumable, under torchrun;
 - ``evaluate.py``: :func:`evaluate` (L0, explained variance, CE loss recovered, KL, dead and dense latents);
-- ``features.py``: what a feature does (top contexts, histogram, logits), and a report section.
+- ``features.py``: what a feature does (top contexts, histogram, logits), and a report section;
+- ``attribution.py``: attribution of a metric to features and the error node, and exact patching of features.
 
 Example:
     >>> import interp, interp.sae  # doctest: +SKIP
@@ -20,10 +21,29 @@ Example:
     ...     logits, cache = model.run_with_cache(text, names_filter="*.hook_sae_acts_post")
 """
 
+from interp.sae.attribution import feature_attribution, patch_features
 from interp.sae.config import SAEConfig
+from interp.sae.evaluate import evaluate
+from interp.sae.features import add_feature_section, feature_stats, logit_effects
 from interp.sae.formats import load
 from interp.sae.module import SAE, SAE_HOOKS
 from interp.sae.splice import spliced
+from interp.sae.train import TrainSettings, train
 from interp.sae.weights import SAEFormatError
 
-__all__ = ["SAE", "SAEConfig", "SAEFormatError", "SAE_HOOKS", "load", "spliced"]
+__all__ = [
+    "SAE",
+    "SAEConfig",
+    "SAEFormatError",
+    "SAE_HOOKS",
+    "TrainSettings",
+    "add_feature_section",
+    "evaluate",
+    "feature_attribution",
+    "feature_stats",
+    "load",
+    "logit_effects",
+    "patch_features",
+    "spliced",
+    "train",
+]
