@@ -53,8 +53,8 @@ class FeaturesConfig:
     context: int = 64
     d_sae: int = 1024
     k: int = 32
-    epochs: int = 4
-    train_batch_size: int = 1024
+    epochs: int = 8
+    train_batch_size: int = 512
     pairs: int = 32
     top: int = 8
     random_draws: int = 10
@@ -70,8 +70,8 @@ def parse(argv: Sequence[str] | None) -> tuple[FeaturesConfig, dict]:
     p.add_argument("--context", type=int, default=64, help="tokens per training window")
     p.add_argument("--d-sae", type=int, default=1024)
     p.add_argument("--k", type=int, default=32)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--train-batch-size", type=int, default=1024)
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--train-batch-size", type=int, default=512)
     p.add_argument("--pairs", type=int, default=32, help="agreement twin pairs to analyse")
     p.add_argument("--top", type=int, default=8, help="features tested causally and shown")
     p.add_argument("--random-draws", type=int, default=10)
