@@ -37,7 +37,9 @@ def test_features_plus_error_add_up_to_the_stream_and_patching_matches_a_direct_
         patched = a_corrupt.clone()
         patched[..., features] = a_clean[..., features]
         target = x_corrupt + sae.decode(patched) - sae.decode(a_corrupt)  # the corrupt error kept
-        direct = float(metric(model.run_with_hooks(corrupt, fwd_hooks=[(HOOK, lambda a, h, t=target: t)])))
+        direct = float(
+            metric(model.run_with_hooks(corrupt, fwd_hooks=[(HOOK, lambda a, h, t=target: t)])).detach()
+        )
         torch.testing.assert_close(value, direct, atol=1e-5, rtol=1e-5)
 
 

@@ -44,6 +44,7 @@ def test_topk_recovers_most_planted_atoms():
     assert history[-1]["fvu"] < history[0]["fvu"] and history[-1]["l0"] == 3.0
 
 
+@pytest.mark.slow
 def test_batchtopk_relu_and_jumprelu_learn_the_planted_dictionary_partly():
     x, atoms = planted(8000)
     start = recovered(train(x, d_sae=128, k=3, tokens=1, batch_size=1, progress=False), atoms).mean()

@@ -151,6 +151,7 @@ def test_the_planted_feature_separates_held_out_twins_and_matters_causally(setup
     assert np.isfinite(total) and gap != 0
 
 
+@pytest.mark.slow
 def test_the_pipeline_trains_finds_and_reports(setup, tmp_path):
     from interp.report import Report
     from studies.features.report import write_report
