@@ -8,8 +8,9 @@ noise, made from a seed) are trained on for ``--steps`` steps of ``--batch-size`
   shard), streaming through a buffer of ``--buffer-rows``;
 - ``minimal``: a plain PyTorch TopK loop written below (encode, top-k, decode, MSE, Adam, unit-norm decoder
   rows; no dead-latent loss, no checkpoints, no shuffling buffer), the floor for the same arithmetic;
-- ``saelens`` (with ``--saelens-python`` naming a Python that has ``sae-lens`` installed): SAELens's own
-  ``TopKTrainingSAE.training_forward_pass`` and Adam on the same batches.
+- ``saelens`` (with ``--saelens-python`` naming a Python that has ``sae-lens`` installed, e.g. a separate
+  venv made with ``python -m venv VENV && VENV/bin/pip install sae-lens``): SAELens's own
+  ``TopKTrainingSAE.training_forward_pass`` and Adam on the same batches (checked with sae-lens 6.54).
 
 Each runs in a fresh process, after two warm-up steps; the script prints activations per second, the ratio to
 ``minimal``, and the growth of peak resident memory over the process's state after the rows were made (for
@@ -97,9 +98,15 @@ def minimal_topk(x: torch.Tensor, d_sae: int, k: int, batch: int, steps: int, lr
 
 
 SAELENS_SCRIPT = r"""
-import sys, time, json, resource, torch
+import dataclasses, sys, time, json, resource, torch
 from sae_lens.saes.topk_sae import TopKTrainingSAE, TopKTrainingSAEConfig
 from sae_lens.saes.sae import TrainStepInput
+FIELDS = {f.name for f in dataclasses.fields(TrainStepInput)}
+def step_input(x, dead, step):
+    kw = dict(sae_in=x, coefficients={}, dead_neuron_mask=dead, n_training_steps=step)
+    if "is_logging_step" in FIELDS:  # added in later 6.x releases
+        kw["is_logging_step"] = False
+    return TrainStepInput(**kw)
 sys.path.insert(0, sys.argv[1])
 from sae import make_rows, peak_rss_mib
 rows, d_in, d_sae, k, batch, steps, lr, device = json.loads(sys.argv[2])
@@ -107,7 +114,7 @@ torch.set_num_threads(int(sys.argv[3]))
 x = make_rows(rows, d_in)
 warm = TopKTrainingSAE(TopKTrainingSAEConfig(d_in=d_in, d_sae=d_sae, k=k, device=device)).to(device)
 for step in range(2):
-    out = warm.training_forward_pass(TrainStepInput(x[:batch].to(device), {}, None, step))
+    out = warm.training_forward_pass(step_input(x[:batch].to(device), None, step))
     out.loss.backward()
 del warm
 base = peak_rss_mib()
@@ -117,7 +124,7 @@ dead = torch.zeros(d_sae, dtype=torch.bool, device=device)
 t = time.perf_counter()
 for step in range(steps):
     start = (step * batch) % (rows - batch + 1)
-    out = sae.training_forward_pass(TrainStepInput(x[start:start + batch].to(device), {}, dead, step))
+    out = sae.training_forward_pass(step_input(x[start:start + batch].to(device), dead, step))
     opt.zero_grad(set_to_none=True)
     out.loss.backward()
     opt.step()
