@@ -99,6 +99,20 @@ def _layer_section(report: Report, model, config, r: dict) -> dict:
             f"{best['sign_agreement_ci_high']:.2f}]. A pair where the feature is silent in both twins counts "
             "against agreement."
         )
+    if len(sep):
+        found = float(sep["sign_agreement_ci_low"].max()) > 0.5
+        report.add_text(
+            "**Verdict:** "
+            + (
+                "at least one feature separates the held-out twins above chance (its interval lies above 0.5)."
+                if found
+                else "no feature separates the held-out twins reliably: the best sign agreement's interval does not "
+                "lie above 0.5, and the selected features are silent in most held-out pairs. At this scale (see "
+                "Data) the dictionary has not given the agreement signal features of its own; the attribution "
+                "below shows how much of it stays in the error node. `--texts`, `--d-sae`, `--epochs` and "
+                "`--data` scale the run up."
+            )
+        )
     report.add_section(f"{hook}: causal tests")
     a = r["ablation"]
     lo, hi = a["top_ci"]
