@@ -68,7 +68,7 @@ def feature_stats(
     chosen = torch.tensor(features, dtype=torch.long)
     best: dict[int, list[tuple[float, int, int]]] = {f: [] for f in features}
     values: dict[int, list[np.ndarray]] = {f: [] for f in features}
-    rows: list[torch.Tensor] = []
+    rows: list[tuple[torch.Tensor, torch.Tensor]] = []
     n_tokens, item0 = 0, 0
     for ids, mask in _batches(model, tokens, attention_mask, batch_size):
         _, cache = model.run_with_cache(ids, mask, names_filter=[sae.cfg.hook_name])
@@ -83,12 +83,14 @@ def feature_stats(
                 if v > 0:
                     best[f].append((v, item0 + flat // a.shape[1], flat % a.shape[1]))
             best[f] = sorted(best[f], key=lambda t: (-t[0], t[1], t[2]))[:k]
-        rows.extend(ids.cpu()[b][mask.cpu()[b].bool()] for b in range(ids.shape[0]))
+        rows.extend((ids[b].cpu(), mask[b].cpu().bool()) for b in range(ids.shape[0]))
         item0 += ids.shape[0]
     records = []
     for f in features:
-        for rank, (v, item, pos) in enumerate(best[f]):
-            seq = rows[item]
+        for rank, (v, item, column) in enumerate(best[f]):
+            ids_row, real = rows[item]
+            seq = ids_row[real]  # the real tokens, whichever side the padding was on
+            pos = int(real[: column + 1].sum()) - 1  # the token's position among them
             lo, hi = max(0, pos - window), min(len(seq), pos + window + 1)
             strings = _token_strings(model, seq[lo:hi])
             records.append(

@@ -143,3 +143,18 @@ def test_skip_first_leaves_the_first_token_alone():
     spliced = model.run_with_hooks(ids, fwd_hooks=[(HOOK, lambda a, h: out)])
     pairs = torch.ones(3, 7, dtype=torch.bool)
     torch.testing.assert_close(row["ce_sae"], _ce(spliced, ids, pairs), rtol=1e-5, atol=1e-5)
+
+
+def test_feature_contexts_are_the_same_under_left_padding():
+    model = tiny_model()
+    ids = tokens(2, 8, seed=3)
+    sae = random_sae(HOOK, d_sae=40, k=5)
+    left = torch.cat([torch.zeros(2, 3, dtype=torch.long), ids], dim=1)
+    mask = torch.cat([torch.zeros(2, 3, dtype=torch.long), torch.ones_like(ids)], dim=1)
+    a = feature_stats(model, sae, ids, [1, 2], k=3, window=2).contexts
+    b = feature_stats(model, sae, left, [1, 2], attention_mask=mask, k=3, window=2).contexts
+    cols = ["feature", "item", "position", "token", "left", "right"]
+    assert a[cols].equals(b[cols])
+    torch.testing.assert_close(
+        torch.tensor(a["activation"].tolist()), torch.tensor(b["activation"].tolist()), atol=1e-4, rtol=1e-4
+    )
