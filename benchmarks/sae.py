@@ -1,0 +1,322 @@
+"""SAE training throughput and memory, and what a spliced SAE costs a forward pass.
+
+Training: the same activations (``--rows`` rows of width ``--d-in``: sparse sums of random unit atoms plus
+noise, made from a seed) are trained on for ``--steps`` steps of ``--batch-size`` rows by
+
+- ``interp``: :func:`interp.sae.train` on the tensor;
+- ``interp-store``: :func:`interp.sae.train` on an activation store of the same rows (``--shard-rows`` a
+  shard), streaming through a buffer of ``--buffer-rows``;
+- ``minimal``: a plain PyTorch TopK loop written below (encode, top-k, decode, MSE, Adam, unit-norm decoder
+  rows; no dead-latent loss, no checkpoints, no shuffling buffer), the floor for the same arithmetic;
+- ``saelens`` (with ``--saelens-python`` naming a Python that has ``sae-lens`` installed, e.g. a separate
+  venv made with ``python -m venv VENV && VENV/bin/pip install sae-lens``): SAELens's own
+  ``TopKTrainingSAE.training_forward_pass`` and Adam on the same batches (checked with sae-lens 6.54).
+
+Each runs in a fresh process, after two warm-up steps; the script prints activations per second, the ratio to
+``minimal``, and the growth of peak resident memory over the process's state after the rows were made (for
+``interp-store``, after the store was written and the rows freed, so it shows memory bounded by the buffer, not
+by the store).
+
+Splicing: a random-weight model (``--shape``) runs ``--batch`` x ``--pos`` tokens with no SAE, with a TopK SAE
+spliced at every ``hook_resid_post`` without and with the error term, and with the error term while caching
+the latents; the median over ``--rounds`` of each time over the plain forward's, measured in one process.
+
+    python benchmarks/sae.py --threads 1 --rows 20000 --steps 20 --d-sae 1024   # tiny settings
+    python benchmarks/sae.py --device cuda --rows 2000000 --d-in 768 --d-sae 24576 --k 32 --steps 400
+
+This is a measurement script, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+SHAPES = {
+    "small": dict(n_layers=4, d_model=256, n_heads=4, d_vocab=4096),
+    "smollm2-135m": dict(
+        n_layers=30, d_model=576, n_heads=9, n_kv_heads=3, d_mlp=1536, d_vocab=49152,
+        norm="rmsnorm", positional="rotary", mlp="gated", act="silu", attn_bias=False, mlp_bias=False,
+    ),
+}  # fmt: skip
+
+
+def peak_rss_mib() -> float:
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+
+
+def make_rows(rows: int, d_in: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    atoms = torch.randn(4 * d_in, d_in, generator=g)
+    atoms /= atoms.norm(dim=-1, keepdim=True)
+    out = torch.empty(rows, d_in)
+    for start in range(0, rows, 8192):
+        n = min(8192, rows - start)
+        idx = torch.randint(0, atoms.shape[0], (n, 8), generator=g)
+        coef = torch.rand(n, 8, generator=g) * 3
+        out[start : start + n] = (atoms[idx] * coef[..., None]).sum(1) + 0.1 * torch.randn(
+            n, d_in, generator=g
+        )
+    return out
+
+
+def minimal_topk(x: torch.Tensor, d_sae: int, k: int, batch: int, steps: int, lr: float, device: str) -> None:
+    """The floor: a TopK SAE step with nothing else."""
+    d_in = x.shape[1]
+    g = torch.Generator().manual_seed(0)
+    w_dec = torch.randn(d_sae, d_in, generator=g)
+    w_dec = (w_dec / w_dec.norm(dim=-1, keepdim=True)).to(device).requires_grad_(True)
+    w_enc = w_dec.detach().T.clone().requires_grad_(True)
+    b_enc = torch.zeros(d_sae, device=device, requires_grad=True)
+    b_dec = x[:4096].mean(0).to(device).requires_grad_(True)
+    opt = torch.optim.Adam([w_enc, b_enc, w_dec, b_dec], lr=lr)
+    for step in range(steps):
+        start = (step * batch) % (x.shape[0] - batch + 1)
+        xb = x[start : start + batch].to(device)
+        pre = (xb - b_dec) @ w_enc + b_enc
+        values, indices = pre.topk(k, dim=-1)
+        acts = torch.zeros_like(pre).scatter(-1, indices, values.relu())
+        loss = ((acts @ w_dec + b_dec - xb) ** 2).sum(-1).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            w_dec /= w_dec.norm(dim=-1, keepdim=True)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+SAELENS_SCRIPT = r"""
+import dataclasses, sys, time, json, resource, torch
+from sae_lens.saes.topk_sae import TopKTrainingSAE, TopKTrainingSAEConfig
+from sae_lens.saes.sae import TrainStepInput
+FIELDS = {f.name for f in dataclasses.fields(TrainStepInput)}
+def step_input(x, dead, step):
+    kw = dict(sae_in=x, coefficients={}, dead_neuron_mask=dead, n_training_steps=step)
+    if "is_logging_step" in FIELDS:  # added in later 6.x releases
+        kw["is_logging_step"] = False
+    return TrainStepInput(**kw)
+sys.path.insert(0, sys.argv[1])
+from sae import make_rows, peak_rss_mib
+rows, d_in, d_sae, k, batch, steps, lr, device = json.loads(sys.argv[2])
+torch.set_num_threads(int(sys.argv[3]))
+x = make_rows(rows, d_in)
+warm = TopKTrainingSAE(TopKTrainingSAEConfig(d_in=d_in, d_sae=d_sae, k=k, device=device)).to(device)
+for step in range(2):
+    out = warm.training_forward_pass(step_input(x[:batch].to(device), None, step))
+    out.loss.backward()
+del warm
+base = peak_rss_mib()
+sae = TopKTrainingSAE(TopKTrainingSAEConfig(d_in=d_in, d_sae=d_sae, k=k, device=device)).to(device)
+opt = torch.optim.Adam(sae.parameters(), lr=lr)
+dead = torch.zeros(d_sae, dtype=torch.bool, device=device)
+t = time.perf_counter()
+for step in range(steps):
+    start = (step * batch) % (rows - batch + 1)
+    out = sae.training_forward_pass(step_input(x[start:start + batch].to(device), dead, step))
+    opt.zero_grad(set_to_none=True)
+    out.loss.backward()
+    opt.step()
+seconds = time.perf_counter() - t
+print(json.dumps({"seconds": seconds, "rss_growth_mib": peak_rss_mib() - base}))
+"""
+
+
+def worker(args: argparse.Namespace) -> None:
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    x = make_rows(args.rows, args.d_in)
+    lr = 2e-4 / (args.d_sae / 2**14) ** 0.5
+    folder = None
+    source: object = x
+    if args.worker == "interp-store":
+        from interp import HookedTransformer, TransformerConfig
+        from interp.store import cache_activations
+
+        folder = Path(tempfile.mkdtemp(prefix="sae-bench-"))
+        # A one-layer model whose stream at hook_embed is the rows themselves: embeddings are the rows.
+        cfg = TransformerConfig(n_layers=1, d_model=args.d_in, n_heads=1, d_vocab=args.rows, n_ctx=64, seed=0)
+        model = HookedTransformer(cfg).eval()
+        with torch.no_grad():
+            model.embed.W_E.copy_(x)
+        ids = (
+            torch.arange(args.rows).reshape(-1, 64) if args.rows % 64 == 0 else torch.arange(args.rows)[None]
+        )
+        source = cache_activations(
+            model, list(ids.split(16)), "hook_embed", folder, shard_rows=args.shard_rows, progress=False
+        )
+        del model, x
+    # Warm up (the first Adam step and top-k of a process pay a one-off setup of several seconds on a CPU).
+    warm = make_rows(2 * args.batch_size, args.d_in, seed=1)
+    minimal_topk(warm, args.d_sae, args.k, args.batch_size, 2, lr, args.device)
+    if args.worker != "minimal":
+        from interp.sae.train import train
+
+        train(
+            warm,
+            d_sae=args.d_sae,
+            k=args.k,
+            batch_size=args.batch_size,
+            tokens=2 * args.batch_size,
+            progress=False,
+        )
+    del warm
+    base = peak_rss_mib()
+    start = time.perf_counter()
+    if args.worker == "minimal":
+        minimal_topk(x, args.d_sae, args.k, args.batch_size, args.steps, lr, args.device)
+    else:
+        from interp.sae.train import train
+
+        train(
+            source, d_sae=args.d_sae, k=args.k, batch_size=args.batch_size, tokens=args.steps * args.batch_size,
+            lr=lr, progress=False, buffer_rows=args.buffer_rows, init_rows=min(16384, args.rows),
+        )  # fmt: skip
+    seconds = time.perf_counter() - start
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(json.dumps({"seconds": seconds, "rss_growth_mib": peak_rss_mib() - base}))
+
+
+def run_variant(name: str, args: argparse.Namespace) -> dict:
+    if name == "saelens":
+        settings = [args.rows, args.d_in, args.d_sae, args.k, args.batch_size, args.steps,
+                    2e-4 / (args.d_sae / 2**14) ** 0.5, args.device]  # fmt: skip
+        cmd = [args.saelens_python, "-c", SAELENS_SCRIPT, str(Path(__file__).parent), json.dumps(settings),
+               str(args.threads or 1)]  # fmt: skip
+    else:
+        cmd = [sys.executable, __file__, "--worker", name, *sys.argv[1:]]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {
+            "error": done.stderr.strip().splitlines()[-1]
+            if done.stderr.strip()
+            else f"exit {done.returncode}"
+        }
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["activations_per_s"] = args.steps * args.batch_size / result["seconds"]
+    return result
+
+
+def splice_costs(args: argparse.Namespace) -> dict:
+    from interp import HookedTransformer, TransformerConfig
+    from interp.sae import SAE, SAEConfig
+
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    cfg = TransformerConfig(**SHAPES[args.shape], n_ctx=max(args.pos, 128), seed=0)
+    model = HookedTransformer(cfg).to(args.device).eval()
+    saes = []
+    for layer in range(cfg.n_layers):
+        sae = SAE(
+            SAEConfig(
+                d_in=cfg.d_model,
+                d_sae=args.splice_d_sae,
+                k=args.k,
+                hook_name=f"blocks.{layer}.hook_resid_post",
+            )
+        )
+        with torch.no_grad():
+            for p in sae.parameters():
+                p.normal_(0, 0.02)
+        saes.append(sae.to(args.device))
+    ids = torch.randint(0, cfg.d_vocab, (args.batch, args.pos), generator=torch.Generator().manual_seed(0))
+    ids = ids.to(args.device)
+
+    def plain():
+        return model(ids)
+
+    def without_error():
+        with model.saes(saes):
+            return model(ids)
+
+    def with_error():
+        with model.saes(saes, use_error_term=True):
+            return model(ids)
+
+    def with_error_cached():
+        with model.saes(saes, use_error_term=True):
+            return model.run_with_cache(ids, names_filter="*.hook_sae_acts_post")
+
+    variants = {"no SAE": plain, "spliced": without_error, "spliced + error term": with_error,
+                "spliced + error term, latents cached": with_error_cached}  # fmt: skip
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    with torch.no_grad():
+        for fn in variants.values():
+            fn()
+        for r in range(args.rounds):
+            names = list(variants)
+            names = names[r % len(names) :] + names[: r % len(names)]
+            for name in names:
+                start = time.perf_counter()
+                variants[name]()
+                if args.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                times[name].append(time.perf_counter() - start)
+    base = statistics.median(times["no SAE"])
+    return {
+        name: {"median_s": statistics.median(t), "x plain": statistics.median(t) / base}
+        for name, t in times.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=200000)
+    parser.add_argument("--d-in", type=int, default=576)
+    parser.add_argument("--d-sae", type=int, default=4096)
+    parser.add_argument("--k", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--shard-rows", type=int, default=8192)
+    parser.add_argument("--buffer-rows", type=int, default=65536)
+    parser.add_argument(
+        "--shape", choices=sorted(SHAPES), default="small", help="model for the splice timing"
+    )
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--pos", type=int, default=128)
+    parser.add_argument("--splice-d-sae", type=int, default=4096)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--saelens-python", default=None, help="a Python with sae-lens installed")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=None, help="write the numbers as JSON here")
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    names = ["minimal", "interp", "interp-store"] + (["saelens"] if args.saelens_python else [])
+    training = {name: run_variant(name, args) for name in names}
+    floor = training["minimal"].get("activations_per_s")
+    print(f"training: {args.rows} rows x d_in={args.d_in}, d_sae={args.d_sae}, k={args.k}, batch {args.batch_size}, "
+          f"{args.steps} steps, {args.threads or torch.get_num_threads()} thread(s), {args.device}")  # fmt: skip
+    for name, r in training.items():
+        if "error" in r:
+            print(f"  {name:14s} failed: {r['error']}")
+            continue
+        ratio = r["activations_per_s"] / floor if floor else float("nan")
+        print(f"  {name:14s} {r['activations_per_s']:12,.0f} activations/s  ({ratio:.2f} x minimal)  "
+              f"peak memory +{r['rss_growth_mib']:.0f} MiB")  # fmt: skip
+    splicing = splice_costs(args)
+    print(f"splicing: {args.shape}, {args.batch} x {args.pos} tokens, a TopK SAE (d_sae={args.splice_d_sae}) at every "
+          f"hook_resid_post, median of {args.rounds} rounds")  # fmt: skip
+    for name, r in splicing.items():
+        print(f"  {name:38s} {r['median_s'] * 1e3:9.1f} ms  {r['x plain']:.2f} x no SAE")
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps({"training": training, "splicing": splicing, "args": vars(args)}, indent=2)
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""Sparse dictionaries: load, splice, train and evaluate sparse autoencoders and transcoders.
+
+An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (``encode``) and back
+(``decode``); a transcoder decodes into another hook instead. The package is one file per concern:
+
+- ``config.py``, ``module.py``: :class:`SAEConfig` and :class:`SAE` (ReLU, JumpReLU, TopK, BatchTopK; SAELens's
+  input normalisation; transcoders);
+- ``formats.py`` and ``format_*.py``: :func:`load` reads SAELens, sparsify and Gemma Scope files, ``sae.save``
+  writes SAELens's;
+- ``splice.py``: ``model.saes([...])`` and ``model.run_with_saes(...)`` run SAEs in place of activations;
+- ``train.py`` and its helpers: :func:`train` on a tensor or an activation store, resumable, under torchrun;
+- ``evaluate.py``: :func:`evaluate` (L0, explained variance, CE loss recovered, KL, dead and dense latents);
+- ``features.py``: what a feature does (top contexts, histogram, logits), and a report section;
+- ``attribution.py``: attribution of a metric to features and the error node, and exact patching of features.
+
+Example:
+    >>> import interp, interp.sae  # doctest: +SKIP
+    >>> model = interp.load("smollm2-135m")  # doctest: +SKIP
+    >>> sae = interp.sae.load("saes/blocks.26.hook_resid_post")  # doctest: +SKIP
+    >>> with model.saes([sae], use_error_term=True):  # doctest: +SKIP
+    ...     logits, cache = model.run_with_cache(text, names_filter="*.hook_sae_acts_post")
+"""
+
+from interp.sae.attribution import feature_attribution, patch_features
+from interp.sae.config import SAEConfig
+from interp.sae.evaluate import evaluate
+from interp.sae.features import add_feature_section, feature_stats, logit_effects
+from interp.sae.formats import load
+from interp.sae.module import SAE, SAE_HOOKS
+from interp.sae.splice import spliced
+from interp.sae.train import TrainSettings, train
+from interp.sae.weights import SAEFormatError
+
+__all__ = [
+    "SAE",
+    "SAEConfig",
+    "SAEFormatError",
+    "SAE_HOOKS",
+    "TrainSettings",
+    "add_feature_section",
+    "evaluate",
+    "feature_attribution",
+    "feature_stats",
+    "load",
+    "logit_effects",
+    "patch_features",
+    "spliced",
+    "train",
+]

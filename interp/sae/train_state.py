@@ -1,0 +1,107 @@
+"""Starting a training run (the initial dictionary) and saving and resuming it exactly.
+
+Initialisation, as in SAELens and sparsify: decoder rows are random unit vectors and the encoder their
+transpose; ``b_dec`` is the geometric median (Weiszfeld's algorithm) or the mean of a sample of rows; inputs are
+scaled by ``sqrt(d_in) / mean norm`` (SAELens's ``expected_average_only_in``), a factor folded into the weights
+when training ends.
+
+A checkpoint is one safetensors file holding every tensor the run needs (parameters, Adam's moments and step
+counts, each latent's tokens since it last fired) and a JSON header with the step, the settings and the
+history. It is written to a temporary name and renamed, so an interrupted write never replaces the last good
+checkpoint, and a resumed run continues bit for bit as the uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+CHECKPOINT = "checkpoint.safetensors"
+
+
+def geometric_median(points: torch.Tensor, iterations: int = 100, eps: float = 1e-8) -> torch.Tensor:
+    """The point minimising the sum of Euclidean distances to ``points [n, d]`` (Weiszfeld's iterations)."""
+    median = points.mean(0)
+    for _ in range(iterations):
+        distances = (points - median).norm(dim=-1).clamp(min=eps)
+        weights = 1.0 / distances
+        new = (weights[:, None] * points).sum(0) / weights.sum()
+        if (new - median).norm() <= eps * max(1.0, float(median.norm())):
+            return new
+        median = new
+    return median
+
+
+def initial_weights(d_in: int, d_sae: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(W_enc [d_in, d_sae], W_dec [d_sae, d_in])``: random unit decoder rows, encoder the transpose."""
+    generator = torch.Generator().manual_seed(seed)
+    w_dec = torch.randn(d_sae, d_in, generator=generator)
+    w_dec /= w_dec.norm(dim=-1, keepdim=True)
+    return w_dec.T.clone().contiguous(), w_dec
+
+
+def save_checkpoint(path: Path, tensors: dict[str, torch.Tensor], header: dict[str, Any]) -> None:
+    """Write one checkpoint atomically (see the module docstring)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    meta = {"header": json.dumps(header, sort_keys=True, default=str)}
+    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
+    tmp.replace(path)
+
+
+def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
+    """``(tensors, header)`` of a checkpoint, or ``None`` when there is none."""
+    if not path.is_file():
+        return None
+    with safe_open(str(path), framework="pt") as f:
+        header = json.loads(f.metadata()["header"])
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has no __iter__
+    return tensors, header
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter]) -> dict[str, Any]:
+    """Adam's state for ``params`` as flat tensors (``adam.{i}.exp_avg`` and so on)."""
+    out = {}
+    for i, p in enumerate(params):
+        for key, value in optimizer.state.get(p, {}).items():
+            out[f"adam.{i}.{key}"] = value if torch.is_tensor(value) else torch.tensor(value)
+    return out
+
+
+def restore_optimizer(
+    optimizer: torch.optim.Optimizer, params: list, tensors: dict[str, torch.Tensor]
+) -> None:
+    for i, p in enumerate(params):
+        state = {
+            key.split(".", 2)[2]: value.to(p.device) if key.endswith(("exp_avg", "exp_avg_sq")) else value
+            for key, value in tensors.items()
+            if key.startswith(f"adam.{i}.")
+        }
+        if state:
+            optimizer.state[p] = state
+
+
+def identity(settings: Any, d_in: int, fingerprint: str) -> dict[str, Any]:
+    """What must match for a checkpoint to be resumed: settings, width and data."""
+    fields = dataclasses.asdict(settings)
+    for volatile in ("checkpoint_every", "progress", "log_every", "device"):
+        fields.pop(volatile, None)
+    return {"settings": fields, "d_in": d_in, "data": fingerprint}
+
+
+def describe_mismatch(stored: dict[str, Any], wanted: dict[str, Any]) -> str:
+    diffs = []
+    for key in ("d_in", "data"):
+        if stored.get(key) != wanted.get(key):
+            diffs.append(f"{key} was {stored.get(key)!r}, now {wanted.get(key)!r}")
+    a, b = stored.get("settings", {}), wanted.get("settings", {})
+    diffs += [
+        f"{k} was {a.get(k)!r}, now {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
+    ]
+    return "; ".join(diffs[:6])

@@ -1,0 +1,161 @@
+"""One training step's loss, as a module that DistributedDataParallel can wrap.
+
+The reconstruction loss is the squared error summed over features and rows, divided by the global batch and
+by the data's variance per row (measured once at initialisation), so it reads as a fraction of variance
+unexplained and splits exactly across ranks: each rank returns its rows' share times the world size, and DDP's
+gradient average gives the gradient of the whole batch. The sparsity terms depend on the architecture:
+
+- ``topk`` and ``batchtopk``: the AuxK loss (Gao et al. 2024): the ``d_in / 2`` strongest dead latents
+  reconstruct the residual the live ones leave, scaled down when fewer latents are dead, weight
+  ``aux_coefficient``. BatchTopK keeps the ``k * batch`` largest activations of the whole batch (across ranks);
+- ``standard``: L1 of the activations weighted by decoder norms, weight ``l1_coefficient``;
+- ``jumprelu``: L0 through a straight-through estimator of the step's derivative (Rajamanoharan et al.
+  2024), with a learned log-threshold; weight ``l0_coefficient``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from interp import distributed
+from interp.sae.module import SAE
+
+
+def _rectangle(x: torch.Tensor) -> torch.Tensor:
+    return ((x > -0.5) & (x < 0.5)).to(x.dtype)
+
+
+class _JumpReLU(torch.autograd.Function):
+    """``x * (x > threshold)``; the threshold's gradient through a rectangle kernel of width ``bandwidth``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, threshold: torch.Tensor, bandwidth: float) -> torch.Tensor:
+        ctx.save_for_backward(x, threshold)
+        ctx.bandwidth = bandwidth
+        return x * (x > threshold).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor):
+        x, threshold = ctx.saved_tensors
+        bw = ctx.bandwidth
+        x_grad = (x > threshold).to(x.dtype) * grad
+        t_grad = -(threshold / bw) * _rectangle((x - threshold) / bw) * grad
+        return x_grad, t_grad.reshape(-1, threshold.shape[-1]).sum(0), None
+
+
+class _Step(torch.autograd.Function):
+    """``x > threshold`` as 0/1; the threshold's gradient through the same rectangle kernel."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, threshold: torch.Tensor, bandwidth: float) -> torch.Tensor:
+        ctx.save_for_backward(x, threshold)
+        ctx.bandwidth = bandwidth
+        return (x > threshold).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor):
+        x, threshold = ctx.saved_tensors
+        bw = ctx.bandwidth
+        t_grad = -(1.0 / bw) * _rectangle((x - threshold) / bw) * grad
+        return None, t_grad.reshape(-1, threshold.shape[-1]).sum(0), None
+
+
+def batch_threshold(acts: torch.Tensor, k: int, global_rows: int) -> torch.Tensor:
+    """The ``k * global_rows``-th largest value of ``acts`` over the whole batch (every rank's rows)."""
+    want = k * global_rows
+    flat = acts.detach().flatten()
+    local = flat.topk(min(want, flat.numel())).values
+    if distributed.is_distributed():
+        padded = torch.full((want,), -math.inf, dtype=local.dtype)
+        padded[: local.numel()] = local
+        parts = [torch.empty_like(padded) for _ in range(distributed.world_size())]
+        dist.all_gather(parts, padded)
+        local = torch.cat(parts)
+    return local.topk(min(want, local.numel())).values[-1]
+
+
+class TrainingStep(nn.Module):
+    """The SAE being trained plus what only training needs (JumpReLU's log-threshold)."""
+
+    def __init__(self, sae: SAE, settings: Any, variance: float) -> None:
+        super().__init__()
+        self.sae = sae
+        self.s = settings
+        self.variance = variance
+        if sae.cfg.architecture == "jumprelu":
+            init = torch.full((sae.d_sae,), math.log(settings.jumprelu_init_threshold))
+            self.log_threshold = nn.Parameter(init.to(sae.dtype))
+
+    def trained_parameters(self) -> list[nn.Parameter]:
+        sae = self.sae
+        params = [sae.W_enc, sae.b_enc, sae.W_dec, sae.b_dec]
+        return params + ([self.log_threshold] if hasattr(self, "log_threshold") else [])
+
+    def forward(self, x: torch.Tensor, dead: torch.Tensor, global_rows: int) -> dict[str, torch.Tensor]:
+        sae, s = self.sae, self.s
+        arch = sae.cfg.architecture
+        pre = sae.pre_acts(x)  # [rows, d_sae]
+        denom = global_rows * self.variance / distributed.world_size()
+        out: dict[str, torch.Tensor] = {}
+        if arch == "topk":
+            values, indices = pre.topk(sae.cfg.k, dim=-1, sorted=False)
+            acts = torch.zeros_like(pre).scatter(-1, indices, values.relu())
+        elif arch == "batchtopk":
+            relu = pre.relu()
+            threshold = batch_threshold(relu, sae.cfg.k, global_rows)
+            acts = relu * (relu >= threshold).to(relu.dtype) * (relu > 0).to(relu.dtype)
+            out["batch_threshold"] = threshold.detach()
+        elif arch == "jumprelu":
+            acts = _JumpReLU.apply(pre, self.log_threshold.exp(), s.jumprelu_bandwidth)
+        else:
+            acts = pre.relu()
+        recons = acts @ sae.W_dec + sae.b_dec  # [rows, d_in]
+        error = recons - x
+        mse = error.pow(2).sum() / denom
+        loss = mse
+        if arch in ("topk", "batchtopk"):
+            aux = self._aux(pre, error, dead, denom)
+            out["aux"] = aux.detach()
+            loss = loss + s.aux_coefficient * aux
+        elif arch == "standard":
+            l1 = (acts * sae.W_dec.norm(dim=1)).sum() / (denom / self.variance)
+            out["l1"] = l1.detach()
+            loss = loss + s.l1_coefficient * l1
+        else:
+            l0 = _Step.apply(pre, self.log_threshold.exp(), s.jumprelu_bandwidth).sum() / (
+                denom / self.variance
+            )
+            out["l0_loss"] = l0.detach()
+            loss = loss + s.l0_coefficient * l0
+        out.update(loss=loss, fvu=mse.detach(), fired=(acts > 0).any(0), l0=(acts > 0).sum().detach())
+        return out
+
+    def _aux(self, pre: torch.Tensor, error: torch.Tensor, dead: torch.Tensor, denom: float) -> torch.Tensor:
+        n_dead = int(dead.sum())
+        if n_dead == 0:
+            return pre.new_zeros(())
+        k_aux = max(1, self.sae.d_in // 2)
+        scale = min(n_dead / k_aux, 1.0)
+        masked = torch.where(dead[None], pre, torch.full_like(pre, -math.inf))
+        values, indices = masked.topk(min(k_aux, n_dead), dim=-1, sorted=False)
+        aux_acts = torch.zeros_like(pre).scatter(-1, indices, values.relu())
+        predicted = aux_acts @ self.sae.W_dec  # [rows, d_in]: the dead latents' guess at the residual
+        return scale * (predicted + error.detach()).pow(2).sum() / denom
+
+    @torch.no_grad()
+    def project_decoder_gradient(self) -> None:
+        """Remove the part of ``W_dec``'s gradient that would change the rows' norms."""
+        w, g = self.sae.W_dec, self.sae.W_dec.grad
+        if g is not None:
+            g -= (g * w).sum(-1, keepdim=True) * w
+
+    @torch.no_grad()
+    def normalise_decoder(self) -> None:
+        """Decoder rows back to unit norm."""
+        w = self.sae.W_dec
+        w /= w.norm(dim=-1, keepdim=True).clamp(min=torch.finfo(w.dtype).eps)

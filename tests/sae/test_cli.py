@@ -1,0 +1,89 @@
+"""``interp sae train``: the whole pipeline on a tiny checkpoint folder, resuming, and every bad input refused
+before the model runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import interp.sae as sae_lib
+from interp.cli import main
+from interp.load import load
+from tests.store.models import sentences, write_gpt2_folder
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return write_gpt2_folder(tmp_path_factory.mktemp("ckpt") / "tiny-gpt2")
+
+
+def _argv(checkpoint, data, out, *extra):
+    return [
+        "sae", "train", str(checkpoint), "--data", str(data), "--hook", "blocks.1.hook_resid_post",
+        "--d-sae", "32", "--k", "4", "--out", str(out), "--train-batch-size", "64", "--context", "8",
+        "--shard-rows", "40", "--checkpoint-every", "2", "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def test_train_command_writes_a_loadable_sae_and_resumes(tmp_path, checkpoint, capsys):
+    data = tmp_path / "corpus.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in sentences(60, seed=3)))
+    out = tmp_path / "run"
+    assert main(_argv(checkpoint, data, out, "--tokens", "640")) == 0
+    line = capsys.readouterr().out
+    assert "topk SAE, d_in=16, d_sae=32" in line and "L0 4.0" in line
+    sae = sae_lib.load(out / "sae")
+    assert sae.hook_name == "blocks.1.hook_resid_post" and sae.cfg.k == 4
+    run = json.loads((out / "run.json").read_text())
+    assert run["complete"] and run["d_in"] == 16
+    first = {k: v.clone() for k, v in sae.state_dict().items()}
+    assert main(_argv(checkpoint, data, out, "--tokens", "640")) == 0  # resumes at the end: nothing to redo
+    again = sae_lib.load(out / "sae")
+    assert all(torch.equal(first[k], v) for k, v in again.state_dict().items())
+    model = load(checkpoint)
+    with model.saes([sae], use_error_term=True):
+        ids, mask = model.to_tokens(sentences(3, seed=9))
+        logits, cache = model.run_with_cache(ids, mask, names_filter="*.hook_sae_acts_post")
+    assert torch.equal(logits, model(ids, mask)) and len(cache) == 1
+
+
+def test_bad_inputs_are_refused_before_the_model_runs(tmp_path, checkpoint, capsys):
+    text = tmp_path / "ok.txt"
+    text.write_text("one two three\nfour five\n")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    binary = tmp_path / "blob.txt"
+    binary.write_bytes(b"\x00\x01\x02abc")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes").write_text("x")
+    cases = [
+        (_argv(checkpoint, text, tmp_path / "a", "--k", "64"), "k=64 is larger than d_sae=32"),
+        (_argv(checkpoint, empty, tmp_path / "b"), "holds no"),
+        (_argv(checkpoint, binary, tmp_path / "c"), "not text|not UTF-8|NUL"),
+        (_argv(checkpoint, tmp_path / "missing.txt", tmp_path / "d"), "does not exist"),
+        (_argv(checkpoint, text, afile), "is a file"),
+        (_argv(checkpoint, text, foreign), "not empty and holds no run.json"),
+        (
+            [
+                *_argv(checkpoint, text, tmp_path / "e")[:6],
+                "blocks.1.hook_resid_pst",
+                *_argv(checkpoint, text, tmp_path / "e")[7:],
+            ],
+            "did you mean 'blocks.1.hook_resid_post'",
+        ),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert __import__("re").search(message, err), (message, err)
+    assert not (tmp_path / "e" / "activations").exists()  # refused before caching anything
+    out = tmp_path / "f"
+    assert main(_argv(checkpoint, text, out, "--tokens", "64")) == 0
+    capsys.readouterr()
+    assert main(_argv(checkpoint, text, out, "--tokens", "64", "--seed", "3")) == 2
+    assert "holds another run (seed was 0, now 3)" in capsys.readouterr().err

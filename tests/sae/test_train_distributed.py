@@ -1,0 +1,24 @@
+"""Two torchrun ranks (gloo, DistributedDataParallel) train the SAE one process trains at the same total batch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.sae.train_job import run
+from tests.test_distributed import torchrun
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("architecture", ["topk", "batchtopk"])
+def test_two_ranks_train_the_same_sae_as_one_process(tmp_path, architecture):
+    out = tmp_path / "two_ranks.safetensors"
+    done, _ = torchrun("-m", "tests.sae.train_job", str(out), architecture)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    two = load_file(out)
+    one = run(architecture).state_dict()
+    assert set(two) == set(one)
+    for name, value in one.items():
+        torch.testing.assert_close(two[name], value, atol=2e-4, rtol=2e-4, msg=name)
+    assert not torch.equal(two["W_dec"], torch.zeros_like(two["W_dec"]))

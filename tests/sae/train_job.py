@@ -1,0 +1,34 @@
+"""``python -m tests.sae.train_job OUT ARCH``: train an SAE on planted data (under torchrun or not), save it to OUT."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from safetensors.torch import save_file
+
+from interp import distributed
+from interp.sae.train import train
+from tests.sae.test_train import planted
+
+SETTINGS = dict(d_sae=64, k=4, batch_size=100, tokens=2500, seed=0, lr=3e-3, progress=False)
+
+
+def run(architecture: str):
+    x, _ = planted(1000)
+    kw = dict(SETTINGS, architecture=architecture)
+    if architecture == "jumprelu":
+        kw.pop("k")
+    return train(x, **kw)
+
+
+def main(out: str, architecture: str) -> None:
+    torch.set_num_threads(1)
+    with distributed.session():
+        sae = run(architecture)
+        if distributed.rank() == 0:
+            save_file({k: v.contiguous() for k, v in sae.state_dict().items()}, out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
