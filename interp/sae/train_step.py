@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 
 from interp import distributed
@@ -103,9 +104,17 @@ class TrainingStep(nn.Module):
         denom = global_rows * self.variance / distributed.world_size()
         out: dict[str, torch.Tensor] = {}
         if arch == "topk":
+            # k latents per row: decode them as a weighted sum of k decoder rows (an embedding bag), not a
+            # dense [rows, d_sae] @ [d_sae, d_in] product that is almost all zeros, forward and backward.
             values, indices = pre.topk(sae.cfg.k, dim=-1, sorted=False)
-            acts = torch.zeros_like(pre).scatter(-1, indices, values.relu())
-        elif arch == "batchtopk":
+            values = values.relu()
+            recons = F.embedding_bag(indices, sae.W_dec, per_sample_weights=values, mode="sum") + sae.b_dec
+            on = values > 0
+            fired = torch.zeros(sae.d_sae, dtype=torch.bool, device=pre.device).index_fill_(
+                0, indices[on], True
+            )
+            return self._finish(out, pre, recons - x, dead, denom, fired, on.sum())
+        if arch == "batchtopk":
             relu = pre.relu()
             threshold = batch_threshold(relu, sae.cfg.k, global_rows)
             acts = relu * (relu >= threshold).to(relu.dtype) * (relu > 0).to(relu.dtype)
@@ -115,14 +124,13 @@ class TrainingStep(nn.Module):
         else:
             acts = pre.relu()
         recons = acts @ sae.W_dec + sae.b_dec  # [rows, d_in]
+        on = acts > 0
+        if arch == "batchtopk":
+            return self._finish(out, pre, recons - x, dead, denom, on.any(0), on.sum())
         error = recons - x
         mse = error.pow(2).sum() / denom
         loss = mse
-        if arch in ("topk", "batchtopk"):
-            aux = self._aux(pre, error, dead, denom)
-            out["aux"] = aux.detach()
-            loss = loss + s.aux_coefficient * aux
-        elif arch == "standard":
+        if arch == "standard":
             l1 = (acts * sae.W_dec.norm(dim=1)).sum() / (denom / self.variance)
             out["l1"] = l1.detach()
             loss = loss + s.l1_coefficient * l1
@@ -132,7 +140,29 @@ class TrainingStep(nn.Module):
             )
             out["l0_loss"] = l0.detach()
             loss = loss + s.l0_coefficient * l0
-        out.update(loss=loss, fvu=mse.detach(), fired=(acts > 0).any(0), l0=(acts > 0).sum().detach())
+        out.update(loss=loss, fvu=mse.detach(), fired=on.any(0), l0=on.sum().detach())
+        return out
+
+    def _finish(
+        self,
+        out: dict[str, torch.Tensor],
+        pre: torch.Tensor,
+        error: torch.Tensor,
+        dead: torch.Tensor,
+        denom: float,
+        fired: torch.Tensor,
+        l0: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
+        """The TopK-family losses: reconstruction plus the AuxK loss for dead latents."""
+        mse = error.pow(2).sum() / denom
+        aux = self._aux(pre, error, dead, denom)
+        out.update(
+            aux=aux.detach(),
+            loss=mse + self.s.aux_coefficient * aux,
+            fvu=mse.detach(),
+            fired=fired,
+            l0=l0.detach(),
+        )
         return out
 
     def _aux(self, pre: torch.Tensor, error: torch.Tensor, dead: torch.Tensor, denom: float) -> torch.Tensor:
@@ -143,8 +173,8 @@ class TrainingStep(nn.Module):
         scale = min(n_dead / k_aux, 1.0)
         masked = torch.where(dead[None], pre, torch.full_like(pre, -math.inf))
         values, indices = masked.topk(min(k_aux, n_dead), dim=-1, sorted=False)
-        aux_acts = torch.zeros_like(pre).scatter(-1, indices, values.relu())
-        predicted = aux_acts @ self.sae.W_dec  # [rows, d_in]: the dead latents' guess at the residual
+        # [rows, d_in]: the dead latents' guess at the residual, as a weighted sum of their decoder rows
+        predicted = F.embedding_bag(indices, self.sae.W_dec, per_sample_weights=values.relu(), mode="sum")
         return scale * (predicted + error.detach()).pow(2).sum() / denom
 
     @torch.no_grad()
