@@ -10,5 +10,9 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 source scripts/setup.sh test
+# llama.cpp's GGUF converter, for the tests of files it writes: fetched once into a cache folder (see
+# tests/load/llama_cpp.py). Without network access those tests are skipped, saying why; under CI (CI set) a
+# failed fetch fails the run instead.
+python -m tests.load.llama_cpp
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 python -m pytest -q -p no:cacheprovider "$@"
