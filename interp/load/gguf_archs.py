@@ -87,6 +87,7 @@ def _gemma2(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, An
 
 def _gemma3(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, Any]:
     window = meta.integer("attention.sliding_window", 0)
+    local_base = meta.number("rope.freq_base_swa", 10000.0)  # read either way: without a window it is unused
     n = hf["num_hidden_layers"]
     values = {
         **_gemma(meta, hf, names),
@@ -98,7 +99,7 @@ def _gemma3(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, An
         values.update(
             sliding_window=window,
             layer_types=sliding_layers(meta, n, period=6),
-            rope_local_base_freq=meta.number("rope.freq_base_swa", 10000.0),
+            rope_local_base_freq=local_base,
         )
     return values
 

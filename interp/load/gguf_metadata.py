@@ -26,8 +26,13 @@ _HARMLESS = ("rope.scaling.finetuned", "tensor_data_layout")
 
 def decimal(value: float) -> float:
     """The shortest decimal that a float32 from the file rounds to (``1e-06``, not ``9.99999997e-07``): the
-    number the converter was given, and the same float32."""
-    return float(str(np.float32(value)))
+    number the converter was given, and the same float32. A value a float32 cannot hold is kept as it is.
+
+    >>> decimal(float(np.float32(1e-6))), decimal(0.1)
+    (1e-06, 0.1)
+    """
+    single = np.float32(value)
+    return float(str(single)) if float(single) == value else float(value)
 
 
 class Metadata:

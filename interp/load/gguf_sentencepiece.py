@@ -36,7 +36,7 @@ def sentencepiece_backend(file: GGUFFile, tokens: list[str], types: list[int]) -
         if token in vocab:
             raise CheckpointError(
                 f"{file.path}: token {token!r} appears twice in tokenizer.ggml.tokens (ids {vocab[token]} and "
-                f"{index}); the vocabulary is corrupt"
+                f"{index}); a vocabulary with a token of two ids cannot be rebuilt exactly"
             )
         vocab[token] = index
     unknown = next((tokens[i] for i, t in enumerate(types) if t == UNKNOWN), None)

@@ -213,7 +213,8 @@ def test_rope_freqs_divisors_load_llama3_scaling_exactly(tmp_path, bpe):
     assert gap > 1e-2  # the divisors matter
 
 
-def test_sentencepiece_vocabulary_tokenizes_as_sentencepiece(tmp_path):
+@pytest.mark.parametrize("prefix", [True, False], ids=["space-prefix", "no-prefix"])
+def test_sentencepiece_vocabulary_tokenizes_as_sentencepiece(tmp_path, prefix):
     """A GGUF SentencePiece vocabulary (pieces, scores, types, as llama.cpp stores them) is rebuilt to give
     the ids of the ``sentencepiece`` library on the model it came from."""
     spm = pytest.importorskip("sentencepiece")
@@ -225,7 +226,7 @@ def test_sentencepiece_vocabulary_tokenizes_as_sentencepiece(tmp_path):
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(CORPUS), model_writer=proto, vocab_size=400, model_type="bpe",
         byte_fallback=True, character_coverage=1.0, split_digits=True, remove_extra_whitespaces=False,
-        normalization_rule_name="identity", add_dummy_prefix=True, minloglevel=2,
+        normalization_rule_name="identity", add_dummy_prefix=prefix, minloglevel=2,
     )  # fmt: skip
     processor = spm.SentencePieceProcessor(model_proto=proto.getvalue())
     pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
@@ -241,6 +242,8 @@ def test_sentencepiece_vocabulary_tokenizes_as_sentencepiece(tmp_path):
         writer.add_token_types([kind(i) for i in range(len(pieces))])
         writer.add_bos_token_id(processor.bos_id())
         writer.add_eos_token_id(processor.eos_id())
+        if not prefix:
+            writer.add_add_space_prefix(False)  # as Gemma's files say
 
     path = write_llama_gguf(
         tiny_llama(len(pieces)), byte_level_bpe(), tmp_path / "spm.gguf", extra=sentencepiece
