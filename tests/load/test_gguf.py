@@ -1,7 +1,10 @@
 """GGUF files written here from a tiny random Llama, read by our loader and by transformers.
 
 Both dequantize the same bytes, so weights agree to float32 rounding; the Q/K un-permutation is checked
-directly against the original projection, and skipping it is shown not to match.
+directly against the original projection, and skipping it is shown not to match. Two pieces are checked against
+independent references: ``rope_freqs`` divisors against ``transformers``' Llama 3.1 rotary, and a SentencePiece
+vocabulary, stored as llama.cpp stores one, against the ``sentencepiece`` library. Files written by llama.cpp's
+own converter are in ``test_gguf_llama_cpp.py``.
 """
 
 from __future__ import annotations
