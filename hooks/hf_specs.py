@@ -188,7 +188,8 @@ def _decoder(module: nn.Module, **parts: Any) -> AttentionSpec:
 
 
 def _llama(module: nn.Module) -> AttentionSpec:
-    """Llama and Gemma 1; Qwen2 and the sliding layers of a Qwen2 or Qwen3 (``module.sliding_window``)."""
+    """Llama, Gemma 1 and Qwen2; a Qwen2 layer's window is ``module.sliding_window`` (``None`` on its full
+    layers, and on modules that have none)."""
     return _decoder(module, window=getattr(module, "sliding_window", None))
 
 
