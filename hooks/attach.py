@@ -61,7 +61,7 @@ def attach(
             a spec that does not fit a module its pattern matches (a missing part, widths that do not split
             into its heads), when attaching.
         builtin_specs: also use the built-in specs for known attention classes (``transformers`` GPT-2,
-            BERT and Llama-family) where no pattern applies.
+            BERT and the decoder families of :mod:`hooks.hf_specs`) where no pattern applies.
 
     >>> model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
     >>> with attach(model) as hooked:

@@ -4,7 +4,8 @@ The first call is checked: the module's own forward and a silent recomputation (
 see the call's arguments, in eval mode, and must agree to ``1e-4`` relative to the output's scale (looser for
 low-precision dtypes); patterns are compared too where the module returns them. Only then does the hooked
 recomputation produce the call's result, so a spec that does not describe its module never returns a wrong
-answer. The recomputation applies no attention dropout.
+answer. The recomputation applies no attention dropout. Scores are scaled, soft-capped, then masked (the order
+of ``transformers``' eager attention); a spec with a soft-cap therefore always runs the explicit path.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from hooks.attention_spec import (
     Kwargs,
     call_part,
     causal_mask,
+    effective_mask,
     first_tensor,
     head_layout,
     out_weights,
@@ -71,10 +73,14 @@ class SpecForward:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self.checked:
             self._check(args, kwargs)
-        explicit = self.needs_pattern or any(
-            self.points[n].active
-            for n in ("hook_attn_scores", "hook_pattern", "hook_result")
-            if n in self.points
+        explicit = (
+            self.needs_pattern
+            or self.spec.softcap is not None  # the fused kernel cannot cap scores
+            or any(
+                self.points[n].active
+                for n in ("hook_attn_scores", "hook_pattern", "hook_result")
+                if n in self.points
+            )
         )
         out, pattern = self.compute(args, kwargs, explicit=explicit, silent=False)
         return self.output(out, pattern)
@@ -97,12 +103,16 @@ class SpecForward:
             )
         q, k, v = self._project(x)
         q, k, v = point("hook_q", q), point("hook_k", k), point("hook_v", v)
+        if spec.q_norm is not None:
+            q, k = self._norm(spec.q_norm, q), self._norm(spec.k_norm, k)
         if spec.rotary is not None:
             q, k = spec.rotary(q, k, module, args, kwargs)
+        if spec.rotary is not None or spec.q_norm is not None:
             q, k = point("hook_rot_q", q), point("hook_rot_k", k)
         if spec.kv_cache is not None:
             k, v = spec.kv_cache(k, v, module, args, kwargs)  # [batch, key_pos, kv_head, d_head]
         mask = spec.mask(module, args, kwargs) if spec.mask is not None else None
+        mask = effective_mask(spec, mask, q.shape[1], k.shape[1], q.device)
         scale = spec.scale if spec.scale is not None else q.shape[-1] ** -0.5
         if explicit:
             z, pattern = self._explicit(q, k, v, mask, scale, point)
@@ -123,11 +133,27 @@ class SpecForward:
             out = spec.post(out, module, args, kwargs)
         return out, pattern
 
+    def _norm(self, part: Any, x: torch.Tensor) -> torch.Tensor:
+        """A q/k norm over each head (``[..., d_head]``) or over the whole projection."""
+        if self.spec.qk_norm == "head":
+            return call_part(part, self.module, x)
+        return call_part(part, self.module, x.flatten(-2)).unflatten(
+            -1, x.shape[-2:]
+        )  # [batch, pos, head, e]
+
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         spec, module = self.spec, self.module
         if spec.qkv is not None:
             fused = call_part(spec.qkv, module, x)  # [batch, pos, (head + 2 kv_head) d_head]
             h, g, e = self._layout({"qkv": fused.shape[-1]})
+            if spec.qkv_layout == "heads":
+                if g != h:
+                    raise self._shape_error(
+                        f"a per-head fused qkv needs n_kv_heads = n_heads, got {g} and {h}"
+                    )
+                per_head = fused.unflatten(-1, (h, 3, e))  # [batch, pos, head, 3, d_head]
+                parts = dict(zip(spec.qkv_order, per_head.unbind(-2), strict=True))
+                return parts["q"], parts["k"], parts["v"]
             widths = {"q": h * e, "k": g * e, "v": g * e}
             parts = dict(
                 zip(spec.qkv_order, fused.split([widths[c] for c in spec.qkv_order], dim=-1), strict=True)
@@ -171,6 +197,8 @@ class SpecForward:
         q_grouped = rearrange(q, "b q (g r) e -> b g r q e", r=r)
         scores = torch.einsum("bgrqe,bkge->bgrqk", q_grouped, k) * scale
         scores = rearrange(scores, "b g r q k -> b (g r) q k")  # [batch, head, query, key]
+        if self.spec.softcap is not None:
+            scores = self.spec.softcap * torch.tanh(scores / self.spec.softcap)
         if mask is None and self.spec.causal:
             mask = causal_mask(scores.shape[2], scores.shape[3], scores.device)
         if mask is not None and mask.dtype == torch.bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from einops import rearrange
@@ -48,16 +48,28 @@ class AttentionSpec:
         q, k, v: separate projections (submodule paths or ``fn(module, x)``).
         qkv: one fused projection whose output is ``q | k | v`` along the last axis, in ``qkv_order``.
         qkv_order: the order of the three blocks in the fused output, a permutation of ``"qkv"``.
+        qkv_layout: ``"blocks"``: all query heads, then all key heads, then all value heads (GPT-2, Phi-3);
+            ``"heads"``: head after head, each its own query, key and value (GPT-NeoX, BLOOM), which needs as
+            many key/value heads as query heads.
         out: the output projection, called on ``z`` flattened to ``[batch, pos, head * d_head]``; ``None``
             when the module has none (then there is no ``hook_result``).
         n_kv_heads: key/value heads (grouped-query attention); default: inferred from the key width.
         d_head: width of a head; default: the query width over ``n_heads``.
+        q_norm, k_norm: norms applied to the queries and keys after ``hook_q``/``hook_k`` and before rotary
+            (Qwen3, Gemma 3, OLMo 2): submodule paths or ``fn(module, x)``, both or neither.
+        qk_norm: what the norms see: ``"head"``, each head's ``[..., d_head]`` (Qwen3, Gemma 3), or
+            ``"full"``, the whole projection ``[..., heads * d_head]`` (OLMo 2).
         rotary: ``fn(q, k, module, args, kwargs) -> (q, k)``, applied after ``hook_q``/``hook_k``.
         causal: a query attends only to itself and earlier keys when ``mask`` gives no mask (with keys from a
             cache, aligned at the end). As in ``scaled_dot_product_attention``, a mask replaces it.
         mask: ``fn(module, args, kwargs)`` -> ``None``, a boolean mask (True where a query may attend) or an
             additive float mask, broadcastable to ``[batch, head, query, key]``.
         scale: multiplies ``q k^T``; default ``1 / sqrt(d_head)``.
+        softcap: scores become ``softcap * tanh(scores / softcap)`` after scaling and before the mask
+            (Gemma 2). The fused kernel cannot cap scores, so such a spec always runs the explicit path.
+        window: a query sees only the ``window`` latest keys, itself included (sliding-window attention),
+            on top of whatever ``mask`` gives (models usually build the window into their mask already; this
+            keeps it when they leave it to their kernel).
         inputs: ``fn(module, args, kwargs) -> x``, the tensor the projections read; default the first tensor
             argument.
         kv_cache: ``fn(k, v, module, args, kwargs) -> (k, v)``: store the new keys and values in a cache the
@@ -76,13 +88,19 @@ class AttentionSpec:
     v: Part | None = None
     qkv: Part | None = None
     qkv_order: str = "qkv"
+    qkv_layout: Literal["blocks", "heads"] = "blocks"
     out: Part | None = None
     n_kv_heads: int | None = None
     d_head: int | None = None
+    q_norm: Part | None = None
+    k_norm: Part | None = None
+    qk_norm: Literal["head", "full"] = "head"
     rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
     causal: bool = False
     mask: Callable[[nn.Module, Args, Kwargs], torch.Tensor | None] | None = None
     scale: float | None = None
+    softcap: float | None = None
+    window: int | None = None
     inputs: Callable[[nn.Module, Args, Kwargs], torch.Tensor] | None = None
     kv_cache: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
     post: Callable[..., torch.Tensor] | None = None
@@ -97,7 +115,16 @@ class AttentionSpec:
             raise AttentionSpecError("give either q, k and v or a fused qkv, not both")
         if sorted(self.qkv_order) != ["k", "q", "v"]:
             raise AttentionSpecError(f"qkv_order={self.qkv_order!r} must be a permutation of 'qkv'")
-        for name in ("n_heads", "n_kv_heads", "d_head"):
+        for name, allowed in (("qkv_layout", ("blocks", "heads")), ("qk_norm", ("head", "full"))):
+            if getattr(self, name) not in allowed:
+                raise AttentionSpecError(
+                    f"AttentionSpec.{name}={getattr(self, name)!r}; expected one of {allowed}"
+                )
+        if (self.q_norm is None) != (self.k_norm is None):
+            raise AttentionSpecError("give both q_norm and k_norm, or neither")
+        if self.softcap is not None and not self.softcap > 0:
+            raise AttentionSpecError(f"AttentionSpec.softcap must be positive or None, got {self.softcap!r}")
+        for name in ("n_heads", "n_kv_heads", "d_head", "window"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise AttentionSpecError(f"AttentionSpec.{name} must be a positive integer, got {value!r}")
@@ -108,7 +135,8 @@ class AttentionSpec:
 
     def point_names(self) -> list[str]:
         """The hook points this spec exposes, in the order the recomputation reaches them."""
-        names = [n for n in POINT_NAMES if self.rotary is not None or "rot" not in n]
+        rotated = self.rotary is not None or self.q_norm is not None  # hook_rot_*: after norms and rotary
+        names = [n for n in POINT_NAMES if rotated or "rot" not in n]
         return names + [n for n in POINT_NAMES_OUT if self.out is not None or n != "hook_result"]
 
 
@@ -124,6 +152,10 @@ def head_layout(spec: AttentionSpec, widths: dict[str, int]) -> tuple[int, int, 
             detail; callers add which module).
     """
     h = spec.n_heads
+    if "qkv" in widths and spec.qkv_layout == "heads" and spec.n_kv_heads not in (None, h):
+        raise AttentionSpecError(
+            f"a per-head fused qkv needs n_kv_heads = n_heads, got {spec.n_kv_heads} and {h}"
+        )
     if "qkv" in widths:
         width = widths["qkv"]
         if spec.d_head is not None:
@@ -171,6 +203,30 @@ def causal_mask(n_query: int, n_key: int, device: torch.device) -> torch.Tensor:
     """``[query, key]`` booleans; the queries are the last ``n_query`` of ``n_key`` positions."""
     offset = n_key - n_query
     return torch.ones(n_query, n_key, dtype=torch.bool, device=device).tril(diagonal=offset)
+
+
+def window_mask(n_query: int, n_key: int, window: int, device: torch.device) -> torch.Tensor:
+    """``[query, key]`` booleans: keys fewer than ``window`` positions before the query (or after it; the causal
+    mask removes those); the queries are the last ``n_query`` of ``n_key`` positions."""
+    offset = n_key - n_query
+    return torch.ones(n_query, n_key, dtype=torch.bool, device=device).triu(diagonal=offset - window + 1)
+
+
+def effective_mask(
+    spec: AttentionSpec, mask: torch.Tensor | None, n_query: int, n_key: int, device: torch.device
+) -> torch.Tensor | None:
+    """The module's mask with the spec's window applied; ``None`` where the causal flag says it all.
+
+    A boolean mask stays boolean (True: may attend); an additive float mask gets ``-inf`` outside the window.
+    """
+    if spec.window is None:
+        return mask
+    inside = window_mask(n_query, n_key, spec.window, device)
+    if mask is None:
+        return inside & causal_mask(n_query, n_key, device) if spec.causal else inside
+    if mask.dtype == torch.bool:
+        return mask & inside
+    return mask.masked_fill(~inside, float("-inf"))
 
 
 def out_weights(

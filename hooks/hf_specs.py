@@ -1,4 +1,9 @@
-"""Built-in attention specs for the attention classes of ``transformers`` (GPT-2, BERT, Llama-family).
+"""Built-in attention specs for the attention classes of ``transformers``.
+
+GPT-2, BERT, and the decoder families: Llama, Mistral and Qwen2 (their sliding windows), Qwen3 (per-head q/k
+norms), Gemma 1, 2 and 3 (the query scale, Gemma 2's score soft-cap, windows, Gemma 3's q/k norms), OLMo 2
+(q/k norms over the whole projection), Phi-3 (fused ``qkv_proj``, windows) and GPT-NeoX (``query_key_value``
+fused per head, partial rotary).
 
 Why here and not in ``interp``: ``hooks.attach(hf_model)`` should give per-head Q, K, V and patterns with no
 spec written and nothing else imported, and ``hooks`` sits below ``interp``, so the table has to live in
@@ -54,10 +59,13 @@ def _argument(name: str) -> Callable[[nn.Module, Args, Kwargs], Any]:
     return read
 
 
+_CACHE_ARGUMENTS = ("cache", "past_key_values", "layer_past")  # GPT-NeoX calls it layer_past
+
+
 def _kv_cache(k: torch.Tensor, v: torch.Tensor, module: nn.Module, args: Args, kwargs: Kwargs):
     """Append to the model's cache (``[batch, kv_head, pos, d_head]`` there); return all keys and values."""
     arguments = _arguments(module, args, kwargs)
-    cache = arguments.get("cache", arguments.get("past_key_values"))
+    cache = next((arguments[n] for n in _CACHE_ARGUMENTS if arguments.get(n) is not None), None)
     if cache is None:
         return k, v
     cache = getattr(cache, "self_attention_cache", cache)  # encoder-decoder caches
@@ -68,10 +76,7 @@ def _kv_cache(k: torch.Tensor, v: torch.Tensor, module: nn.Module, args: Args, k
 
 def _copy_cache(args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs]:
     """The check's runs get their own copy of the cache, so that only the real run appends to it."""
-    kwargs = {
-        k: _clone_cache(v) if k in ("cache", "past_key_values") and v is not None else v
-        for k, v in kwargs.items()
-    }
+    kwargs = {k: _clone_cache(v) if k in _CACHE_ARGUMENTS and v is not None else v for k, v in kwargs.items()}
     return args, kwargs
 
 
@@ -98,10 +103,18 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
-def _llama_rotary(q: torch.Tensor, k: torch.Tensor, module: nn.Module, args: Args, kwargs: Kwargs):
-    cos, sin = _arguments(module, args, kwargs)["position_embeddings"]  # [batch, pos, d_head] each
-    cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)  # [batch, pos, 1, d_head]
-    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+def _rotary(q: torch.Tensor, k: torch.Tensor, module: nn.Module, args: Args, kwargs: Kwargs):
+    """Rotate-half rotary from the model's ``position_embeddings``, over the first ``rotary_dim`` dimensions of
+    each head (all of them, or part: GPT-NeoX, Phi-4-mini)."""
+    cos, sin = _arguments(module, args, kwargs)["position_embeddings"]  # [batch, pos, rotary_dim] each
+    cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)  # [batch, pos, 1, rotary_dim]
+    n = cos.shape[-1]
+
+    def rotate(x: torch.Tensor) -> torch.Tensor:
+        turned = x[..., :n] * cos + _rotate_half(x[..., :n]) * sin
+        return torch.cat([turned, x[..., n:]], dim=-1) if x.shape[-1] > n else turned
+
+    return rotate(q), rotate(k)
 
 
 def _gpt2(module: nn.Module) -> AttentionSpec | None:
@@ -150,30 +163,77 @@ def _bert(module: nn.Module) -> AttentionSpec | None:
     )
 
 
-def _llama(module: nn.Module) -> AttentionSpec:
+def _decoder(module: nn.Module, **parts: Any) -> AttentionSpec:
+    """The attention of the decoder families: grouped-query heads, rotary from the model, its mask and cache;
+    ``parts`` names the projections (default: ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``) and adds what a
+    family has on top (q/k norms, soft-cap, window)."""
     config = module.config
+    fields: dict[str, Any] = dict(q="q_proj", k="k_proj", v="v_proj", out="o_proj")
+    if "qkv" in parts:
+        fields = dict(out="o_proj")
+    fields.update(parts)
     return AttentionSpec(
-        q="q_proj",
-        k="k_proj",
-        v="v_proj",
-        out="o_proj",
         n_heads=config.num_attention_heads,
-        n_kv_heads=config.num_key_value_heads,
-        d_head=module.head_dim,
+        n_kv_heads=getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
+        d_head=getattr(module, "head_dim", None) or module.head_size,
         scale=module.scaling,
         causal=module.is_causal,
-        rotary=_llama_rotary,
+        rotary=_rotary,
         inputs=_argument("hidden_states"),
         mask=_argument("attention_mask"),
         kv_cache=_kv_cache,
         check_args=_copy_cache,
+        **fields,
     )
+
+
+def _llama(module: nn.Module) -> AttentionSpec:
+    """Llama, Gemma 1 and Qwen2; a Qwen2 layer's window is ``module.sliding_window`` (``None`` on its full
+    layers, and on modules that have none)."""
+    return _decoder(module, window=getattr(module, "sliding_window", None))
+
+
+def _mistral(module: nn.Module) -> AttentionSpec:
+    """Mistral: every layer slides when the config sets a window."""
+    return _decoder(module, window=getattr(module.config, "sliding_window", None))
+
+
+def _qwen3(module: nn.Module) -> AttentionSpec:
+    return _decoder(module, window=module.sliding_window, q_norm="q_norm", k_norm="k_norm")
+
+
+def _gemma2(module: nn.Module) -> AttentionSpec:
+    """Gemma 2: the query scale from ``query_pre_attn_scalar`` (``module.scaling``), the score soft-cap and
+    the window of its sliding layers; Gemma 3 adds per-head q/k norms."""
+    norms = dict(q_norm="q_norm", k_norm="k_norm") if hasattr(module, "q_norm") else {}
+    return _decoder(module, softcap=module.attn_logit_softcapping, window=module.sliding_window, **norms)
+
+
+def _olmo2(module: nn.Module) -> AttentionSpec:
+    return _decoder(module, q_norm="q_norm", k_norm="k_norm", qk_norm="full")
+
+
+def _phi3(module: nn.Module) -> AttentionSpec:
+    """Phi-3: one ``qkv_proj`` holding ``[Q; K; V]``, a window on every layer when the config sets one."""
+    return _decoder(module, qkv="qkv_proj", window=getattr(module.config, "sliding_window", None))
+
+
+def _gpt_neox(module: nn.Module) -> AttentionSpec:
+    """GPT-NeoX (Pythia): ``query_key_value`` fused per head, partial rotary, ``dense`` out."""
+    return _decoder(module, qkv="query_key_value", qkv_layout="heads", out="dense")
 
 
 _TABLE: dict[str, Callable[[nn.Module], AttentionSpec | None]] = {
     "GPT2Attention": _gpt2,
     "BertAttention": _bert,
     "LlamaAttention": _llama,
-    "MistralAttention": _llama,
+    "MistralAttention": _mistral,
     "Qwen2Attention": _llama,
+    "Qwen3Attention": _qwen3,
+    "GemmaAttention": _llama,
+    "Gemma2Attention": _gemma2,
+    "Gemma3Attention": _gemma2,
+    "Olmo2Attention": _olmo2,
+    "Phi3Attention": _phi3,
+    "GPTNeoXAttention": _gpt_neox,
 }

@@ -30,7 +30,7 @@ from hooks.hf_specs import builtin_spec
 
 SpecSource = AttentionSpec | Callable[[nn.Module], AttentionSpec | None]
 
-_PARTS = ("q", "k", "v", "qkv", "out")
+_PARTS = ("q", "k", "v", "qkv", "out", "q_norm", "k_norm")
 
 
 def path_regex(pattern: str) -> re.Pattern[str]:

@@ -30,9 +30,12 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENAMETOOLO
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
+    from interp.load.catalog import format_families
     from interp.load.packaged import format_packaged_models
 
     print(format_packaged_models())
+    print()
+    print(format_families())
     return 0
 
 
@@ -72,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="interp", description="See inside a transformer, by name.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("models", help="list the packaged models and whether each is installed")
+    p = sub.add_parser(
+        "models", help="list the packaged models (and whether each is installed) and the families that load"
+    )
     p.set_defaults(fn=_cmd_models)
 
     p = sub.add_parser("study", help="run a registered study and write its report", add_help=False)

@@ -16,7 +16,7 @@ Norm = Literal["layernorm", "rmsnorm"]
 NormPlacement = Literal["pre", "post", "sandwich", "output"]
 QKNorm = Literal["none", "head", "full"]
 LayerType = Literal["full", "sliding"]
-RotaryScalingKind = Literal["linear", "dynamic", "llama3", "yarn", "longrope"]
+RotaryScalingKind = Literal["linear", "dynamic", "llama3", "yarn", "longrope", "factors"]
 Positional = Literal["learned", "sinusoidal", "rotary", "none"]
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu"]
 MLPKind = Literal["standard", "gated"]
@@ -33,7 +33,9 @@ class RotaryScaling:
         kind: ``"linear"`` (every frequency divided by ``factor``), ``"dynamic"`` (NTK-aware base growth once a
             sequence passes the model's ``n_ctx``), ``"llama3"`` (Llama 3.1: low frequencies divided by
             ``factor``, high ones kept, a smooth ramp between), ``"yarn"`` (Peng et al. 2023) or ``"longrope"``
-            (Phi-3: per-frequency factors, long ones past ``original_n_ctx``).
+            (Phi-3: per-frequency factors, long ones past ``original_n_ctx``) or ``"factors"`` (each frequency
+            divided by its own entry of ``factors``, at every length: what llama.cpp stores as
+            ``rope_freqs.weight`` in Llama 3.1 GGUF files).
         factor: the stretch factor (``None`` for yarn and longrope: ``n_ctx / original_n_ctx``).
         original_n_ctx: the context length of pretraining (llama3, yarn, longrope; dynamic grows the base
             past it, default ``n_ctx``).
@@ -43,6 +45,7 @@ class RotaryScaling:
         attention_factor: what cosines and sines are multiplied by (yarn, longrope); ``None``: the formula's.
         truncate: yarn rounds the ramp's bounds to whole dimensions.
         long_factor, short_factor: longrope's per-frequency divisors, ``rotary_dim / 2`` of each.
+        factors: the per-frequency divisors of ``"factors"``, ``rotary_dim / 2`` of them.
     """
 
     kind: RotaryScalingKind
@@ -58,13 +61,14 @@ class RotaryScaling:
     truncate: bool = True
     long_factor: tuple[float, ...] | None = None
     short_factor: tuple[float, ...] | None = None
+    factors: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in get_args(RotaryScalingKind):
             raise ValueError(
                 f"RotaryScaling.kind={self.kind!r}; expected one of {list(get_args(RotaryScalingKind))}"
             )
-        for name in ("long_factor", "short_factor"):
+        for name in ("long_factor", "short_factor", "factors"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, tuple(float(v) for v in value))
@@ -74,10 +78,15 @@ class RotaryScaling:
             "llama3": ("factor", "original_n_ctx", "low_freq_factor", "high_freq_factor"),
             "yarn": ("original_n_ctx",),
             "longrope": ("original_n_ctx", "long_factor", "short_factor"),
+            "factors": ("factors",),
         }[self.kind]
         missing = [name for name in needs if getattr(self, name) is None]
         if missing:
             raise ValueError(f"rotary scaling {self.kind!r} needs {missing}")
+        for name in ("long_factor", "short_factor", "factors"):
+            value = getattr(self, name)
+            if value is not None and not all(v > 0 for v in value):
+                raise ValueError(f"RotaryScaling.{name} must be positive divisors, got {list(value)}")
         if self.kind == "llama3" and self.high_freq_factor <= self.low_freq_factor:
             raise ValueError(
                 f"llama3 rotary scaling needs high_freq_factor > low_freq_factor, got "

@@ -10,6 +10,10 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 source scripts/setup.sh test
+# llama.cpp's GGUF converter, for the tests of files it writes: fetched once into a cache folder (see
+# tests/load/llama_cpp.py). Without network access those tests are skipped, saying why; under CI (CI set) a
+# failed fetch fails the run instead.
+python -m tests.load.llama_cpp
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # The page JavaScript (interp/report/assets/*.js) is linted with the eslint pinned in package-lock.json:
 # npm ci installs it into node_modules/ (about 15 s), then the lint runs offline and a finding fails the run.

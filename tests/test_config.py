@@ -83,3 +83,31 @@ def test_stop_at_layer_returns_the_stream(model):
     tokens = torch.tensor([[1, 2, 3]])
     _, cache = model.run_with_cache(tokens, names_filter="blocks.1.hook_resid_pre")
     torch.testing.assert_close(model(tokens, stop_at_layer=1), cache["resid_pre", 1])
+
+
+@pytest.mark.parametrize(
+    "scaling, message",
+    [
+        (dict(kind="factors"), r"rotary scaling 'factors' needs \['factors'\]"),
+        (dict(kind="factors", factors=[1.0, 0.0]), r"RotaryScaling.factors must be positive divisors"),
+        (dict(kind="cubic", factor=2.0), r"RotaryScaling.kind='cubic'"),
+    ],
+)
+def test_bad_rotary_scalings(scaling, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(positional="rotary", rotary_scaling=scaling)
+
+
+def test_explicit_rotary_factors_divide_each_frequency():
+    from interp.model.positional import scaled_frequencies
+
+    cfg = tiny_config(positional="rotary", rotary_scaling=dict(kind="factors", factors=[1.0, 2.0, 4.0, 8.0]))
+    assert cfg.rotary_dim == 8 and cfg.rotary_scaling.factors == (1.0, 2.0, 4.0, 8.0)
+    plain, _ = scaled_frequencies(cfg.rotary_base, 8, None, cfg.n_ctx)
+    scaled, attention = scaled_frequencies(cfg.rotary_base, 8, cfg.rotary_scaling, cfg.n_ctx, seq_len=3)
+    torch.testing.assert_close(scaled, plain / torch.tensor([1.0, 2.0, 4.0, 8.0]))
+    assert attention == 1.0
+    wrong = dict(kind="factors", factors=[1.0, 2.0])
+    with pytest.raises(ValueError, match=r"factors have 2 entries; rotary_dim=8 needs 4"):
+        HookedTransformer(tiny_config(positional="rotary", rotary_scaling=wrong))
+    assert TransformerConfig(**cfg.to_dict()) == cfg  # JSON-ready, as the GGUF cache stores it

@@ -2,7 +2,8 @@
 
 ``load_checkpoint`` is the loader layer's whole output, ``(TransformerConfig, state_dict, Tokenizer)``,
 with the state dict in the parameter names of docs/PARAMS.md; ``load`` builds the model from it. Checkpoint
-families (GPT-2, BERT, Llama-style) are registered in one table, :data:`interp.load.families.FAMILIES`.
+families (GPT-2, BERT, Llama, Mistral, Qwen2/3, Gemma 1/2/3, GPT-NeoX, Phi-3, OLMo 2), and the GGUF architectures
+they read, are registered in one table, :data:`interp.load.families.FAMILIES`.
 Hugging Face and GGUF tensor names appear only inside this package.
 """
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import torch
 
 from interp.config import TransformerConfig
-from interp.load import bert, gemma, gguf_llama, gpt2, gpt_neox, llama, olmo2, phi3
+from interp.load import bert, gemma, gguf_archs, gpt2, gpt_neox, llama, olmo2, phi3
 from interp.load.errors import CheckpointError
-from interp.load.gguf_file import GGUFFile
+from interp.load.gguf_hf import GGUFArchitecture
 from interp.load.hf_config import HFConfig
 from interp.load.tensors import TensorSource
 
@@ -26,15 +26,16 @@ class Family:
     Attributes:
         config: ``(config.json, tensors) -> TransformerConfig``.
         convert: ``(tensors, cfg, config.json) -> state dict`` in our names.
-        from_gguf: for families a GGUF file can hold: ``GGUFFile -> (config.json, tensors)`` in the family's
-            Hugging Face names, so GGUF files reuse the same converter.
+        from_gguf: for families a GGUF file can hold, the GGUF architecture (:mod:`interp.load.gguf_archs`):
+            called on a ``GGUFFile`` it gives ``(config.json, tensors)`` in the family's Hugging Face names, so
+            GGUF files reuse the same converter.
         prepare: for checkpoints that wrap the model (Gemma 3's image-and-text model holds a text model):
             ``(config.json, tensors) -> (config.json, tensors)`` of the model to load, before ``config``.
     """
 
     config: Callable[[HFConfig, TensorSource], TransformerConfig]
     convert: Callable[[TensorSource, TransformerConfig, HFConfig], dict[str, torch.Tensor]]
-    from_gguf: Callable[[GGUFFile], tuple[HFConfig, TensorSource]] | None = None
+    from_gguf: GGUFArchitecture | None = None
     prepare: Callable[[HFConfig, TensorSource], tuple[HFConfig, TensorSource]] | None = None
 
     def read(self, hf: HFConfig, tensors: TensorSource) -> tuple[TransformerConfig, dict[str, torch.Tensor]]:
@@ -48,18 +49,19 @@ class Family:
 FAMILIES: dict[str, Family] = {
     "gpt2": Family(gpt2.config, gpt2.convert),
     "bert": Family(bert.config, bert.convert),
-    "llama": Family(llama.config, llama.convert, from_gguf=gguf_llama.to_hf),
+    "llama": Family(llama.config, llama.convert, from_gguf=gguf_archs.LLAMA),
     "mistral": Family(llama.config, llama.convert),
-    "qwen2": Family(llama.qwen2_config, llama.convert),
-    "qwen3": Family(llama.qwen3_config, llama.convert),
-    "gemma": Family(gemma.gemma_config, gemma.convert),
-    "gemma2": Family(gemma.gemma2_config, gemma.convert),
-    "gemma3_text": Family(gemma.gemma3_config, gemma.convert),
+    "qwen2": Family(llama.qwen2_config, llama.convert, from_gguf=gguf_archs.QWEN2),
+    "qwen3": Family(llama.qwen3_config, llama.convert, from_gguf=gguf_archs.QWEN3),
+    "gemma": Family(gemma.gemma_config, gemma.convert, from_gguf=gguf_archs.GEMMA),
+    "gemma2": Family(gemma.gemma2_config, gemma.convert, from_gguf=gguf_archs.GEMMA2),
+    "gemma3_text": Family(gemma.gemma3_config, gemma.convert, from_gguf=gguf_archs.GEMMA3),
     "gemma3": Family(gemma.gemma3_config, gemma.convert, prepare=gemma.multimodal_text),
-    "gpt_neox": Family(gpt_neox.config, gpt_neox.convert),
-    "phi3": Family(phi3.config, phi3.convert),
-    "olmo2": Family(olmo2.config, olmo2.convert),
+    "gpt_neox": Family(gpt_neox.config, gpt_neox.convert, from_gguf=gguf_archs.GPTNEOX),
+    "phi3": Family(phi3.config, phi3.convert, from_gguf=gguf_archs.PHI3),
+    "olmo2": Family(olmo2.config, olmo2.convert, from_gguf=gguf_archs.OLMO2),
 }
+GGUF_FAMILIES: dict[str, Family] = {f.from_gguf.name: f for f in FAMILIES.values() if f.from_gguf is not None}
 
 
 def family_for(model_type: str | None, source: str) -> Family:
@@ -73,10 +75,9 @@ def family_for(model_type: str | None, source: str) -> Family:
 
 def gguf_family_for(architecture: str | None, source: str) -> Family:
     """The family that reads GGUF files of ``general.architecture``; raises listing the supported ones."""
-    family = FAMILIES.get(architecture)
-    if family is None or family.from_gguf is None:
-        supported = sorted(name for name, f in FAMILIES.items() if f.from_gguf is not None)
+    family = GGUF_FAMILIES.get(architecture)
+    if family is None:
         raise CheckpointError(
-            f"{source}: GGUF architecture {architecture!r} is not supported; supported: {supported}"
+            f"{source}: GGUF architecture {architecture!r} is not supported; supported: {sorted(GGUF_FAMILIES)}"
         )
     return family

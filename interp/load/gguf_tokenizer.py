@@ -1,13 +1,19 @@
 """The tokenizer a GGUF file describes in its metadata, built with ``tokenizers``.
 
-A GGUF file has no ``tokenizer.json``: it stores the vocabulary (``tokenizer.ggml.tokens``), the merges, each
-token's type and the special ids. We rebuild the same backend that transformers builds for such a file
-(``AutoTokenizer.from_pretrained(folder, gguf_file=...)``), so both give identical ids and offsets: a GPT-2
-style byte-level BPE, the pre-tokenizer split named by ``tokenizer.ggml.pre`` where that names one of the
-regular expressions below (others, SmolLM's ``smollm`` among them, use GPT-2's; llama.cpp splits SmolLM's
-digits one by one, which changes nothing since its vocabulary has no token of two digits or of a space and a
-digit), control tokens as special tokens, and BOS/EOS added when the file says ``add_bos_token`` or
-``add_eos_token``.
+A GGUF file has no ``tokenizer.json``: it stores the vocabulary (``tokenizer.ggml.tokens``), the merges or the
+piece scores, each token's type and the special ids. Two kinds are rebuilt, giving the same ids and offsets as
+the ``tokenizer.json`` of the checkpoint the file was converted from:
+
+- ``tokenizer.ggml.model == "gpt2"``: a GPT-2 style byte-level BPE, as ``transformers`` builds it for such a
+  file (``AutoTokenizer.from_pretrained(folder, gguf_file=...)``), with the pre-tokenizer split named by
+  ``tokenizer.ggml.pre`` where that names one of the regular expressions below (others, SmolLM's ``smollm``
+  among them, use GPT-2's; llama.cpp splits SmolLM's digits one by one, which changes nothing since its
+  vocabulary has no token of two digits or of a space and a digit);
+- ``"llama"``: a SentencePiece vocabulary (Gemma, Llama 2, Phi-3), see :mod:`interp.load.gguf_sentencepiece`.
+
+Control tokens (and SentencePiece's unknown token) are special tokens, user-defined ones are matched whole, and
+BOS/EOS are added when the file says ``add_bos_token`` or ``add_eos_token``, by llama.cpp's defaults when it
+does not (BOS for SentencePiece, nothing for byte-level BPE).
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from tokenizers import Tokenizer as Backend
 
 from interp.load.errors import CheckpointError
 from interp.load.gguf_file import GGUFFile
+from interp.load.gguf_sentencepiece import CONTROL, NORMAL, UNKNOWN, USER_DEFINED, sentencepiece_backend
 from interp.tokens import Tokenizer
 
-_CONTROL, _USER_DEFINED = 3, 4  # llama.cpp token types
+KINDS = ("gpt2", "llama")
 
 _LLAMA3 = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
@@ -38,13 +45,51 @@ PRE_TOKENIZER_SPLITS = {
 def gguf_tokenizer(file: GGUFFile, n_ctx: int | None = None) -> Tokenizer:
     """The :class:`~interp.tokens.Tokenizer` described by ``file``'s ``tokenizer.ggml.*`` metadata."""
     kind = file.get("tokenizer.ggml.model")
-    if kind != "gpt2":
+    if kind not in KINDS:
         raise CheckpointError(
-            f"{file.path}: tokenizer.ggml.model={kind!r} is not supported; "
-            "supported: ['gpt2'] (byte-level BPE)"
+            f"{file.path}: tokenizer.ggml.model={kind!r} is not supported; supported: {list(KINDS)} "
+            "(byte-level BPE, SentencePiece)"
         )
     tokens = file.get("tokenizer.ggml.tokens")
-    types = file.get("tokenizer.ggml.token_type", None) or [1] * len(tokens)
+    types = file.get("tokenizer.ggml.token_type", None) or [NORMAL] * len(tokens)
+    specials = {
+        key: file.get(f"tokenizer.ggml.{key}_token_id", None) for key in ("bos", "eos", "unknown", "padding")
+    }
+    for key, index in specials.items():
+        if index is not None and not 0 <= index < len(tokens):
+            raise CheckpointError(
+                f"{file.path}: tokenizer.ggml.{key}_token_id={index} is outside the vocabulary"
+            )
+    if kind == "gpt2":
+        backend = _byte_level(file, tokens)
+        alphabet = set(_bytes_to_unicode().values())
+        marked = {i for i, t in enumerate(types) if t == CONTROL and set(tokens[i]) <= alphabet}
+    else:
+        backend = sentencepiece_backend(file, tokens, types)
+        marked = {i for i, t in enumerate(types) if t in (CONTROL, UNKNOWN)}
+    marked |= {i for i in specials.values() if i is not None}
+    backend.add_special_tokens(
+        [AddedToken(tokens[i], normalized=False, special=True) for i in sorted(marked)]
+    )
+    user = [
+        AddedToken(tokens[i], normalized=False, special=False)
+        for i, t in enumerate(types)
+        if t == USER_DEFINED
+    ]
+    if user:
+        backend.add_tokens(user)
+    bos, eos = specials["bos"], specials["eos"]
+    backend.post_processor = _post_processor(
+        tokens,
+        bos if file.get("tokenizer.ggml.add_bos_token", kind == "llama") else None,
+        eos if file.get("tokenizer.ggml.add_eos_token", False) else None,
+    )
+    return Tokenizer(
+        backend, bos_id=bos, eos_id=eos, pad_id=specials["padding"], n_ctx=n_ctx, name=str(file.path)
+    )
+
+
+def _byte_level(file: GGUFFile, tokens: list[str]) -> Backend:
     backend = Backend(
         models.BPE(
             vocab=_vocab(tokens),
@@ -57,36 +102,7 @@ def gguf_tokenizer(file: GGUFFile, n_ctx: int | None = None) -> Tokenizer:
     )
     backend.pre_tokenizer = _pre_tokenizer(file.get("tokenizer.ggml.pre", None))
     backend.decoder = decoders.ByteLevel()
-    specials = {
-        key: file.get(f"tokenizer.ggml.{key}_token_id", None) for key in ("bos", "eos", "unknown", "padding")
-    }
-    for key, index in specials.items():
-        if index is not None and not 0 <= index < len(tokens):
-            raise CheckpointError(
-                f"{file.path}: tokenizer.ggml.{key}_token_id={index} is outside the vocabulary"
-            )
-    alphabet = set(_bytes_to_unicode().values())
-    marked = {i for i, t in enumerate(types) if t == _CONTROL and set(tokens[i]) <= alphabet}
-    marked |= {i for i in specials.values() if i is not None}
-    backend.add_special_tokens(
-        [AddedToken(tokens[i], normalized=False, special=True) for i in sorted(marked)]
-    )
-    user = [
-        AddedToken(tokens[i], normalized=False, special=False)
-        for i, t in enumerate(types)
-        if t == _USER_DEFINED
-    ]
-    if user:
-        backend.add_tokens(user)
-    bos, eos = specials["bos"], specials["eos"]
-    backend.post_processor = _post_processor(
-        tokens,
-        bos if file.get("tokenizer.ggml.add_bos_token", False) else None,
-        eos if file.get("tokenizer.ggml.add_eos_token", False) else None,
-    )
-    return Tokenizer(
-        backend, bos_id=bos, eos_id=eos, pad_id=specials["padding"], n_ctx=n_ctx, name=str(file.path)
-    )
+    return backend
 
 
 def _vocab(tokens: list[str]) -> dict[str, int]:

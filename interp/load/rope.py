@@ -6,7 +6,9 @@ checkpoints on disk, have ``rope_theta``, ``rope_scaling`` (``type`` or ``rope_t
 ``partial_rotary_factor`` and family-specific keys (GPT-NeoX's ``rotary_pct`` and ``rotary_emb_base``, Gemma 3's
 ``rope_local_base_freq``, Phi-3's top-level ``original_max_position_embeddings``). Both read into the same
 :class:`Rotary`; a scaling type or parameter this loader does not implement is refused by name, since
-ignoring it would silently move every position.
+ignoring it would silently move every position. ``"factors"`` (explicit per-frequency divisors) is no
+``transformers`` type: it is how GGUF files of Llama 3.1 carry their scaling (``rope_freqs.weight``), read into
+the same config by :mod:`interp.load.gguf_hf`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from interp.config import RotaryScaling
 from interp.load.errors import CheckpointError
 from interp.load.hf_config import HFConfig
 
-SCALINGS = ("linear", "dynamic", "llama3", "yarn", "longrope")
+SCALINGS = ("linear", "dynamic", "llama3", "yarn", "longrope", "factors")
 
 # config key -> RotaryScaling field
 _FIELDS = {
@@ -34,6 +36,7 @@ _FIELDS = {
     "truncate": "truncate",
     "long_factor": "long_factor",
     "short_factor": "short_factor",
+    "factors": "factors",
 }
 _NOT_SCALING = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
 
@@ -102,8 +105,10 @@ def _scaling(hf: HFConfig, params: dict[str, Any], legacy: dict[str, Any]) -> Ro
 
 
 def rotary_dim(rotary: Rotary, head_dim: int, source: str) -> int:
-    """How many dimensions of each head rotate, for a rotated fraction of ``head_dim``."""
-    dim = int(head_dim * rotary.fraction)
+    """How many dimensions of each head rotate, for a rotated fraction of ``head_dim`` (rounded down, as
+    ``transformers`` does, except where rounding error leaves a whole number a hair short: ``30 / 44 * 44``)."""
+    exact = head_dim * rotary.fraction
+    dim = round(exact) if abs(exact - round(exact)) < 1e-6 else int(exact)
     if dim <= 0 or dim % 2:
         raise CheckpointError(
             f"{source}: a partial rotary fraction of {rotary.fraction} of head_dim={head_dim} gives {dim} "

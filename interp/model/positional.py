@@ -99,7 +99,8 @@ def scaled_frequencies(
 
     ``scaling=None`` is plain rotary, ``base ** (-2i / dim)``. The scaled kinds follow their papers and the
     reference implementations: linear position interpolation (Chen et al. 2023), dynamic NTK-aware base
-    growth, Llama 3.1's frequency-band rule, YaRN (Peng et al. 2023) and LongRoPE (Ding et al. 2024).
+    growth, Llama 3.1's frequency-band rule, YaRN (Peng et al. 2023) and LongRoPE (Ding et al. 2024);
+    ``"factors"`` divides each frequency by a given divisor (Llama 3.1's rule as GGUF files store it).
     ``seq_len`` is the length being run, read by the two kinds that depend on it (dynamic, longrope).
     """
     exponents = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim  # [dim / 2]
@@ -116,22 +117,31 @@ def scaled_frequencies(
         return 1.0 / grown**exponents, 1.0
     if kind == "llama3":
         return _llama3(inv_freq, scaling), 1.0
+    if kind == "factors":
+        return inv_freq / _divisors(scaling.factors, inv_freq, "factors"), 1.0
     factor = scaling.factor if scaling.factor is not None else n_ctx / scaling.original_n_ctx
     if kind == "yarn":
         return _yarn(base, dim, exponents, factor, scaling)
     # longrope: per-frequency divisors, the long set once the sequence passes the pretraining context
     long = seq_len is not None and seq_len > scaling.original_n_ctx
-    divisors = torch.tensor(scaling.long_factor if long else scaling.short_factor, dtype=torch.float32)
-    if divisors.shape != inv_freq.shape:
-        raise ValueError(
-            f"longrope factors have {divisors.numel()} entries; rotary_dim={dim} needs {inv_freq.numel()}"
-        )
+    divisors = _divisors(scaling.long_factor if long else scaling.short_factor, inv_freq, "longrope factors")
     attention = scaling.attention_factor
     if attention is None:
         attention = (
             1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(scaling.original_n_ctx))
         )
     return 1.0 / (divisors * base**exponents), attention
+
+
+def _divisors(values: tuple[float, ...], inv_freq: torch.Tensor, what: str) -> torch.Tensor:
+    """Per-frequency divisors as a tensor, one per inverse frequency (``rotary_dim / 2``)."""
+    divisors = torch.tensor(values, dtype=torch.float32)
+    if divisors.shape != inv_freq.shape:
+        raise ValueError(
+            f"{what} have {divisors.numel()} entries; rotary_dim={2 * inv_freq.numel()} needs "
+            f"{inv_freq.numel()}"
+        )
+    return divisors
 
 
 def _llama3(inv_freq: torch.Tensor, scaling: RotaryScaling) -> torch.Tensor:

@@ -328,3 +328,114 @@ def test_the_first_call_check_runs_no_hook_functions(toy, tokens):
             tokens, fwd_hooks=[("layers.0.attn.qkv.hook_out", lambda x, hook: calls.append(1))]
         )
     assert calls == [1]
+
+
+class CappedWindowAttention(nn.Module):
+    """Attention written out by hand: qkv fused per head, q/k norms, a soft-cap and a sliding window."""
+
+    def __init__(self, qk_norm: str, softcap: float | None, window: int | None) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(D, 3 * D)
+        self.out = nn.Linear(D, D)
+        width = E if qk_norm == "head" else D
+        self.q_norm, self.k_norm = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qk_norm, self.softcap, self.window = qk_norm, softcap, window
+        self.pattern: torch.Tensor | None = None
+
+    def _normed(self, norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return norm(x) if self.qk_norm == "head" else norm(x.flatten(-2)).unflatten(-1, (H, E))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, p, _ = x.shape
+        q, k, v = self.qkv(x).view(b, p, H, 3, E).unbind(-2)  # [batch, pos, head, d_head] each
+        q, k = self._normed(self.q_norm, q), self._normed(self.k_norm, k)
+        scores = torch.einsum("bqhe,bkhe->bhqk", q, k) / math.sqrt(E)
+        if self.softcap is not None:
+            scores = self.softcap * torch.tanh(scores / self.softcap)
+        i, j = torch.arange(p)[:, None], torch.arange(p)[None, :]
+        allowed = (j <= i) & ((i - j < self.window) if self.window is not None else True)
+        self.pattern = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+        z = torch.einsum("bhqk,bkhe->bqhe", self.pattern, v)
+        return self.out(z.reshape(b, p, D))
+
+
+@pytest.mark.parametrize("qk_norm", ["head", "full"])
+@pytest.mark.parametrize("softcap, window", [(None, 3), (1.5, None), (1.5, 3)])
+def test_softcap_window_qk_norms_and_per_head_qkv(qk_norm, softcap, window):
+    torch.manual_seed(0)
+    attn = CappedWindowAttention(qk_norm, softcap, window).eval()
+    with torch.no_grad():
+        attn.qkv.weight.mul_(4)  # large scores, so that the cap and the window both matter
+    x = torch.randn(2, 9, D, generator=torch.Generator().manual_seed(2))
+    spec = AttentionSpec(
+        qkv="qkv", qkv_layout="heads", out="out", n_heads=H, q_norm="q_norm", k_norm="k_norm",
+        qk_norm=qk_norm, softcap=softcap, window=window, causal=True,
+    )  # fmt: skip
+    with torch.no_grad():
+        want = attn(x)
+        naive = attn.pattern
+        with attach(attn, {"": spec}) as hooked:
+            out, cache = hooked.run_with_cache(
+                x, names_filter=["hook_pattern", "q_norm.hook_out", "hook_rot_q"]
+            )
+            plain = hooked(x)  # nothing hooked: fused where no cap forces the explicit path
+    torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(plain, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(cache["hook_pattern"], naive, atol=1e-6, rtol=1e-5)
+    if window is not None:
+        assert cache["hook_pattern"][:, :, 8, :5].abs().max() == 0  # outside the window
+    assert cache["hook_rot_q"].shape == (2, 9, H, E)  # after the norms (no rotary here)
+    dropped = {"softcap": None} if softcap is not None else {"window": None}
+    wrong = AttentionSpec(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__}, **dropped})
+    with (
+        pytest.raises(AttentionSpecError, match="differs from the module's own"),
+        attach(attn, {"": wrong}) as hooked,
+    ):
+        hooked(x)
+
+
+def test_window_on_top_of_the_models_mask():
+    from hooks.attention_spec import effective_mask
+
+    spec = AttentionSpec(qkv="qkv", n_heads=H, window=2, causal=True)
+    both = effective_mask(spec, None, 4, 4, torch.device("cpu"))
+    want = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]], dtype=torch.bool)
+    assert torch.equal(both, want)
+    # A mask the model gives replaces the causal flag (as in scaled_dot_product_attention); the window still
+    # applies on top: here a padding mask, key 0 padded.
+    keep = torch.tensor([False, True, True, True]).view(1, 1, 1, 4)  # [batch, 1, 1, key]
+    recent = torch.ones(4, 4, dtype=torch.bool).triu(diagonal=-1)  # at most one key back
+    assert torch.equal(effective_mask(spec, keep, 4, 4, torch.device("cpu")), keep & recent)
+    additive = torch.zeros(1, 1, 4, 4)
+    combined = effective_mask(spec, additive, 4, 4, torch.device("cpu"))
+    assert torch.equal(combined.isinf(), ~recent.expand(1, 1, 4, 4))  # -inf outside the window only
+    cached = effective_mask(spec, None, 1, 5, torch.device("cpu"))  # one new query after four cached keys
+    assert torch.equal(cached, torch.tensor([[0, 0, 0, 1, 1]], dtype=torch.bool))
+    assert (
+        effective_mask(AttentionSpec(qkv="qkv", n_heads=H, causal=True), None, 4, 4, torch.device("cpu"))
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(q_norm="q_norm"), "give both q_norm and k_norm, or neither"),
+        (dict(qk_norm="rows"), r"qk_norm='rows'; expected one of \('head', 'full'\)"),
+        (dict(qkv_layout="interleaved"), r"qkv_layout='interleaved'"),
+        (dict(softcap=0.0), "softcap must be positive or None, got 0.0"),
+        (dict(window=0), "window must be a positive integer, got 0"),
+    ],
+)
+def test_bad_spec_fields(fields, message):
+    with pytest.raises(AttentionSpecError, match=message):
+        AttentionSpec(qkv="qkv", n_heads=H, **fields)
+
+
+def test_per_head_qkv_needs_as_many_kv_heads():
+    torch.manual_seed(0)
+    attn = CappedWindowAttention("head", None, None).eval()
+    spec = AttentionSpec(qkv="qkv", qkv_layout="heads", out="out", n_heads=H, n_kv_heads=2, causal=True)
+    with pytest.raises(AttentionSpecError, match="a per-head fused qkv needs n_kv_heads = n_heads"):
+        with attach(attn, {"": spec}) as hooked:
+            hooked(torch.randn(1, 3, D))

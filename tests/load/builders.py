@@ -16,7 +16,7 @@ import torch
 from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from interp.load.gguf_llama import permute_rotary_rows
+from interp.load.gguf_hf import permute_rotary_rows
 
 CORPUS = [
     "The animal didn't cross the street because it was too tired.",

@@ -216,16 +216,74 @@ def test_unknown_quantization_type_names_the_tensor(tmp_path):
 
 def test_unsupported_gguf_architecture(tmp_path):
     path = _write_gguf(tmp_path / "gpt2.gguf", {}, arch="gpt2")
+    supported = r"\['gemma', 'gemma2', 'gemma3', 'gptneox', 'llama', 'olmo2', 'phi3', 'qwen2', 'qwen3'\]"
     with pytest.raises(
-        CheckpointError, match=r"GGUF architecture 'gpt2' is not supported; supported: \['llama'\]"
+        CheckpointError, match=rf"GGUF architecture 'gpt2' is not supported; supported: {supported}"
     ):
         load_checkpoint(path, use_cache=False)
 
 
-def test_gguf_rope_scaling_is_refused(tmp_path, bpe):
-    def scaled(writer):
-        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (lambda w: w.add_string("llama.rope.scaling.type", "su"), r"rope.scaling.type='su' is not supported"),
+        (
+            lambda w: w.add_rope_scaling_type(gguf.RopeScalingType.YARN),
+            r"yarn needs rope.scaling.factor and original_context_length",
+        ),
+        (
+            lambda w: (
+                w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR),
+                w.add_rope_scaling_factor(2.0),
+                w.add_tensor("rope_freqs.weight", np.ones(8, dtype=np.float32)),
+            ),
+            r"rope.scaling.type='linear' is not supported \(together with a rope_freqs tensor\)",
+        ),
+        (
+            lambda w: (
+                w.add_rope_scaling_type(gguf.RopeScalingType.YARN),
+                w.add_rope_scaling_factor(2.0),
+                w.add_rope_scaling_orig_ctx_len(64),
+                w.add_float32("llama.rope.scaling.yarn_log_multiplier", 0.1),
+            ),
+            r"yarn_log_multiplier=0.1 is not supported",
+        ),
+        (
+            lambda w: w.add_uint32("llama.attention.some_new_setting", 3),
+            r"metadata this loader does not understand: \['llama.attention.some_new_setting'\]",
+        ),
+        (lambda w: w.add_uint32("llama.expert_count", 8), r"expert_count=8 is not supported"),
+        (lambda w: w.add_bool("llama.attention.causal", False), r"attention.causal=False is not supported"),
+        (lambda w: w.add_uint16("split.count", 3), r"part of a GGUF file split in 3; merge the parts first"),
+        (
+            lambda w: w.add_array("llama.feed_forward_length", [96, 96]),
+            r"llama.feed_forward_length differs per layer",
+        ),
+    ],
+    ids=[
+        "unknown-rope",
+        "yarn-incomplete",
+        "freqs-and-linear",
+        "yarn-log",
+        "unknown-key",
+        "moe",
+        "bidir",
+        "split",
+        "per-layer",
+    ],
+)
+def test_gguf_settings_that_would_change_the_model_are_refused(tmp_path, bpe, extra, message):
+    path = write_llama_gguf(tiny_llama(bpe.get_vocab_size()), bpe, tmp_path / "odd.gguf", extra=extra)
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path, use_cache=False)
 
-    path = write_llama_gguf(tiny_llama(bpe.get_vocab_size()), bpe, tmp_path / "yarn.gguf", extra=scaled)
-    with pytest.raises(CheckpointError, match="rotary scaling 'yarn' is not implemented"):
+
+def test_gguf_tokenizer_kinds_are_named(tmp_path, bpe):
+    def unigram(writer):
+        writer.add_string("tokenizer.ggml.model", "t5")
+
+    path = write_llama_gguf(tiny_llama(bpe.get_vocab_size()), bpe, tmp_path / "t5.gguf", extra=unigram)
+    with pytest.raises(
+        CheckpointError, match=r"tokenizer.ggml.model='t5' is not supported; supported: \['gpt2', 'llama'\]"
+    ):
         load_checkpoint(path, use_cache=False)

@@ -1,7 +1,10 @@
 """GGUF files written here from a tiny random Llama, read by our loader and by transformers.
 
 Both dequantize the same bytes, so weights agree to float32 rounding; the Q/K un-permutation is checked
-directly against the original projection, and skipping it is shown not to match.
+directly against the original projection, and skipping it is shown not to match. Two pieces are checked against
+independent references: ``rope_freqs`` divisors against ``transformers``' Llama 3.1 rotary, and a SentencePiece
+vocabulary, stored as llama.cpp stores one, against the ``sentencepiece`` library. Files written by llama.cpp's
+own converter are in ``test_gguf_llama_cpp.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from gguf import GGMLQuantizationType as Q
 
 from interp.load import load_checkpoint
 from interp.load.gguf_file import GGUFFile
-from interp.load.gguf_llama import unpermute_rotary_rows
+from interp.load.gguf_hf import unpermute_rotary_rows
 from tests.load.builders import SEED, byte_level_bpe, hf_from_gguf, tiny_llama, write_llama_gguf
 
 QUANTIZED = {
@@ -161,3 +164,96 @@ def test_tokenizer_matches_transformers(gguf_dir):
         assert ours.decode(got.ids[0], skip_special_tokens=True) == theirs.decode(
             expected["input_ids"], skip_special_tokens=True
         )
+
+
+def _llama3_divisors(config) -> np.ndarray:
+    """Llama 3.1's rule as per-frequency divisors of the plain rotary frequencies, computed naively here."""
+    params = config.rope_parameters
+    dim = config.hidden_size // config.num_attention_heads
+    old, factor = params["original_max_position_embeddings"], params["factor"]
+    low, high = params["low_freq_factor"], params["high_freq_factor"]
+    divisors = []
+    for i in range(0, dim, 2):
+        wavelength = 2 * np.pi * params["rope_theta"] ** (i / dim)
+        if wavelength < old / high:
+            divisors.append(1.0)
+        elif wavelength > old / low:
+            divisors.append(factor)
+        else:
+            smooth = (old / wavelength - low) / (high - low)
+            divisors.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(divisors, dtype=np.float32)
+
+
+def test_rope_freqs_divisors_load_llama3_scaling_exactly(tmp_path, bpe):
+    """A ``rope_freqs`` tensor (how GGUF files carry Llama 3.1's scaling) gives transformers' llama3 rotary."""
+    from interp.load import load
+    from tests.load.families import build
+
+    reference = build("llama3-rope", bpe.get_vocab_size())
+    divisors = _llama3_divisors(reference.config)
+    assert divisors.max() == 8.0 and 1.0 < divisors.min() < 8.0  # scaled, and a ramp
+
+    def rope_freqs(writer):
+        writer.add_tensor("rope_freqs.weight", divisors)
+
+    path = write_llama_gguf(reference, bpe, tmp_path / "llama31.gguf", extra=rope_freqs)
+    model = load(path)
+    assert model.cfg.rotary_scaling.kind == "factors"
+    ids, mask = model.to_tokens([SEED * 2, "The cat sat on the mat."])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        ours = model(ids, mask)
+        theirs = reference(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+    torch.testing.assert_close(ours[mask.bool()], theirs[mask.bool()], atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        plain = model.cfg.replace(rotary_scaling=None)
+        from interp import HookedTransformer
+
+        unscaled = HookedTransformer(plain, init_weights=False)
+        unscaled.load_state_dict(model.state_dict())
+        gap = (unscaled(ids, mask) - ours)[mask.bool()].abs().max()
+    assert gap > 1e-2  # the divisors matter
+
+
+@pytest.mark.parametrize("prefix", [True, False], ids=["space-prefix", "no-prefix"])
+def test_sentencepiece_vocabulary_tokenizes_as_sentencepiece(tmp_path, prefix):
+    """A GGUF SentencePiece vocabulary (pieces, scores, types, as llama.cpp stores them) is rebuilt to give
+    the ids of the ``sentencepiece`` library on the model it came from."""
+    spm = pytest.importorskip("sentencepiece")
+    import io
+
+    from tests.load.builders import CORPUS
+
+    proto = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS), model_writer=proto, vocab_size=400, model_type="bpe",
+        byte_fallback=True, character_coverage=1.0, split_digits=True, remove_extra_whitespaces=False,
+        normalization_rule_name="identity", add_dummy_prefix=prefix, minloglevel=2,
+    )  # fmt: skip
+    processor = spm.SentencePieceProcessor(model_proto=proto.getvalue())
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+    def kind(i: int) -> int:
+        checks = (processor.is_unknown, processor.is_control, processor.is_byte)
+        return next((t for t, check in zip((2, 3, 6), checks, strict=True) if check(i)), 1)
+
+    def sentencepiece(writer):
+        writer.add_string("tokenizer.ggml.model", "llama")
+        writer.add_token_list(pieces)
+        writer.add_token_scores([processor.get_score(i) for i in range(len(pieces))])
+        writer.add_token_types([kind(i) for i in range(len(pieces))])
+        writer.add_bos_token_id(processor.bos_id())
+        writer.add_eos_token_id(processor.eos_id())
+        if not prefix:
+            writer.add_add_space_prefix(False)  # as Gemma's files say
+
+    path = write_llama_gguf(
+        tiny_llama(len(pieces)), byte_level_bpe(), tmp_path / "spm.gguf", extra=sentencepiece
+    )
+    _, _, ours = load_checkpoint(path, use_cache=False)
+    for text in [*STRINGS[:-1], " x", "a  b   c"]:
+        got = ours.to_tokens(text, prepend_bos=False)
+        assert got.ids[0].tolist() == processor.encode(text), text
+        assert ours.decode(got.ids[0]) == processor.decode(processor.encode(text)), text
+    assert ours.to_tokens("hi").ids[0, 0] == processor.bos_id()  # llama.cpp adds BOS unless told otherwise

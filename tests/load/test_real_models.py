@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from interp.load import load, load_checkpoint
-from interp.load.gguf_llama import permute_rotary_rows
+from interp.load.gguf_hf import permute_rotary_rows
 from interp.load.packaged import packaged_path
 from tests.load.builders import SEED, hf_from_gguf, needs_minilm, needs_smollm
 
