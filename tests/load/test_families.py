@@ -166,3 +166,50 @@ def test_swapped_gate_and_up_would_fail(tokenizer, tmp_path):
             block.mlp.W_in.copy_(gate)
         after = model(ids, mask)
     assert (before - after)[mask.bool()].abs().max() > 100 * ATOL
+
+
+def test_gemma3_image_text_checkpoint_loads_its_text_model(tokenizer, tmp_path):
+    """Gemma 3 4B and up ship as an image-and-text model: its language model loads, the vision tower is left out."""
+    from tests.load.families import embolden, transformers
+
+    vocab = tokenizer.get_vocab_size()
+    text = dict(
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        intermediate_size=64,
+        vocab_size=vocab,
+        max_position_embeddings=64,
+        sliding_window=WINDOW,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=1,
+    )
+    vision = dict(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=28,
+        patch_size=14,
+    )
+    cfg = transformers.Gemma3Config(
+        text_config=text,
+        vision_config=vision,
+        mm_tokens_per_image=4,
+        image_token_index=vocab - 1,
+        boi_token_index=vocab - 2,
+        eoi_token_index=vocab - 3,
+    )
+    torch.manual_seed(0)
+    reference = transformers.Gemma3ForConditionalGeneration(cfg).eval()
+    embolden(reference)
+    model = load(save_folder(reference, tokenizer, tmp_path / "gemma3-mm"))
+    assert model.cfg.qk_norm == "head" and model.cfg.n_layers == 2
+    ids, mask = model.to_tokens(TEXTS, padding_side="right")
+    with torch.no_grad():
+        expected = reference(input_ids=ids, attention_mask=mask).logits
+        ours = model(ids, mask)
+    torch.testing.assert_close(ours[mask.bool()], expected[mask.bool()], atol=ATOL, rtol=ATOL)
