@@ -21,7 +21,7 @@ Example (see the README for a whole run)::
     evaluate(model, circuit, held_out, logit_difference).faithfulness
 """
 
-from interp.circuits.attribution import EdgeScores, eap, eap_ig, edge_attribution
+from interp.circuits.attribution import EdgeScores, eap, eap_ig, edge_attribution, merge_scores
 from interp.circuits.circuit import Circuit
 from interp.circuits.draw import draw_circuit
 from interp.circuits.exact import exact_edge_scores
@@ -61,6 +61,7 @@ __all__ = [
     "faithfulness_curve",
     "greedy",
     "logit_difference",
+    "merge_scores",
     "prune",
     "run_circuit",
     "top_n",

@@ -200,6 +200,37 @@ def edge_attribution(
     )
 
 
+def merge_scores(parts: list[EdgeScores]) -> EdgeScores:
+    """Scores of disjoint sets of pairs as the scores of all of them: means weighted by their pairs."""
+    if not parts:
+        raise ValueError("no scores to merge")
+    first = parts[0]
+    for part in parts[1:]:
+        if (part.graph, part.method, part.steps) != (first.graph, first.method, first.steps):
+            raise ValueError(
+                f"cannot merge {part.method} scores (steps={part.steps}) of {part.graph} with {first.method} "
+                f"scores (steps={first.steps}) of {first.graph}"
+            )
+    n = sum(p.n_pairs for p in parts)
+
+    def mean(values: list) -> float | None:
+        return (
+            None
+            if any(v is None for v in values)
+            else sum(v * p.n_pairs for v, p in zip(values, parts, strict=True)) / n
+        )
+
+    return EdgeScores(
+        graph=first.graph,
+        scores=ordered_sum([p.scores * p.n_pairs for p in parts]) / n,
+        method=first.method,
+        n_pairs=n,
+        steps=first.steps,
+        clean_metric=mean([p.clean_metric for p in parts]),
+        corrupt_metric=mean([p.corrupt_metric for p in parts]),
+    )
+
+
 def eap(model, pairs: Pairs, metric: Metric, *, batch_size: int = 16, progress: bool = False) -> EdgeScores:
     """EAP scores: :func:`edge_attribution` with ``method="eap"``."""
     return edge_attribution(model, pairs, metric, method="eap", batch_size=batch_size, progress=progress)

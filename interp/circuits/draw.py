@@ -74,7 +74,7 @@ def draw_circuit(circuit: Circuit, scores: EdgeScores | None = None, *, title: s
                 color=KIND_COLOURS[_kind(target)],
                 linewidth=0.4 + 3.6 * abs(value) / biggest,
                 linestyle="--" if value < 0 else "-",
-                alpha=0.75,
+                alpha=0.2 + 0.7 * abs(value) / biggest,
                 zorder=1,
             )
         )

@@ -65,9 +65,13 @@ def _batch_values(model, circuits: Sequence[Circuit], batch: Pairs, metric: Metr
     batch = batch.to(model.device)
     corrupt = corrupt_run(model, batch, circuits[0].graph)
     sums = [float(check_metric(metric(corrupt.logits, batch), batch, "on the corrupted inputs").sum())]
-    full = run_circuit(model, Circuit.full(circuits[0].graph), batch, corrupt)
+    graph = circuits[0].graph
+    full = run_circuit(model, Circuit.full(graph), batch, corrupt)
     sums.append(float(check_metric(metric(full, batch), batch, "on the clean inputs").sum()))
     for circuit in circuits:
+        if circuit.n_edges in (0, graph.n_edges):  # the corrupted or the full run, measured above
+            sums.append(sums[0] if circuit.n_edges == 0 else sums[1])
+            continue
         logits = run_circuit(model, circuit, batch, corrupt)
         sums.append(float(check_metric(metric(logits, batch), batch, f"with {circuit!r}").sum()))
     return torch.tensor(sums, dtype=torch.float64)
