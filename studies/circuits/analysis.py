@@ -380,17 +380,18 @@ def heads_table(
 
 def mlp_positions(model, pairs: StudyPairs, layers: list[int]) -> pd.DataFrame:
     """Where each MLP's output carries the metric: attribution patching of ``hook_mlp_out`` by position, pair by
-    pair, summed by the position's role (the antecedent's tokens, those between it and the read position, the
-    read position), as shares of the layer's total ``|attribution|``. Positions before the antecedent are the
+    pair, summed by the position's role as shares of the layer's total ``|attribution|``. Roles: the
+    antecedent's tokens (``name``), the token after it (``next``: the verb in most prompts), the others up to
+    the read position (``between``) and the read position (``final``). Positions before the antecedent are the
     same in both twins and carry nothing."""
-    roles = ("name", "between", "final")
+    roles = ("name", "next", "between", "final")
     if not layers:
         return pd.DataFrame(columns=["mlp", *roles])
     totals = {layer: dict.fromkeys(roles, 0.0) for layer in layers}
     hooks = [f"blocks.{layer}.hook_mlp_out" for layer in layers]
     for i in range(len(pairs)):
         one = pairs.pairs[i : i + 1].to(model.device)
-        read = int(one.read_positions()[0])
+        read, last = int(one.read_positions()[0]), pairs.names[i][-1]
         frame = attribution_patch(
             model,
             one.clean,
@@ -402,9 +403,17 @@ def mlp_positions(model, pairs: StudyPairs, layers: list[int]) -> pd.DataFrame:
         )
         for row in frame.itertuples():
             p = int(row.position)
-            role = "name" if p in pairs.names[i] else "final" if p == read else "between"
-            if p > pairs.names[i][-1] or role == "name":
-                totals[int(row.layer)][role] += abs(float(row.delta))
+            if p in pairs.names[i]:
+                role = "name"
+            elif p == read:
+                role = "final"
+            elif p == last + 1:
+                role = "next"
+            elif last < p < read:
+                role = "between"
+            else:
+                continue
+            totals[int(row.layer)][role] += abs(float(row.delta))
     rows = []
     for layer, parts in totals.items():
         whole = sum(parts.values()) or float("nan")

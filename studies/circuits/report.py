@@ -304,8 +304,9 @@ def _structure_text(circuit, results: dict) -> str:
     heads = results["heads"]
     attend = heads[heads["in_circuit"] & (heads["attention_to_name"] >= NAME_ATTENTION)]
     mlps = results["mlps"]
-    verb = mlps[mlps["between"] >= 0.5] if len(mlps) else mlps
-    at_name = mlps[mlps["name"] >= 0.5] if len(mlps) else mlps
+    roles = ["name", "next", "between", "final"]
+    main = mlps[roles].astype(float).idxmax(axis=1) if len(mlps) else pd.Series(dtype=str)
+    by_role = {role: list(mlps["mlp"][main == role]) for role in roles}
     kinds = pd.Series([t.rsplit(".", 1)[-1] if "." in t else t for t in from_input]).value_counts().to_dict()
     lines = [
         "GPT-2 small's gendered-pronoun circuit was reported as: the name, read by heads that attend to it from "
@@ -314,15 +315,17 @@ def _structure_text(circuit, results: dict) -> str:
         f"({', '.join(f'{v} {k}' for k, v in kinds.items()) or 'none'}).",
         f"- Heads of the circuit that put at least {NAME_ATTENTION:.0%} of the read position's attention on the "
         f"name: {', '.join(f'{r.head} ({r.attention_to_name:.0%})' for r in attend.itertuples()) or 'none'}.",
-        f"- MLPs of the circuit acting mostly at the name: {', '.join(at_name['mlp']) or 'none'}; mostly between "
-        f"the name and the end (where the verb is): {', '.join(verb['mlp']) or 'none'}.",
+        "- The circuit's MLPs by the position where most of their attribution lies: at the name "
+        f"{', '.join(by_role['name']) or 'none'}; at the token after it (the verb in most prompts) "
+        f"{', '.join(by_role['next']) or 'none'}; further between {', '.join(by_role['between']) or 'none'}; at "
+        f"the final position {', '.join(by_role['final']) or 'none'}.",
         f"- Nodes writing into the logits: {', '.join(into_logits) or 'none'}.",
     ]
     missing = []
     if not len(attend):
         missing.append("no head of the circuit attends mostly to the name")
-    if not len(verb):
-        missing.append("no MLP of the circuit acts mainly between the name and the end, so the 'MLPs at the verb' "
+    if not by_role["next"]:
+        missing.append("no MLP of the circuit acts mainly at the token after the name, so the 'MLPs at the verb' "
                        "stage is not found")  # fmt: skip
     if missing:
         lines.append("Not found: " + "; ".join(missing) + ".")

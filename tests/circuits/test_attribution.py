@@ -13,6 +13,7 @@ from interp.circuits import (
     edge_attribution,
     evaluate,
     logit_difference,
+    merge_scores,
     top_n,
 )
 from tests.circuits.models import tiny, tiny_pairs
@@ -193,3 +194,18 @@ def test_bad_input_is_refused_before_any_work():
     )
     with pytest.raises(GraphStructureError, match="post-norm"):
         eap(bert, Pairs(clean=torch.tensor([[1, 2]]), corrupt=torch.tensor([[1, 3]])), logit_difference)
+
+
+def test_scores_of_disjoint_pairs_merge_into_the_scores_of_all():
+    model = tiny("gpt2")
+    pairs = tiny_pairs(model, n=5)
+    whole = eap_ig(model, pairs, logit_difference, steps=2)
+    parts = [
+        eap_ig(model, pairs[:2], logit_difference, steps=2),
+        eap_ig(model, pairs[2:], logit_difference, steps=2),
+    ]
+    merged = merge_scores(parts)
+    torch.testing.assert_close(merged.scores, whole.scores, atol=1e-6, rtol=1e-5)
+    assert merged.n_pairs == 5 and merged.clean_metric == pytest.approx(whole.clean_metric, abs=1e-6)
+    with pytest.raises(ValueError, match="cannot merge eap-ig scores \\(steps=2\\).*with eap scores"):
+        merge_scores([eap(model, pairs, logit_difference), whole])
