@@ -58,6 +58,10 @@ class EdgeScores:
     clean_metric: float | None = None
     corrupt_metric: float | None = None
 
+    def __repr__(self) -> str:
+        steps = f", {self.steps} steps" if self.method == "eap-ig" else ""
+        return f"EdgeScores({self.method}{steps}, {self.n_pairs} pairs, {self.graph})"
+
     def __getitem__(self, edge: tuple[str, str]) -> float:
         return float(self.scores[self.graph.edge_index(edge)])
 

@@ -26,7 +26,7 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 
 def _f(value) -> str:
-    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3g}"
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
 
 
 def curves_figure(curves: pd.DataFrame, threshold: float) -> Figure:
@@ -75,6 +75,7 @@ def exact_figure(table: pd.DataFrame) -> Figure:
         ax.set_xlabel("exact edge patching")
         ax.set_ylabel(method)
         ax.legend(fontsize=7)
+    fig.subplots_adjust(wspace=0.35)
     fig.suptitle("Attribution scores against exact edge patching (same pairs)", fontsize=9)
     return fig
 
@@ -117,7 +118,8 @@ def write_report(report: Report, model, config, results: dict, seconds: float) -
     report.add_text(_target_text(curves, method))
 
     report.add_section("Attribution against exact edge patching")
-    report.add_figure("attribution_vs_exact", exact_figure(results["exact"]))
+    report.add_figure("attribution_vs_exact", exact_figure(results["exact"]),
+                      caption="Most uniformly sampled edges sit near 0; the strongest edges spread out")  # fmt: skip
     report.add_table(
         "attribution_vs_exact", correlations, caption="Correlation with exact edge patching, per sample"
     )
@@ -260,9 +262,11 @@ def _heads_text(heads: pd.DataFrame) -> str:
     found = [r.head for r in refs.itertuples() if r.in_circuit]
     missed = [r.head for r in refs.itertuples() if not r.in_circuit]
     inside = heads[heads["in_circuit"]].sort_values("score_out", ascending=False)
-    top = ", ".join(f"{r.head} ({_f(r.score_out)})" for r in inside.head(6).itertuples())
-    parts = [f"The circuit has {len(inside)} heads; the strongest by summed |score| of their outgoing edges: "
-             f"{top or 'none'}."]  # fmt: skip
+    writing = inside[inside["edges_out"] > 0]
+    top = ", ".join(f"{r.head} ({_f(r.score_out)})" for r in writing.head(6).itertuples())
+    parts = [f"The circuit touches {len(inside)} heads ({len(inside) - len(writing)} of them only because they share "
+             f"a key/value head that a kept edge feeds); {len(writing)} write through a kept edge, the strongest "
+             f"by summed |score| of their outgoing edges: {top or 'none'}."]  # fmt: skip
     if found:
         parts.append(
             f"Of the coreference study's heads, {', '.join(found)} {'is' if len(found) == 1 else 'are'} in the circuit."
