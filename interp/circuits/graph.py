@@ -24,7 +24,7 @@ compares and round-trips through JSON, and scores and circuits are ``[n_sources,
 >>> g.inputs[:5]
 ('L0.H0.q', 'L0.H1.q', 'L0.KV0.k', 'L0.KV0.v', 'L0.MLP')
 >>> len(g.nodes), g.n_edges
-(8, 33)
+(8, 36)
 """
 
 from __future__ import annotations

@@ -105,9 +105,7 @@ class Pairs:
         keep = self.n_pos
         if mask is not None:
             used = mask.any(0).nonzero()
-            keep = int(used.max()) + 1 if len(used) else 1
-            if bool(mask[:, keep:].any()):  # only trailing padding is trimmed
-                keep = self.n_pos
+            keep = int(used.max()) + 1 if len(used) else 1  # columns after the last real token of any row
             mask = mask[:, :keep]
         return Pairs(
             clean=self.clean[rows, :keep],
@@ -142,7 +140,8 @@ class Pairs:
             return self.positions
         if self.attention_mask is None:
             return torch.full((len(self),), self.n_pos - 1, dtype=torch.long)
-        return self.attention_mask.cpu().sum(1) - 1
+        mask = self.attention_mask.cpu()
+        return self.n_pos - 1 - mask.flip(1).argmax(1)  # the last 1 of each row, for either padding side
 
     def final_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """``[n, d_vocab]``: each pair's logits where its metric reads (from full or read-position logits)."""

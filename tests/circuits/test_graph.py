@@ -132,3 +132,12 @@ def test_json_round_trip(tmp_path):
     with pytest.raises(ValueError, match="n_edges=5"):
         Graph.from_dict({**graph.to_dict(), "n_edges": 5})
     assert torch.equal(Graph.from_dict(data).allowed, graph.allowed)
+
+
+@pytest.mark.parametrize("name", ["interp.circuits.graph", "interp.circuits.circuit"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0

@@ -49,6 +49,8 @@ def test_batches_trim_trailing_padding_and_read_the_last_real_token():
     ]
     with pytest.raises(ValueError, match="batch_size=0"):
         pairs.batches(0)
+    left = Pairs(clean=ids, corrupt=ids, attention_mask=mask.flip(1))  # left padding: the last token is real
+    assert left.read_positions().tolist() == [3, 3, 3] and left[0:2].n_pos == 4
 
 
 def test_logit_difference_and_metric_checks():
