@@ -35,7 +35,7 @@ from interp.circuits import Graph
 from interp.load import load
 from interp.registry import study_parser
 from interp.report import Report
-from studies.circuits import analysis
+from studies.circuits import analysis, anatomy
 from studies.circuits.data import sample, split_pairs
 from studies.coreference.data import load_items
 from studies.coreference.study import data_path, model_path
@@ -172,14 +172,14 @@ def run(model, config: CircuitsConfig, progress: bool) -> dict:
         model, exact_pairs, scored.exact_subset, config.exact_edges, config.exact_top, config.seed, **kw
     )
     timer.lap("exact patching")
-    per_pair = analysis.per_pair_metrics(model, chosen.circuit, test, config.batch_size)
+    per_pair = anatomy.per_pair_metrics(model, chosen.circuit, test, config.batch_size)
     reference = [
-        h for h in analysis.COREFERENCE_HEADS if h[0] < model.cfg.n_layers and h[1] < model.cfg.n_heads
+        h for h in anatomy.COREFERENCE_HEADS if h[0] < model.cfg.n_layers and h[1] < model.cfg.n_heads
     ]
     layers = sorted({layer for layer, _ in chosen.circuit.heads} | {layer for layer, _ in reference})
-    attention = analysis.name_attention(model, test, layers, config.batch_size)
+    attention = anatomy.name_attention(model, test, layers, config.batch_size)
     mlp_layers = [int(n[1:].split(".")[0]) for n in chosen.circuit.nodes if n.endswith(".MLP")]
-    mlps = analysis.mlp_positions(model, test, mlp_layers)
+    mlps = anatomy.mlp_positions(model, test, mlp_layers)
     timer.lap("circuit analysis")
     curve_frame = pd.concat([*curves, chosen.train_points], ignore_index=True)
     return {
@@ -198,8 +198,8 @@ def run(model, config: CircuitsConfig, progress: bool) -> dict:
         "exact": table,
         "correlations": correlations,
         "per_pair": per_pair,
-        "people": analysis.by_people(per_pair),
-        "heads": analysis.heads_table(chosen.circuit, scored.all[config.method], attention, tuple(reference)),
+        "people": anatomy.by_people(per_pair),
+        "heads": anatomy.heads_table(chosen.circuit, scored.all[config.method], attention, tuple(reference)),
         "attention": attention,
         "mlps": mlps,
         "timer": timer.stages,
