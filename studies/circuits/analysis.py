@@ -1,9 +1,8 @@
 """The study's measurements of the methods: scores, faithfulness curves, the smallest faithful circuit, and
 checks against exact patching (what the chosen circuit is made of: :mod:`studies.circuits.anatomy`).
 
-Every function here is called on every rank: the library's scoring and evaluation share their batches out
-among ``torchrun`` ranks and hand every rank the merged result, and the few small extra passes (attention
-patterns, per-pair metrics) are cheap enough to repeat on each rank, which keeps every rank's state the same.
+Every function here is called on every rank: the library's scoring, evaluation and exact patching share their
+batches out among ``torchrun`` ranks and hand every rank the merged result, so every rank's state is the same.
 """
 
 from __future__ import annotations
