@@ -26,19 +26,20 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 
 import pandas as pd
 import torch
 
 from interp import distributed
 from interp.circuits import Graph
-from interp.load import load
+from interp.load import PACKAGED_MODELS, load
 from interp.registry import study_parser
 from interp.report import Report
 from studies.circuits import analysis, anatomy
 from studies.circuits.data import sample, split_pairs
-from studies.coreference.data import load_items
-from studies.coreference.study import data_path, model_path
+from studies.coreference.data import SHIPPED, load_items
 
 DESCRIPTION = "Circuit discovery on agreement twins: EAP and EAP-IG, exact edge patching, faithfulness."
 
@@ -60,6 +61,18 @@ class CircuitsConfig:
     threshold: float = 0.8
     sizes: tuple[int, ...] = (25, 50, 100, 200, 300)
     seed: int = 0
+
+
+def data_path(name: str) -> Path:
+    """The file ``--data`` names: a shipped data set inside the package, or the path given."""
+    if name in SHIPPED:
+        return Path(str(resources.files("studies").joinpath("data", SHIPPED[name])))
+    return Path(name)
+
+
+def model_path(name: str) -> Path | None:
+    """The packaged model's file, or the folder or file given (hashed into the manifest)."""
+    return PACKAGED_MODELS[name].location() if name in PACKAGED_MODELS else Path(name)
 
 
 def _count(text: str) -> int | None:
