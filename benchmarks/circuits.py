@@ -1,0 +1,220 @@
+"""Time and peak memory of EAP and EAP-IG over agreement pairs, against the cost model, and of one circuit run.
+
+The cost model counts passes: per batch, EAP is 2 forwards and 1 backward, EAP-IG with ``steps`` points is
+``steps + 1`` forwards and ``steps`` backwards, and evaluating one circuit is 3 forwards (the corrupted run, the
+full model and the circuit). Unit costs are measured on the plain model in the same process: a forward pass
+without hooks (the metric read at the final position, as the methods read it) and a backward pass of the metric
+to the input embeddings. The script prints the measured time over the modelled time for each method: the
+ratio is what the split inputs, the per-head results and the score contractions cost on top of bare passes.
+
+Peak memory: each measurement runs in a child process of its own; on CPU its peak resident memory minus what
+it held after loading the model and the pairs, on CUDA ``torch.cuda.max_memory_allocated`` likewise.
+
+    python benchmarks/circuits.py --pairs 64 --threads 1 --out benchmarks/results/circuits-cpu.json
+    python benchmarks/circuits.py --pairs 4 --batch-size 2 --steps 2     # a quick check that it runs
+
+This is a measurement script, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+MEASUREMENTS = ("units", "eap", "eap-ig", "circuit")
+
+
+class PeakRSS:
+    """The largest resident set of this process while the block runs, sampled every 2 ms from /proc (the
+    process's lifetime peak, ``ru_maxrss``, is set by loading the model and says nothing about the run)."""
+
+    def __enter__(self) -> PeakRSS:
+        self.start = self.peak = _rss_mib()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, _rss_mib())
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_mib())
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _setup(args):
+    import interp
+    from studies.circuits.data import build_pairs, sample
+    from studies.coreference.data import load_items, twin_pairs
+
+    torch.set_num_threads(args.threads)
+    model = interp.load(args.model, device=args.device, dtype=args.dtype)
+    pairs, _ = build_pairs(model, twin_pairs(load_items("agreement")))
+    return model, sample(pairs, args.pairs, 0).pairs
+
+
+def _units(model, pairs, batch_size: int) -> dict:
+    """Seconds of plain forward and backward passes over every batch (each timed twice, the faster kept)."""
+    from interp.circuits import logit_difference
+    from interp.circuits.wiring import forward
+
+    fwd = bwd = 0.0
+    for span in pairs.batches(batch_size):
+        batch = pairs[span.start : span.stop].to(model.device)
+        best_f = best_b = float("inf")
+        for _ in range(2):
+            with torch.no_grad():
+                start = time.perf_counter()
+                forward(model, batch.clean, batch.attention_mask, batch.positions)
+                _sync()
+                best_f = min(best_f, time.perf_counter() - start)
+            leaf = []
+
+            def grab(x, hook, leaf=leaf):
+                leaf.append(x.detach().requires_grad_(True))
+                return leaf[-1]
+
+            start = time.perf_counter()
+            logits = forward(
+                model, batch.clean, batch.attention_mask, batch.positions, fwd_hooks=[("hook_embed", grab)]
+            )
+            _sync()
+            mid = time.perf_counter()
+            logit_difference(logits, batch).sum().backward(inputs=leaf)
+            _sync()
+            best_b = min(best_b, time.perf_counter() - mid)
+        fwd, bwd = fwd + best_f, bwd + best_b
+    return {"forward_s": fwd, "backward_s": bwd}
+
+
+def child(args) -> dict:
+    """One measurement in this process: its seconds and the memory it took on top of the model and pairs."""
+    from interp.circuits import Circuit, edge_attribution, evaluate, logit_difference, top_n
+
+    model, pairs = _setup(args)
+    circuit = Circuit.load(args.circuit_file) if args.child == "circuit" else None
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated() / 2**20
+    with PeakRSS() as rss:
+        start = time.perf_counter()
+        if args.child == "units":
+            out = _units(model, pairs, args.batch_size)
+        elif circuit is None:
+            scores = edge_attribution(
+                model,
+                pairs,
+                logit_difference,
+                method=args.child,
+                steps=args.steps,
+                batch_size=args.batch_size,
+            )
+            _sync()
+            out = {"seconds": time.perf_counter() - start}
+            if args.child == "eap":  # the circuit the next measurement evaluates, from a process of its own
+                top_n(scores, args.circuit_edges).save(args.circuit_file)
+        else:
+            result = evaluate(model, circuit, pairs, logit_difference, batch_size=args.batch_size)
+            _sync()
+            out = {"seconds": time.perf_counter() - start, "edges": circuit.n_edges}
+            out["faithfulness"] = result.faithfulness[0]
+    out["peak_extra_mib"] = torch.cuda.max_memory_allocated() / 2**20 - base if cuda else rss.peak - rss.start
+    out["batches"] = len(pairs.batches(args.batch_size))
+    out["n_pos"] = pairs.n_pos
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--pairs", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--circuit-edges", type=int, default=300)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--dtype", default=None)
+    parser.add_argument("--out", default=None, help="write the measurements as JSON here")
+    parser.add_argument("--child", choices=MEASUREMENTS, help=argparse.SUPPRESS)
+    parser.add_argument("--circuit-file", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args)))
+        return 0
+    passed = [f"--model={args.model}", f"--pairs={args.pairs}", f"--batch-size={args.batch_size}",
+              f"--steps={args.steps}", f"--circuit-edges={args.circuit_edges}",
+              f"--threads={args.threads}"]  # fmt: skip
+    passed += [f"--{k}={v}" for k, v in (("device", args.device), ("dtype", args.dtype)) if v is not None]
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        passed.append(f"--circuit-file={Path(tmp) / 'circuit.json'}")
+        for name in MEASUREMENTS:  # "eap" writes the circuit that "circuit" evaluates
+            cmd = [sys.executable, __file__, *passed, "--child", name]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(done.stderr[-3000:], file=sys.stderr)
+                return done.returncode
+            results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    f, b, s = results["units"]["forward_s"], results["units"]["backward_s"], args.steps
+    model = {"eap": 2 * f + b, "eap-ig": (s + 1) * f + s * b, "circuit": 3 * f}
+    report = {
+        "model": args.model,
+        "pairs": args.pairs,
+        "batch_size": args.batch_size,
+        "steps": s,
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "units": results["units"],
+        "rows": [
+            {
+                "measurement": name,
+                "seconds": results[name]["seconds"],
+                "cost_model_s": model[name],
+                "ratio": results[name]["seconds"] / model[name],
+                "peak_extra_mib": results[name]["peak_extra_mib"],
+            }
+            for name in ("eap", "eap-ig", "circuit")
+        ],
+        "circuit_edges": results["circuit"]["edges"],
+    }
+    print(
+        f"{args.model}, {args.pairs} pairs in batches of {args.batch_size}, {s} EAP-IG steps, {args.threads} thread(s)"
+    )
+    print(f"unit costs over all batches: forward {f:.2f} s, backward {b:.2f} s")
+    print(f"{'':10s} {'measured':>10s} {'cost model':>11s} {'ratio':>6s} {'peak extra':>11s}")
+    for row in report["rows"]:
+        print(f"{row['measurement']:10s} {row['seconds']:9.2f}s {row['cost_model_s']:10.2f}s {row['ratio']:6.2f} "
+              f"{row['peak_extra_mib']:9.0f} MiB")  # fmt: skip
+    print(
+        f"(circuit: one evaluation of the top {args.circuit_edges} EAP edges, {report['circuit_edges']} after pruning)"
+    )
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

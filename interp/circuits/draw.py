@@ -1,0 +1,104 @@
+"""Drawing a circuit as a layered graph (matplotlib, offline).
+
+Layers run bottom to top (``input`` at the bottom, ``logits`` at the top; only layers the circuit touches get
+a row), heads sit left to right in head order with the layer's MLP on the right. An edge ends where it is read:
+at the head for a query, at the key/value head's marker below the row for keys and values (a diamond when
+several query heads share it), at the MLP or the logits. Colour says which input the edge feeds (query, key,
+value, MLP or logits), a dashed line that its score is negative, and the width ``|score|``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import FancyArrowPatch
+
+from interp.circuits.attribution import EdgeScores
+from interp.circuits.circuit import Circuit
+
+KIND_COLOURS = {"q": "#1f77b4", "k": "#2ca02c", "v": "#ff7f0e", "mlp": "#7f7f7f", "logits": "#9467bd"}
+KV_DROP = 0.32  # how far below its layer's row a key/value head's marker sits
+
+
+def _kind(input_name: str) -> str:
+    if input_name == "logits":
+        return "logits"
+    if input_name.endswith(".MLP"):
+        return "mlp"
+    return input_name[-1]
+
+
+def draw_circuit(circuit: Circuit, scores: EdgeScores | None = None, *, title: str | None = None) -> Figure:
+    """The circuit as a figure; edge widths follow ``scores`` when given (else all edges are drawn alike)."""
+    graph = circuit.graph
+    layers = sorted({int(m[1]) for n in circuit.nodes if (m := re.match(r"L(\d+)\.", n))})
+    row = {layer: i + 1 for i, layer in enumerate(layers)}
+    top = len(layers) + 1
+    centre = (graph.n_heads - 1) / 2
+    mlp_x = graph.n_heads + 0.4
+
+    def node_xy(name: str) -> tuple[float, float]:
+        if name == "input":
+            return centre, 0.0
+        if name == "logits":
+            return centre, float(top)
+        m = re.fullmatch(r"L(\d+)\.(?:H(\d+)|MLP)", name)
+        layer = int(m[1])
+        return (float(m[2]) if m[2] is not None else mlp_x), float(row[layer])
+
+    def target_xy(input_name: str) -> tuple[float, float]:
+        m = re.fullmatch(r"L(\d+)\.KV(\d+)\.[kv]", input_name)
+        if m is None:
+            return node_xy(graph.heads_of(input_name)[0])
+        g, size = int(m[2]), graph.group_size
+        x = g * size + (size - 1) / 2
+        return (x, row[int(m[1])] - KV_DROP) if size > 1 else (x, float(row[int(m[1])]))
+
+    edges = circuit.edges
+    values = [scores[e] if scores is not None else 1.0 for e in edges]
+    biggest = max((abs(v) for v in values), default=1.0) or 1.0
+    fig = Figure(figsize=(max(6.0, 0.75 * (graph.n_heads + 2)), max(3.0, 0.62 * (top + 1))))
+    ax = fig.add_subplot()
+    for (source, target), value in zip(edges, values, strict=True):
+        (x0, y0), (x1, y1) = node_xy(source), target_xy(target)
+        bend = 0.25 if abs(y1 - y0) < 0.5 else 0.08
+        ax.add_patch(
+            FancyArrowPatch(
+                (x0, y0),
+                (x1, y1),
+                arrowstyle="-|>",
+                mutation_scale=7,
+                connectionstyle=f"arc3,rad={bend}",
+                color=KIND_COLOURS[_kind(target)],
+                linewidth=0.4 + 3.6 * abs(value) / biggest,
+                linestyle="--" if value < 0 else "-",
+                alpha=0.2 + 0.7 * abs(value) / biggest,
+                zorder=1,
+            )
+        )
+    for name in circuit.nodes:
+        x, y = node_xy(name)
+        marker = "s" if name.endswith("MLP") else ("o" if name.startswith("L") else "D")
+        ax.scatter([x], [y], s=260, marker=marker, color="white", edgecolor="black", zorder=3)
+        label = name.split(".", 1)[1] if name.startswith("L") else name
+        ax.annotate(label, (x, y), ha="center", va="center", fontsize=6, zorder=4)
+    if graph.group_size > 1:
+        groups = {
+            (int(m[1]), int(m[2])) for e in edges if (m := re.fullmatch(r"L(\d+)\.KV(\d+)\.[kv]", e[1]))
+        }
+        for layer, g in sorted(groups):
+            x, y = target_xy(f"L{layer}.KV{g}.k")
+            ax.scatter([x], [y], s=40, marker="D", color="#dddddd", edgecolor="black", zorder=3)
+    ax.set_yticks([0, *row.values(), top], ["input", *(f"L{layer}" for layer in layers), "logits"])
+    ax.set_xticks(range(graph.n_heads), [f"H{h}" for h in range(graph.n_heads)], fontsize=7)
+    ax.set_xlim(-0.8, mlp_x + 0.8)
+    ax.set_ylim(-0.6, top + 0.6)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    legend = [Line2D([], [], color=c, label=k) for k, c in KIND_COLOURS.items()]
+    legend.append(Line2D([], [], color="black", linestyle="--", label="negative score"))
+    ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    ax.set_title(title or f"{circuit.n_edges} edges, {len(circuit.nodes)} nodes", fontsize=9)
+    return fig

@@ -1,0 +1,179 @@
+"""Running a circuit: the model with every edge outside it patched from the corrupted input.
+
+Each node input of the patched run receives the corrupted run's stream at that input plus, for every kept
+edge, the difference between what the edge's source writes *in the patched run* and what it wrote in the
+corrupted run::
+
+    input_v = corrupt_stream_v + sum over kept edges (u -> v) of (out_u(patched) - out_u(corrupt))
+
+Sources are recomputed in the patched run from their own patched inputs, so the effect of a removed edge
+propagates downstream, and every input goes through the model's real norms, attention and MLPs (nothing is
+linearised). An input whose every edge is kept is left as the patched run computes it, and one with no kept
+edge is the corrupted stream itself, so the full circuit is the clean run and the empty one the corrupted run,
+both exactly (to the bit, against the same forward with the model's inputs split; to float tolerance against
+the plain forward, whose fused projections sum in another order).
+
+The corrupted run is computed once per batch (:func:`corrupt_run`) and reused for every circuit evaluated on
+it. The patched run keeps ``[n_sources, batch, pos, d_model]`` differences in float32, filled as the sources are
+reached, and forms each input as one matrix product with the circuit's column of kept edges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from interp.circuits.circuit import Circuit
+from interp.circuits.graph import Graph
+from interp.circuits.pairs import Pairs
+from interp.circuits.wiring import InputHook, SourceHook, as_rows, forward, input_hooks, source_hooks, split
+
+
+@dataclass
+class CorruptRun:
+    """What the patched runs of one batch need from its corrupted run.
+
+    Attributes:
+        outputs: ``[n_sources, batch, pos, d_model]`` float32, every source's output.
+        streams: the stream at every input hook, by the name of the hook that holds it (model dtype).
+        logits: the corrupted run's logits (at the read positions when the pairs give them).
+    """
+
+    outputs: torch.Tensor
+    streams: dict[str, torch.Tensor]
+    logits: torch.Tensor
+
+
+def check_graph(model, graph: Graph | None) -> Graph:
+    """The model's graph; a given graph must be the model's."""
+    own = Graph.from_model(model)
+    if graph is not None and graph != own:
+        raise ValueError(f"the circuit or scores belong to {graph}, but the model's graph is {own}")
+    return own
+
+
+def record_sources(graph: Graph, store: torch.Tensor, minus: torch.Tensor | None = None) -> list:
+    """Forward hooks writing every source's output (minus ``minus``, when given) into ``store``'s rows."""
+
+    def recorder(spec: SourceHook):
+        def record(x: torch.Tensor, hook) -> None:
+            rows = as_rows(x.detach(), spec.heads).float()
+            store[spec.rows] = rows if minus is None else rows - minus[spec.rows]
+
+        return record
+
+    return [(spec.name, recorder(spec)) for spec in source_hooks(graph)]
+
+
+def new_store(graph: Graph, batch: Pairs, model) -> torch.Tensor:
+    n, n_pos = batch.clean.shape
+    return torch.zeros(len(graph.sources), n, n_pos, model.cfg.d_model, device=model.device)
+
+
+@torch.no_grad()
+def corrupt_run(model, batch: Pairs, graph: Graph | None = None) -> CorruptRun:
+    """Run the corrupted inputs once, keeping every source's output and the stream at every input."""
+    graph = check_graph(model, graph)
+    batch = batch.to(model.device)
+    outputs = new_store(graph, batch, model)
+    streams: dict[str, torch.Tensor] = {}
+
+    def keep(x: torch.Tensor, hook) -> None:
+        streams[hook.name] = x.detach()
+
+    names = sorted({spec.stream for spec in input_hooks(graph)})
+    with split(model):
+        logits = forward(
+            model,
+            batch.corrupt,
+            batch.attention_mask,
+            batch.positions,
+            fwd_hooks=[*record_sources(graph, outputs), (names, keep)],
+        )
+    return CorruptRun(outputs, streams, logits)
+
+
+def _patch_input(spec: InputHook, kept: torch.Tensor, delta: torch.Tensor, corrupt: CorruptRun):
+    """The forward hook that forms ``spec``'s inputs (``None`` when every edge into them is kept: the patched
+    run's own stream is then the answer), and whether it reads the sources' differences.
+
+    Partly kept inputs are formed from whichever side names fewer sources: the corrupted stream plus the kept
+    edges' differences, or the patched run's own stream (every source's patched output) minus the removed
+    edges' differences. The two are equal; only the sources named enter the product, so a circuit of a few
+    hundred edges costs little more than a plain forward pass.
+    """
+    kept = kept[: spec.n_readable]  # [n, inputs of the hook]
+    complete = kept.all(0)
+    if bool(complete.all()):
+        return None, False
+    if not bool(kept.any()):
+        stream = corrupt.streams[spec.stream]  # [batch, pos, d_model]
+
+        def corrupted(x: torch.Tensor, hook) -> torch.Tensor:  # laid out as the corrupted run had it
+            return stream[:, :, None, :].expand_as(x) if spec.heads else stream
+
+        return corrupted, False
+    partial = ~complete
+    adding = kept.any(1).nonzero().flatten()
+    removing = (~kept[:, partial]).any(1).nonzero().flatten()
+    add = len(adding) <= len(removing)
+    rows = adding if add else removing
+    weights = (kept if add else ~kept & partial[None, :])[rows].to(delta.dtype)  # [rows, inputs]
+    stream = corrupt.streams[spec.stream] if add else None
+
+    def patch(x: torch.Tensor, hook) -> torch.Tensor:
+        x4 = x if spec.heads else x[:, :, None, :]  # [batch, pos, inputs, d_model]
+        flat = delta[rows].reshape(len(rows), -1)  # [rows, batch * pos * d_model]
+        terms = (weights.T @ flat).reshape(
+            weights.shape[1], *delta.shape[1:]
+        )  # [inputs, batch, pos, d_model]
+        terms = terms.permute(1, 2, 0, 3)  # [batch, pos, inputs, d_model]
+        base = stream.float()[:, :, None, :] if add else x4.float()
+        new = (base + terms if add else base - terms).to(x.dtype)
+        new = torch.where(complete.to(x.device)[None, None, :, None], x4, new)
+        return new if spec.heads else new[:, :, 0]
+
+    return patch, True
+
+
+def circuit_hooks(circuit: Circuit, corrupt: CorruptRun, delta: torch.Tensor) -> list:
+    """Forward hooks that run ``circuit`` against ``corrupt``, with ``delta`` as the differences' store."""
+    graph = circuit.graph
+    mask = circuit.mask.to(delta.device)
+    hooks, reads = [], False
+    for spec in input_hooks(graph):
+        fn, needs = _patch_input(spec, mask[:, spec.cols], delta, corrupt)
+        reads |= needs
+        if fn is not None:
+            hooks.append((spec.name, fn))
+    # Sources are recorded only when some input adds kept edges: the full and the empty circuit then run
+    # exactly the computation of the clean and the corrupted forward.
+    return (record_sources(graph, delta, corrupt.outputs) if reads else []) + hooks
+
+
+@torch.no_grad()
+def run_circuit(model, circuit: Circuit, batch: Pairs, corrupt: CorruptRun | None = None) -> torch.Tensor:
+    """Logits of the clean inputs with every edge outside ``circuit`` patched from the corrupted inputs.
+
+    Args:
+        model: a :class:`~interp.HookedTransformer` whose graph is ``circuit.graph``.
+        circuit: the edges to keep.
+        batch: the pairs (at most a batch's worth; see :func:`interp.circuits.evaluate`).
+        corrupt: this batch's :func:`corrupt_run`, when several circuits are run on it.
+
+    Returns:
+        Logits ``[batch, pos, d_vocab]``, or ``[batch, 1, d_vocab]`` at the pairs' read positions.
+    """
+    graph = check_graph(model, circuit.graph)
+    batch = batch.to(model.device)
+    corrupt = corrupt_run(model, batch, graph) if corrupt is None else corrupt
+    delta = torch.zeros_like(corrupt.outputs)
+    with split(model):
+        return forward(
+            model,
+            batch.clean,
+            batch.attention_mask,
+            batch.positions,
+            fwd_hooks=circuit_hooks(circuit, corrupt, delta),
+        )

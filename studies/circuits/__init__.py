@@ -1,0 +1,1 @@
+"""The circuits study: which edges of SmolLM2 carry pronoun agreement, and how faithful is that subgraph?"""

@@ -1,0 +1,165 @@
+"""What the chosen circuit is made of: its heads against the coreference study's, its behaviour on one- and
+two-person prompts, the heads that attend to the name, and where its MLPs act.
+
+Called on every rank, like :mod:`studies.circuits.analysis`; these passes are small and are repeated on each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from interp.analysis import attribution_patch
+from interp.circuits import Circuit, EdgeScores, corrupt_run, faithfulness, logit_difference, run_circuit
+from studies.circuits.data import StudyPairs
+
+COREFERENCE_HEADS = ((25, 2), (26, 2))
+"""Heads whose outputs (``hook_z``), patched between agreement twins, recovered most of the pronoun logit
+difference in the coreference study on SmolLM2-135M (``interp study coreference``)."""
+
+
+@torch.no_grad()
+def per_pair_metrics(model, circuit: Circuit, pairs: StudyPairs, batch_size: int) -> pd.DataFrame:
+    """Per pair: the metric of the full model, the corrupted input and the circuit."""
+    rows = []
+    for span in pairs.pairs.batches(batch_size):
+        batch = pairs.pairs[span.start : span.stop].to(model.device)
+        corrupt = corrupt_run(model, batch)
+        values = {
+            "corrupt": logit_difference(corrupt.logits, batch),
+            "full": logit_difference(run_circuit(model, Circuit.full(circuit.graph), batch, corrupt), batch),
+            "circuit": logit_difference(run_circuit(model, circuit, batch, corrupt), batch),
+        }
+        for k, i in enumerate(span):
+            rows.append(
+                {
+                    "pair": "/".join(pairs.ids[i]),
+                    "two_people": pairs.two_people[i],
+                    **{n: float(v[k]) for n, v in values.items()},
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def by_people(per_pair: pd.DataFrame) -> pd.DataFrame:
+    """Faithfulness and accuracy (metric > 0: the clean answer preferred) on one- and two-person prompts."""
+    rows = []
+    for label, part in (
+        ("one person", per_pair[~per_pair["two_people"]]),
+        ("two people", per_pair[per_pair["two_people"]]),
+        ("all", per_pair),
+    ):
+        if not len(part):
+            continue
+        full, corrupt, value = part["full"].mean(), part["corrupt"].mean(), part["circuit"].mean()
+        rows.append(
+            {
+                "prompts": label,
+                "pairs": len(part),
+                "full": full,
+                "corrupt": corrupt,
+                "circuit": value,
+                "faithfulness": faithfulness(value, full, corrupt),
+                "accuracy_full": float((part["full"] > 0).mean()),
+                "accuracy_circuit": float((part["circuit"] > 0).mean()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def name_attention(model, pairs: StudyPairs, layers: list[int], batch_size: int) -> np.ndarray:
+    """``[n_layers, n_heads]`` mean attention from the read position to the antecedent's tokens (clean inputs;
+    NaN for layers not asked for)."""
+    cfg = model.cfg
+    out = np.full((cfg.n_layers, cfg.n_heads), np.nan)
+    if not layers:
+        return out
+    sums = np.zeros((len(layers), cfg.n_heads))
+    names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers]
+    for span in pairs.pairs.batches(batch_size):
+        batch = pairs.pairs[span.start : span.stop].to(model.device)
+        _, cache = model.run_with_cache(batch.clean, batch.attention_mask, names_filter=names)
+        read = batch.read_positions()
+        for k, i in enumerate(span):
+            for li, name in enumerate(names):
+                pattern = cache[name][k, :, int(read[k])]  # [head, key]
+                sums[li] += pattern[:, pairs.names[i]].sum(-1).float().cpu().numpy()
+    out[layers] = sums / len(pairs)
+    return out
+
+
+def heads_table(
+    circuit: Circuit, scores: EdgeScores, attention: np.ndarray, reference=COREFERENCE_HEADS
+) -> pd.DataFrame:
+    """The circuit's heads and the reference heads: edges in and out, summed ``|score|`` of those edges, and
+    attention from the read position to the antecedent."""
+    graph = circuit.graph
+    mask = circuit.mask
+    weight = scores.scores.abs() * mask
+    rows = []
+    for layer, head in sorted(set(circuit.heads) | set(reference)):
+        name = f"L{layer}.H{head}"
+        i = graph.source_index(name)
+        cols = [
+            graph.input_index(f"{name}.q"),
+            graph.input_index(f"L{layer}.KV{head // graph.group_size}.k"),
+            graph.input_index(f"L{layer}.KV{head // graph.group_size}.v"),
+        ]
+        rows.append(
+            {
+                "head": name,
+                "layer": layer,
+                "in_circuit": (layer, head) in circuit.heads,
+                "reference": (layer, head) in reference,
+                "edges_out": int(mask[i].sum()),
+                "edges_in": int(mask[:, cols].sum()),
+                "score_out": float(weight[i].sum()),
+                "attention_to_name": float(attention[layer, head]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def mlp_positions(model, pairs: StudyPairs, layers: list[int]) -> pd.DataFrame:
+    """Where each MLP's output carries the metric: attribution patching of ``hook_mlp_out`` by position, pair by
+    pair, summed by the position's role as shares of the layer's total ``|attribution|``. Roles: the
+    antecedent's tokens (``name``), the token after it (``next``: the verb in most prompts), the others up to
+    the read position (``between``) and the read position (``final``). Positions before the antecedent are the
+    same in both twins and carry nothing."""
+    roles = ("name", "next", "between", "final")
+    if not layers:
+        return pd.DataFrame(columns=["mlp", *roles])
+    totals = {layer: dict.fromkeys(roles, 0.0) for layer in layers}
+    hooks = [f"blocks.{layer}.hook_mlp_out" for layer in layers]
+    for i in range(len(pairs)):
+        one = pairs.pairs[i : i + 1].to(model.device)
+        read, last = int(one.read_positions()[0]), pairs.names[i][-1]
+        frame = attribution_patch(
+            model,
+            one.clean,
+            one.corrupt,
+            lambda logits, one=one: logit_difference(logits, one)[0],
+            hooks,
+            by="position",
+            attention_mask=one.attention_mask,
+        )
+        for row in frame.itertuples():
+            p = int(row.position)
+            if p in pairs.names[i]:
+                role = "name"
+            elif p == read:
+                role = "final"
+            elif p == last + 1:
+                role = "next"
+            elif last < p < read:
+                role = "between"
+            else:
+                continue
+            totals[int(row.layer)][role] += abs(float(row.delta))
+    rows = []
+    for layer, parts in totals.items():
+        whole = sum(parts.values()) or float("nan")
+        rows.append({"mlp": f"L{layer}.MLP", **{k: v / whole for k, v in parts.items()}})
+    return pd.DataFrame(rows)

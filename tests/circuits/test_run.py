@@ -1,0 +1,85 @@
+"""Running a circuit: all edges kept is the clean model, none the corrupted one, and any circuit equals the
+by-hand definition (tests/circuits/models.py)."""
+
+import pytest
+import torch
+
+from interp.circuits import Circuit, Graph, Pairs, corrupt_run, run_circuit
+from interp.circuits.wiring import forward
+from tests.circuits.models import by_hand_circuit, by_hand_logits, tiny, tiny_pairs
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-gqa", "neox"])
+@pytest.mark.parametrize("positions", [False, True])
+def test_all_edges_kept_is_the_clean_model_and_none_the_corrupted_one(name, positions):
+    model = tiny(name)
+    pairs = tiny_pairs(model, positions=positions)
+    graph = Graph.from_model(model)
+    full = run_circuit(model, Circuit.full(graph), pairs)
+    empty = run_circuit(model, Circuit.empty(graph), pairs)
+    with model.split_inputs():  # the same computation, to the bit
+        clean_split = forward(model, pairs.clean, None, pairs.positions)
+    corrupt = corrupt_run(model, pairs)
+    read = slice(None) if not positions else slice(-1, None)
+    torch.testing.assert_close(full, clean_split, atol=0, rtol=0)
+    torch.testing.assert_close(empty, corrupt.logits, atol=0, rtol=0)
+    # against the plain forward pass (fused projections sum in another order)
+    torch.testing.assert_close(full, model(pairs.clean)[:, read], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(empty, model(pairs.corrupt)[:, read], atol=1e-5, rtol=1e-5)
+    assert (full - empty).abs().max() > 1e-2  # the two inputs really differ
+
+
+def test_the_by_hand_model_is_the_model():
+    model = tiny("gpt2")
+    tokens = tiny_pairs(model).clean
+    torch.testing.assert_close(by_hand_logits(model, tokens[0]), model(tokens)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_circuits_equal_the_by_hand_definition():
+    model = tiny("gpt2")
+    pairs = tiny_pairs(model)
+    graph = Graph.from_model(model)
+    g = torch.Generator().manual_seed(3)
+    for fraction in (0.1, 0.5, 0.9):
+        mask = graph.allowed & (torch.rand(graph.allowed.shape, generator=g) < fraction)
+        circuit = Circuit(graph, mask)
+        got = run_circuit(model, circuit, pairs)
+        keep = set(circuit.edges)
+        for row in range(len(pairs)):
+            want = by_hand_circuit(model, pairs.clean[row], pairs.corrupt[row], keep)
+            torch.testing.assert_close(got[row], want, atol=2e-5, rtol=1e-5)
+
+
+def test_one_corrupted_run_serves_many_circuits():
+    model = tiny("llama-gqa")
+    pairs = tiny_pairs(model)
+    graph = Graph.from_model(model)
+    corrupt = corrupt_run(model, pairs)
+    circuit = Circuit(graph, graph.allowed & (torch.rand(graph.allowed.shape) < 0.5))
+    torch.testing.assert_close(
+        run_circuit(model, circuit, pairs, corrupt), run_circuit(model, circuit, pairs), atol=0, rtol=0
+    )
+
+
+def test_a_circuit_of_another_graph_is_refused():
+    model = tiny("gpt2")
+    other = Graph(n_layers=3, n_heads=2, n_kv_heads=2)
+    with pytest.raises(ValueError, match="belong to Graph\\(3 layers"):
+        run_circuit(model, Circuit.full(other), tiny_pairs(model))
+
+
+def test_padding_on_the_right_leaves_real_positions_alone():
+    model = tiny("gpt2")
+    pairs = tiny_pairs(model, n=2, n_pos=6)
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[:, 6:] = 0
+    padded = Pairs(
+        clean=torch.cat([pairs.clean, torch.zeros(2, 2, dtype=torch.long)], 1),
+        corrupt=torch.cat([pairs.corrupt, torch.zeros(2, 2, dtype=torch.long)], 1),
+        attention_mask=mask,
+    )
+    graph = Graph.from_model(model)
+    circuit = Circuit(graph, graph.allowed & (torch.rand(graph.allowed.shape) < 0.5))
+    torch.testing.assert_close(
+        run_circuit(model, circuit, padded)[:, :6], run_circuit(model, circuit, pairs), atol=1e-5, rtol=1e-5
+    )
