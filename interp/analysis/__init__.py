@@ -1,4 +1,5 @@
-"""Analysis over a model and its activations: decompositions, attribution, patching, head scores, probes.
+"""Analysis over a model and its activations: decompositions, attribution, patching, head scores, probes,
+steering.
 
 Functions take ``(model, cache)`` or ``(model, tokens)`` and return tensors or pandas DataFrames with named
 columns (``layer``, ``head``, ``position``, ``value``...). Each needs specific hooks in the cache; a missing
@@ -24,11 +25,22 @@ from interp.analysis.norms import apply_norm, linearise_norm
 from interp.analysis.patching import Slot, hook_names_for, patch, run_patched
 from interp.analysis.probes import ProbeResult, probe_layers, train_probe, wilson_interval
 from interp.analysis.sources import attention_norms, source_contributions
+from interp.analysis.steering import (
+    Steer,
+    SteeringVector,
+    load_steering_vector,
+    steer,
+    steering_vector,
+    steering_vectors,
+)
+from interp.analysis.steering_sweep import steering_sweep
 
 __all__ = [
     "MissingHooksError",
     "ProbeResult",
     "Slot",
+    "Steer",
+    "SteeringVector",
     "ablate",
     "ablation_hooks",
     "accumulated_resid",
@@ -46,6 +58,7 @@ __all__ = [
     "hook_names_for",
     "induction_scores",
     "linearise_norm",
+    "load_steering_vector",
     "logit_lens",
     "logit_lens_top",
     "patch",
@@ -55,6 +68,10 @@ __all__ = [
     "run_patched",
     "source_contributions",
     "span_attention",
+    "steer",
+    "steering_sweep",
+    "steering_vector",
+    "steering_vectors",
     "train_probe",
     "unembed_stream",
     "verify_top_k",
