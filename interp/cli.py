@@ -38,6 +38,12 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     return cache_main(args)
 
 
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from interp.generation.cli import generate_main
+
+    return generate_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="interp", description="See inside a transformer, by name.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default=None)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=_cmd_cache)
+
+    from interp.generation.cli import add_generate_arguments  # the arguments live with the command
+
+    p = sub.add_parser("generate", help="generate text, streamed as it is made, optionally steered")
+    add_generate_arguments(p)
+    p.set_defaults(fn=_cmd_generate)
     return parser
 
 
