@@ -123,7 +123,10 @@ def test_steering_with_it_flips_every_item_and_random_directions_do_less(planted
     # Scale 1 moves each masculine prompt onto its feminine twin (and back): the difference flips sign.
     once = result.flips[(result.flips.layer == 1) & ~result.flips.control & (result.flips.scale == 1.0)]
     torch.testing.assert_close(
-        torch.tensor(once["shift"].to_numpy()), torch.tensor(2 * once.base.abs().to_numpy()), rtol=1e-3, atol=1e-3
+        torch.tensor(once["shift"].to_numpy()),
+        torch.tensor(2 * once.base.abs().to_numpy()),
+        rtol=1e-3,
+        atol=1e-3,
     )
 
 
