@@ -174,10 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         ids = torch.randint(3, ours.cfg.d_vocab, (batch, args.prompt_tokens), generator=generator)
         no_cache = str(batch) in args.no_cache_batch_sizes.split(",")
         fns = variants(hf, ours, ids, args.new_tokens, layer, vector, no_cache)
-        if args.profile:
+        times, outputs = measure(fns, args.rounds)
+        if args.profile:  # after the warm-up, so imports and first-call costs are not in it
             print(f"--- ours, no hooks, batch {batch}: one generation of {args.new_tokens} tokens ---")
             print(profile(fns["ours, no hooks"]))
-        times, outputs = measure(fns, args.rounds)
         base = times["transformers generate"]
         same = torch.equal(outputs["ours, no hooks"], outputs["transformers generate"])
         same_steered = torch.equal(

@@ -201,6 +201,8 @@ class _Loop:
         self.stop_at: list[int | None] = [None] * batch
         self.steps = 0
         self.kv_cache = KVCache(model.cfg.n_layers, capacity=total) if use_kv_cache else None
+        self.capacity = total
+        self.switch = _frequency_switch(model.cfg)
         self.logits: list[torch.Tensor] | None = [] if return_logits else None
         self.texts = None
         if model.tokenizer is not None:
@@ -222,8 +224,10 @@ class _Loop:
             for step in range(self.max_new_tokens):
                 start = 0 if self.kv_cache is None or step == 0 else width + step - 1
                 end = width + step
+                if start and end == self.switch:  # rotary frequencies change here: rerun everything
+                    self.kv_cache, start = KVCache(self.model.cfg.n_layers, capacity=self.capacity), 0
                 if points:
-                    set_step(points, self._state(step, start, end, cached=self.kv_cache is not None))
+                    set_step(points, self._state(step, start, end, cached=start > 0))
                 logits = self.model(
                     self.tokens[:, start:end], self.mask[:, start:end], kv_cache=self.kv_cache
                 )
@@ -335,6 +339,20 @@ class _Loop:
             logits=logits,
             cache=cache,
         )
+
+
+def _frequency_switch(cfg: Any) -> int | None:
+    """The sequence length at which cached keys go stale, or ``None``.
+
+    LongRoPE (Phi-3) rotates with its short factors up to the original context and with its long ones past it,
+    for the whole sequence. Keys cached before the sequence outgrew the original context were rotated with the
+    short factors, so the step whose sequence first holds ``original_n_ctx + 1`` columns reruns everything into
+    a fresh cache, as the reference implementation does; every other kind of rotary keeps its keys valid.
+    """
+    scaling = cfg.rotary_scaling
+    if scaling is None or scaling.kind != "longrope" or scaling.original_n_ctx is None:
+        return None
+    return scaling.original_n_ctx + 1
 
 
 def _check_model(model: Any) -> None:

@@ -3,7 +3,8 @@
 Tiny random models of several families (``tests/load/families.py``: sliding windows shorter than the
 generation, rotary scaling, soft-caps, q/k norms, parallel blocks) converted with ``interp.from_hf``, and the
 packaged SmolLM2 GGUF read by both libraries. Both sides run a left-padded batch of prompts of different
-lengths; ``transformers`` counts positions from the attention mask, as interp does.
+lengths; ``transformers`` counts positions from the attention mask, as interp does. The LongRoPE model's
+generation outgrows its original context of 8, where its rotary factors switch and the cache is rebuilt.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tests.load.families import WINDOW, build
 VOCAB = 97
 PROMPTS = [[5, 17, 23, 42, 8, 61, 3], [9, 12], [30, 31, 32, 33, 34]]
 NEW = 12
+LENGTH_DEPENDENT = {"phi3-longrope", "dynamic-rope"}  # rotary frequencies that depend on the length run
 
 
 def _left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,7 +44,20 @@ def _hf_generate(reference, ids, mask, new: int, eos: int | None, pad: int) -> t
 
 
 @pytest.mark.parametrize(
-    "name", ["mistral-sliding", "gemma2", "qwen3", "pythia", "olmo2", "phi3", "llama3-rope", "yarn-rope"]
+    "name",
+    [
+        "mistral-sliding",
+        "gemma2",
+        "gemma3",
+        "qwen3",
+        "pythia",
+        "olmo2",
+        "phi3",
+        "phi3-longrope",
+        "llama3-rope",
+        "yarn-rope",
+        "dynamic-rope",
+    ],  # fmt: skip
 )
 def test_tiny_families_generate_what_transformers_generates(name):
     reference = build(name, VOCAB)
@@ -52,9 +67,36 @@ def test_tiny_families_generate_what_transformers_generates(name):
     theirs = _hf_generate(reference, ids, mask, NEW, eos=None, pad=1)
     ours = model.generate(ids, NEW, attention_mask=mask, stop_at_eos=False)
     assert torch.equal(ours.tokens, theirs)
+    if name in LENGTH_DEPENDENT:
+        return  # the longest row sets the rotary frequencies for the whole batch, as in transformers
     for row, prompt in enumerate(PROMPTS):  # and each row alone
         alone = model.generate(prompt, NEW, stop_at_eos=False)
         assert alone.new_tokens[0] == ours.new_tokens[row]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mistral-sliding",
+        "qwen3-sliding",
+        "gemma2",
+        "gemma3",
+        "llama3-rope",
+        "yarn-rope",
+        "linear-rope",
+        "phi3-longrope",
+    ],
+)
+def test_cache_and_recomputation_agree_on_the_families(name):
+    """Windows of 5 against prompts of up to 7 and 20 new tokens; rotary scaling; LongRoPE's switch."""
+    model = from_hf(build(name, VOCAB))
+    ids, mask = _left_padded(PROMPTS, pad=1)
+    cached = model.generate(ids, 20, attention_mask=mask, stop_at_eos=False, return_logits=True)
+    full = model.generate(
+        ids, 20, attention_mask=mask, stop_at_eos=False, return_logits=True, use_kv_cache=False
+    )
+    assert torch.equal(cached.tokens, full.tokens)
+    torch.testing.assert_close(cached.logits, full.logits, atol=1e-4, rtol=0)
 
 
 TEXTS = [

@@ -31,7 +31,8 @@ class GenerationStep:
             sequence, the newest column for a cached step.
         mask: BoolTensor ``[batch, pos]``, the real tokens of this pass's positions.
         prompt_lengths: LongTensor ``[batch]``, real prompt tokens of each row.
-        cached: whether earlier positions come from the KV cache (the pass runs only its new positions).
+        cached: whether earlier positions come from the KV cache (the pass runs only its new positions);
+            ``False`` for a pass over the whole sequence (the prompt, or every step without the cache).
     """
 
     step: int
