@@ -20,7 +20,7 @@ Example:
     >>> model = interp.load("smollm2-135m")  # doctest: +SKIP
     >>> out = model.generate("The capital of France is", max_new_tokens=8)  # doctest: +SKIP
     >>> out.text[0]  # doctest: +SKIP
-    ' Paris. It is the largest city in'
+    ' Paris.\\n\\nThe answer is:'
 """
 
 from __future__ import annotations
@@ -315,6 +315,10 @@ class _Loop:
         if padding_side == "right":
             tokens, mask = to_right_padding(tokens, mask)
         reasons = [r if r is not None else ("error" if error else "max_new_tokens") for r in self.reasons]
+        if error and self.texts is not None:  # a row cut short keeps even an incomplete last character
+            for row, reason in enumerate(self.reasons):
+                if reason is None:
+                    self.texts[row].flush()
         new_tokens, texts = [], None if self.texts is None else []
         for row, ids in enumerate(self.ids):
             at = self.stop_at[row]

@@ -68,7 +68,7 @@ def test_generate_steers_with_a_saved_vector(folder, capsys, tmp_path):
 @pytest.mark.parametrize(
     "extra,message",
     [
-        (["--max-new-tokens", "0"], "max_new_tokens=0"),
+        (["--max-new-tokens", "0"], "--max-new-tokens 0: give at least 1"),
         (["--top-p", "1.5", "--sample"], r"top_p=1.5 is outside \(0, 1\]"),
         (["--temperature", "0", "--sample"], "sampling needs a temperature > 0"),
         (["--temperature", "0.5"], "only apply when sampling; pass do_sample=True"),
@@ -83,6 +83,17 @@ def test_bad_input_is_one_line(folder, capsys, extra, message):
     status, out, err = _run(capsys, "generate", folder, PROMPT, *extra)
     assert status == 2 and out == ""
     assert err.startswith("interp: error: ") and err.count("\n") == 1 and re.search(message, err)
+
+
+def test_bad_flags_are_refused_before_the_model_loads(capsys, tmp_path):
+    missing = tmp_path / "no-such-model"
+    for extra, message in (
+        (["--max-new-tokens", "0"], "--max-new-tokens 0"),
+        (["--top-k", "3"], "only apply when sampling"),
+        (["--steer", str(tmp_path / "v.pt")], "no steering vector file"),
+    ):
+        status, _, err = _run(capsys, "generate", missing, PROMPT, *extra)
+        assert status == 2 and message in err
 
 
 def test_a_vector_of_another_width_is_refused(folder, capsys, tmp_path):

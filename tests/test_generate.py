@@ -206,6 +206,19 @@ def test_hooks_are_removed_when_generation_raises_and_what_was_made_is_kept(mode
     assert all(p.step is None for p in model.hook_dict.values())
 
 
+def test_an_interrupt_keeps_what_was_generated(model):
+    reference = model.generate(PROMPTS[0], 6)
+
+    def interrupt(x, hook):
+        if hook.step == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        model.generate(PROMPTS[0], 6, fwd_hooks=[(NAMES[1], interrupt)])
+    assert info.value.generation.new_tokens == [reference.new_tokens[0][:4]]
+    assert info.value.generation.text == [model.tokenizer.decode(reference.new_tokens[0][:4])]
+
+
 def test_a_bad_edit_raises_naming_the_hook_and_keeps_nothing_attached(model):
     with pytest.raises(HookEditError, match="blocks.1.hook_resid_post"):
         model.generate(PROMPTS, 3, fwd_hooks=[(NAMES[1], lambda x, hook: x[:, :1])])

@@ -40,14 +40,11 @@ def generate_main(args: argparse.Namespace) -> int:
     """Run ``interp generate``; returns the exit status."""
     from interp.load import load
 
-    if args.steer is None and args.layer is not None:
-        raise ValueError("--layer says where to steer; give the vector with --steer FILE")
+    sampling = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
+    sampling = {k: v for k, v in sampling.items() if v is not None}
+    _preflight(args, sampling)
     model = load(args.model, device=args.device, dtype=args.dtype)
     hooks = [] if args.steer is None else [_steering_hook(model, args)]
-    sampling = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}
-    sampling = {k: v for k, v in sampling.items() if v is not None}
-    if args.seed is not None:
-        sampling["seed"] = args.seed
 
     def show(row: int, text: str) -> None:
         sys.stdout.write(text)
@@ -66,12 +63,27 @@ def generate_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _preflight(args: argparse.Namespace, sampling: dict) -> None:
+    """Everything that can be checked before the model loads."""
+    from interp.generation.sampling import check_sampling
+    from interp.generation.stopping import check_stop_strings
+
+    if args.max_new_tokens < 1:
+        raise ValueError(f"--max-new-tokens {args.max_new_tokens}: give at least 1")
+    check_sampling(
+        args.sample, sampling.get("temperature", 1.0), sampling.get("top_k"), sampling.get("top_p"), args.seed
+    )
+    check_stop_strings(args.stop, tokenizer=True)  # the model's tokenizer is checked once it loads
+    if args.steer is None and args.layer is not None:
+        raise ValueError("--layer says where to steer; give the vector with --steer FILE")
+    if args.steer is not None and not Path(args.steer).is_file():
+        raise FileNotFoundError(f"no steering vector file {args.steer!r}")
+
+
 def _steering_hook(model, args: argparse.Namespace) -> tuple:
     from interp.analysis import SteeringVector, steer
 
     path = Path(args.steer)
-    if not path.is_file():
-        raise FileNotFoundError(f"no steering vector file {args.steer!r}")
     if path.suffix in (".pt", ".pth"):
         if args.layer is None:
             raise ValueError(f"{args.steer!r} is a plain tensor: say where to add it with --layer L")
