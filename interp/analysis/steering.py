@@ -27,9 +27,9 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from hooks.names import layer_of
+from interp.analysis.steering_checks import activation_shape, check_width, identity_problem, model_identity
 
 FORMAT = "interp.steering_vector"
-PROBE_ROWS = 8  # embedding rows stored to recognise the model
 Positions = str | int | Sequence[int | str]
 
 
@@ -61,7 +61,7 @@ class SteeringVector:
         """``(hook_name, steer(self, scale, positions))``, ready for ``fwd_hooks``."""
         return self.hook_name, steer(self, scale, positions)
 
-    def scaled_like(self, vector: torch.Tensor) -> SteeringVector:
+    def with_vector(self, vector: torch.Tensor) -> SteeringVector:
         """Another vector at the same hook and model (e.g. a random control of equal norm)."""
         return SteeringVector(
             vector=vector, hook_name=self.hook_name, model=self.model, position=self.position, n_pairs=0
@@ -116,91 +116,6 @@ class SteeringVector:
 def load_steering_vector(path: str | os.PathLike[str], model: Any = None) -> SteeringVector:
     """:meth:`SteeringVector.load`."""
     return SteeringVector.load(path, model)
-
-
-def model_identity(model: Any) -> dict[str, Any]:
-    """What a steering vector records of its model: name, shape and ``PROBE_ROWS`` rows of ``W_E``."""
-    cfg = model.cfg
-    rows = torch.linspace(0, cfg.d_vocab - 1, PROBE_ROWS).long()
-    probe = model.embed.W_E.detach()[rows.to(model.embed.W_E.device)].float().cpu()  # [rows, d_model]
-    return {
-        "name": cfg.name,
-        "n_layers": cfg.n_layers,
-        "d_model": cfg.d_model,
-        "d_vocab": cfg.d_vocab,
-        "probe": probe,
-    }
-
-
-def identity_problem(identity: dict[str, Any], model: Any) -> str | None:
-    """Why ``identity`` is not ``model``'s, or ``None`` if it is (weights compared at bfloat16 precision)."""
-    ours = model_identity(model)
-    made = _describe(identity)
-    if any(identity.get(k) != ours[k] for k in ("n_layers", "d_model", "d_vocab")):
-        return f"it was made on {made}, not on this model, {_describe(ours)}"
-    if identity.get("name") and ours["name"] and identity["name"] != ours["name"]:
-        return f"it was made on {made}, not on this model, {_describe(ours)}"
-    probe = identity.get("probe")
-    if probe is not None:
-        scale = float(probe.abs().max()) or 1.0
-        if not torch.allclose(probe.float(), ours["probe"], rtol=1e-2, atol=1e-2 * scale):
-            return (
-                f"it was made on {made}, whose embedding weights differ from this model's "
-                f"({_describe(ours)}): a vector found on one checkpoint means nothing on another"
-            )
-    return None
-
-
-def _describe(identity: dict[str, Any]) -> str:
-    name = f"{identity['name']!r}, " if identity.get("name") else ""
-    return (
-        f"{name}{identity.get('n_layers')} layers, d_model {identity.get('d_model')}, "
-        f"d_vocab {identity.get('d_vocab')}"
-    )
-
-
-def activation_shape(cfg: Any, hook_name: str) -> tuple[int, ...] | None:
-    """The shape after ``[batch, pos]`` of a hook's activation, from the hook contract; ``None`` if unknown.
-
-    Raises ``ValueError`` for scores and patterns, which have no position axis to steer along.
-    """
-    leaf = hook_name.rsplit(".", 1)[-1]
-    if leaf in ("hook_pattern", "hook_attn_scores"):
-        raise ValueError(
-            f"{hook_name!r} is [batch, head, query, key], not [batch, pos, ...]; steer the stream, q, k, v, "
-            "z, result or the MLP instead"
-        )
-    stream = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out")
-    if leaf in (*stream, "hook_embed", "hook_pos_embed") or hook_name in ("unembed.hook_in",):
-        return (cfg.d_model,)
-    if leaf == "hook_normalized" and ".q_norm." not in hook_name and ".k_norm." not in hook_name:
-        return (cfg.d_model,)
-    table = {
-        "hook_q": (cfg.n_heads, cfg.d_head),
-        "hook_rot_q": (cfg.n_heads, cfg.d_head),
-        "hook_z": (cfg.n_heads, cfg.d_head),
-        "hook_k": (cfg.n_kv_heads, cfg.d_head),
-        "hook_rot_k": (cfg.n_kv_heads, cfg.d_head),
-        "hook_v": (cfg.n_kv_heads, cfg.d_head),
-        "hook_result": (cfg.n_heads, cfg.d_model),
-        "hook_pre": (cfg.d_mlp,),
-        "hook_pre_linear": (cfg.d_mlp,),
-        "hook_post": (cfg.d_mlp,),
-    }
-    if hook_name == "unembed.hook_out":
-        return (cfg.d_vocab,)
-    return table.get(leaf) if ".attn." in hook_name or ".mlp." in hook_name else None
-
-
-def check_width(model: Any, hook_name: str, vector: torch.Tensor) -> None:
-    """Raise ``ValueError`` if ``vector`` cannot be added to ``hook_name``'s activation."""
-    model.resolve(hook_name)  # an unknown name raises with the closest ones
-    want = activation_shape(model.cfg, hook_name)
-    if want is not None and tuple(vector.shape) != want:
-        raise ValueError(
-            f"steering vector of shape {list(vector.shape)} does not fit {hook_name!r}, whose activation is "
-            f"[batch, pos, {', '.join(map(str, want))}] in this model; find the vector at this hook of this model"
-        )
 
 
 class Steer:

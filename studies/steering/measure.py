@@ -64,7 +64,7 @@ def random_controls(
     for layer, vec in directions.items():
         for r in range(n_random):
             noise = torch.randn(vec.vector.shape, generator=generator)
-            out[layer, r] = vec.scaled_like(noise / noise.norm() * vec.vector.float().norm())
+            out[layer, r] = vec.with_vector(noise / noise.norm() * vec.vector.float().norm())
     return out
 
 

@@ -233,8 +233,7 @@ def _continuations(model, test, kinds, directions, best, focus, config, prompts)
     where = [-1, "new"]
     layer = best[kind]
     vec = directions[kind][layer]
-    noise = torch.randn(vec.vector.shape, generator=torch.Generator().manual_seed(config.seed + 101))
-    rand = vec.scaled_like(noise / noise.norm() * vec.vector.float().norm())
+    rand = measure.random_controls({layer: vec}, 1, config.seed + 101)[layer, 0]
     conditions = {
         "unsteered": [],
         f"{label} at L{layer}, ×{scale:g}": [vec.hook(scale, where)],
