@@ -101,9 +101,7 @@ class Block(nn.Module):
             return self.hook_resid_post(resid_pre + attn_out + mlp_out)
         return self.hook_resid_post(stream + mlp_out)
 
-    def _split_attention(
-        self, x: torch.Tensor, mask: LayerMask, rotary, kv_cache: KVCache | None
-    ) -> torch.Tensor:
+    def _split_attention(self, x: torch.Tensor, mask: LayerMask, rotary, kv_cache: KVCache | None) -> torch.Tensor:
         """Attention with one input stream per query head and per key/value head (before the norm)."""
         heads = x[:, :, None, :]  # [batch, pos, 1, d_model]
         x_q = self.hook_q_input(heads.expand(-1, -1, self.n_heads, -1))  # [batch, pos, head, d_model]
