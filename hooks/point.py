@@ -1,9 +1,11 @@
 """HookPoint: an identity module that user functions attach to.
 
 A HookPoint sits on every activation worth naming. With nothing attached it returns its input untouched and
-costs one Python call. Hook functions are kept in plain lists on the point rather than in torch's module hook
-dicts: the point can then say cheaply whether anything is listening (``active``), which is how attention
-decides between the fused kernel and the explicit computation, and every replacement can be checked.
+costs one Python call: it skips ``nn.Module``'s call machinery, which would cost more than the identity itself
+at each of the hundreds of points a forward pass (or each step of a generation) goes through. Hook functions
+are kept in plain lists on the point rather than in torch's module hook dicts: the point can then say cheaply
+whether anything is listening (``active``), which is how attention decides between the fused kernel and the
+explicit computation, and every replacement can be checked.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules import module as _torch_module
 
 HookFn = Callable[[torch.Tensor, "HookPoint"], Any]
 
@@ -27,7 +30,14 @@ class HookPoint(nn.Module):
     Attributes:
         name: the module path, e.g. ``blocks.3.attn.hook_pattern``; set by :class:`HookedModule`.
         layer: the block index parsed from the name, or ``None`` outside blocks.
+        step: while a generation loop runs (``interp.generate``), the forward pass it is in (0 for the
+            prompt); ``None`` otherwise.
+        generation: while a generation loop runs, what it tells hooks about the pass (positions, which
+            tokens are generated); ``None`` otherwise.
     """
+
+    step: int | None = None
+    generation: Any = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -40,6 +50,22 @@ class HookPoint(nn.Module):
     def active(self) -> bool:
         """Whether any forward or backward function is attached."""
         return bool(self.fwd_fns or self.bwd_fns)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if (
+            self.fwd_fns
+            or self.bwd_fns
+            or self._forward_hooks
+            or self._forward_pre_hooks
+            or self._backward_hooks
+            or self._backward_pre_hooks
+            or _torch_module._global_forward_hooks
+            or _torch_module._global_forward_pre_hooks
+            or _torch_module._global_backward_hooks
+            or _torch_module._global_backward_pre_hooks
+        ):
+            return super().__call__(x)
+        return x  # nothing listens: the identity, without nn.Module.__call__
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for fn in self.fwd_fns:

@@ -71,6 +71,12 @@ def _cmd_sae(args: argparse.Namespace) -> int:
     return sae_main(args)
 
 
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from interp.generation.cli import generate_main
+
+    return generate_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="interp", description="See inside a transformer, by name.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -137,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dtype", default=None)
     t.add_argument("--quiet", action="store_true")
     t.set_defaults(fn=_cmd_sae)
+
+    from interp.generation.cli import add_generate_arguments  # the arguments live with the command
+
+    p = sub.add_parser("generate", help="generate text, streamed as it is made, optionally steered")
+    add_generate_arguments(p)
+    p.set_defaults(fn=_cmd_generate)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""Analysis over a model and its activations: decompositions, attribution, patching, head scores, probes.
+"""Analysis over a model and its activations: decompositions, attribution, patching, head scores, probes,
+steering.
 
 The statistics reports put next to these numbers (Wilson intervals, the exact binomial test, Holm's
 correction) are in :mod:`interp.analysis.stats`.
@@ -34,11 +35,22 @@ from interp.analysis.stats import (
     mean_interval,
     wilson_interval,
 )
+from interp.analysis.steering import (
+    Steer,
+    SteeringVector,
+    load_steering_vector,
+    steer,
+    steering_vector,
+    steering_vectors,
+)
+from interp.analysis.steering_sweep import steering_sweep
 
 __all__ = [
     "MissingHooksError",
     "ProbeResult",
     "Slot",
+    "Steer",
+    "SteeringVector",
     "ablate",
     "ablation_hooks",
     "accumulated_resid",
@@ -59,6 +71,7 @@ __all__ = [
     "hook_names_for",
     "induction_scores",
     "linearise_norm",
+    "load_steering_vector",
     "logit_lens",
     "logit_lens_top",
     "mean_interval",
@@ -69,6 +82,10 @@ __all__ = [
     "run_patched",
     "source_contributions",
     "span_attention",
+    "steer",
+    "steering_sweep",
+    "steering_vector",
+    "steering_vectors",
     "train_probe",
     "unembed_stream",
     "verify_top_k",

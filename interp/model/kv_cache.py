@@ -102,6 +102,17 @@ class KVCache:
             self.valid = self.valid[rows]
             self.real_lengths = self.real_lengths[rows]
 
+    def select(self, rows: torch.Tensor) -> KVCache:
+        """A new cache holding ``rows`` of this one's batch, in that order; rows may repeat (to run one cached
+        prefix under several edits at once). This cache is left as it is."""
+        out = KVCache(self.n_layers, self.capacity)
+        out.keys = [None if t is None else t[rows] for t in self.keys]
+        out.values = [None if t is None else t[rows] for t in self.values]
+        if self.valid is not None:
+            out.valid, out.real_lengths = self.valid[rows], self.real_lengths[rows]
+        out.length = self.length
+        return out
+
     def nbytes(self) -> int:
         """Bytes held by the stored keys and values."""
         return sum(t.nbytes for store in (self.keys, self.values) for t in store if t is not None)

@@ -234,6 +234,16 @@ class HookedTransformer(HookedModule):
         merged = {**self.hook_dict, **points}
         self.hook_dict = {name: merged[name] for name in order if name in merged}
 
+    def generate(self, input: Any, max_new_tokens: int, **kwargs: Any) -> Any:
+        """Generate text with hooks in place: :func:`interp.generate.generate` with this model.
+
+        >>> out = model.generate("The capital of France is", max_new_tokens=8)  # doctest: +SKIP
+        >>> out.text[0], out.tokens.shape  # doctest: +SKIP
+        """
+        from interp.generate import generate  # the sampling loop sits above the model layer
+
+        return generate(self, input, max_new_tokens, **kwargs)
+
     # Text in, text out: thin delegations to the attached tokenizer.
 
     def _need_tokenizer(self) -> Any:

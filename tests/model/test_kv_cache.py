@@ -112,3 +112,20 @@ def test_cache_grows_by_doubling_and_keeps_values():
         written.append(step)
         assert keys[0, :, 0, 0].tolist() == written
     assert cache.keys[0].shape[1] == 8  # 2 -> 4 -> 8
+
+
+def test_select_copies_rows_and_leaves_the_cache_alone():
+    cfg = tiny_config(positional="rotary", n_kv_heads=2, n_ctx=24)
+    model = HookedTransformer(cfg)
+    tokens = torch.randint(0, cfg.d_vocab, (2, 6))
+    mask = torch.ones_like(tokens)
+    mask[1, :2] = 0
+    cache = KVCache(cfg.n_layers)
+    model(tokens[:, :5], mask[:, :5], kv_cache=cache)
+    copy = cache.select(torch.tensor([1, 0, 1]))
+    stepped = model(tokens[[1, 0, 1], 5:], mask[[1, 0, 1], 5:], kv_cache=copy)
+    assert len(cache) == 5 and cache.batch_size == 2 and len(copy) == 6
+    full = model(tokens, mask)[:, -1]
+    torch.testing.assert_close(stepped[:, -1], full[[1, 0, 1]], atol=1e-5, rtol=1e-5)
+    again = model(tokens[:, 5:], mask[:, 5:], kv_cache=cache)  # the original still serves its own batch
+    torch.testing.assert_close(again[:, -1], full, atol=1e-5, rtol=1e-5)

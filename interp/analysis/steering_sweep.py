@@ -1,0 +1,196 @@
+"""A metric of the next token against steering scale, for many vectors and scales in few forward passes.
+
+Each forward pass stacks several conditions (a vector and a scale) along the batch: the prompts are repeated
+once per condition and one hook per steered hook name adds each row's own ``scale * vector``. Conditions at
+different layers share a pass, because a row's addition is zero at every hook but its own.
+
+Steering only each prompt's last token (``positions="last"``) leaves everything before it as it was, so the
+prompt minus its last token is run once, unsteered, into a KV cache, and every condition then runs a single
+token against a copy of that cache: a sweep of many layers and scales costs little more than one token per
+condition and prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from interp.analysis.steering import SteeringVector
+from interp.model.kv_cache import KVCache
+
+Metric = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""``metric(logits [rows, d_vocab], prompt [rows]) -> [rows]``: the logits at each prompt's last token."""
+
+
+@torch.no_grad()
+def steering_sweep(
+    model: Any,
+    prompts: Sequence[str],
+    vectors: SteeringVector | Mapping[str, SteeringVector],
+    scales: Sequence[float],
+    metric: Metric,
+    *,
+    positions: str | Sequence[int] = "all",
+    baseline: bool = True,
+    batch_size: int = 64,
+    prepend_bos: bool | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """The next-token metric of each prompt with each vector added at each scale.
+
+    Args:
+        model: a :class:`~interp.HookedTransformer` with a tokenizer.
+        prompts: the texts; the metric reads the logits at each one's last token.
+        vectors: one :class:`~interp.analysis.SteeringVector` or ``{label: vector}``; each is added at its
+            own hook.
+        scales: multiples of each vector to add.
+        metric: ``metric(logits, prompt)`` with ``logits [rows, d_vocab]`` at the last token and ``prompt
+            [rows]`` the index of each row's prompt; returns one value per row.
+        positions: ``"all"`` (every token of the prompt), ``"last"`` (its last token only, with the rest run
+            once and cached), or token indices counted in each prompt (negative from its end).
+        baseline: also measure each prompt unsteered (``vector="none"``, ``scale=0``).
+        batch_size: rows (prompt and condition pairs) per forward pass.
+        prepend_bos: as in ``model.to_tokens``.
+        progress: show a progress bar.
+
+    Returns:
+        A DataFrame with columns ``vector``, ``hook``, ``scale``, ``prompt`` and ``value``, one row per
+        prompt and condition.
+    """
+    labelled = {"vector": vectors} if isinstance(vectors, SteeringVector) else dict(vectors)
+    if not labelled or not all(isinstance(v, SteeringVector) for v in labelled.values()):
+        raise TypeError("vectors must be a SteeringVector or a non-empty {label: SteeringVector} mapping")
+    for vector in labelled.values():
+        vector.check(model)
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("steering_sweep needs at least one prompt")
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size}; give at least 1")
+    conditions: list[tuple[str, SteeringVector | None, float]] = [
+        (label, vector, float(scale)) for label, vector in labelled.items() for scale in scales
+    ]
+    if baseline:
+        conditions.insert(0, ("none", None, 0.0))
+    if not conditions:
+        raise ValueError("no conditions: give at least one scale, or baseline=True")
+    indices = _check_positions(positions)
+    chunk = min(len(prompts), batch_size)
+    per_pass = max(1, batch_size // chunk)  # conditions stacked in one pass
+    records: list[dict] = []
+    bar = tqdm(total=len(prompts) * len(conditions), disable=not progress, desc="steering sweep", leave=False)
+    for start in range(0, len(prompts), chunk):
+        tokens = model.to_tokens(prompts[start : start + chunk], prepend_bos=prepend_bos, padding_side="left")
+        ids, mask = tokens.ids, tokens.mask.bool()
+        prefix = _prefix_cache(model, ids, mask) if indices == "last" else None
+        for first in range(0, len(conditions), per_pass):
+            group = conditions[first : first + per_pass]
+            logits = _run_group(model, ids, mask, group, indices, prefix)  # [len(group) * n, d_vocab]
+            n = ids.shape[0]
+            prompt = torch.arange(start, start + n).repeat(len(group))  # [rows], condition-major
+            values = metric(logits, prompt.to(logits.device))
+            values = torch.as_tensor(values).detach().float().cpu().reshape(-1)
+            if values.shape[0] != logits.shape[0]:
+                raise ValueError(f"metric returned {values.shape[0]} values for {logits.shape[0]} rows")
+            for row, value in enumerate(values.tolist()):
+                label, vector, scale = group[row // n]
+                records.append(
+                    {
+                        "vector": label,
+                        "hook": None if vector is None else vector.hook_name,
+                        "scale": scale,
+                        "prompt": start + row % n,
+                        "value": value,
+                    }
+                )
+            bar.update(len(group) * n)
+    bar.close()
+    return pd.DataFrame.from_records(records, columns=["vector", "hook", "scale", "prompt", "value"])
+
+
+def _check_positions(positions: str | Sequence[int]) -> str | list[int]:
+    if positions in ("all", "last"):
+        return positions  # type: ignore[return-value]
+    items = [positions] if isinstance(positions, int) else list(positions)
+    if not items or not all(isinstance(p, int) and not isinstance(p, bool) for p in items):
+        raise ValueError(f"positions={positions!r}; give 'all', 'last' or token indices")
+    return items
+
+
+def _prefix_cache(model: Any, ids: torch.Tensor, mask: torch.Tensor) -> KVCache | None:
+    """Everything but the last token, run once unsteered into a KV cache (``None`` for one-token prompts)."""
+    if ids.shape[1] == 1:
+        return None
+    cache = KVCache(model.cfg.n_layers, capacity=ids.shape[1])
+    model(ids[:, :-1], mask[:, :-1], kv_cache=cache)
+    return cache
+
+
+def _run_group(
+    model: Any,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    group: list[tuple[str, SteeringVector | None, float]],
+    indices: str | list[int],
+    prefix: KVCache | None,
+) -> torch.Tensor:
+    """Logits at the last token ``[len(group) * batch, d_vocab]`` with each condition's rows steered."""
+    n, k = ids.shape[0], len(group)
+    rows_mask = mask.repeat(k, 1)  # [rows, pos]
+    hooks = _row_hooks(model, group, n, rows_mask, indices)
+    with model.hooks(hooks):
+        if indices == "last":
+            cache = None if prefix is None else prefix.select(torch.arange(n, device=ids.device).repeat(k))
+            logits = model(ids[:, -1:].repeat(k, 1), mask[:, -1:].repeat(k, 1), kv_cache=cache)
+        else:
+            logits = model(ids.repeat(k, 1), rows_mask)
+    return logits[:, -1]  # left padding: the last column is every row's last token
+
+
+def _row_hooks(
+    model: Any,
+    group: list[tuple[str, SteeringVector | None, float]],
+    n: int,
+    rows_mask: torch.Tensor,
+    indices: str | list[int],
+) -> list[tuple[str, Callable]]:
+    """One hook per steered hook name, adding each row's own ``scale * vector`` where it should."""
+    names = sorted({v.hook_name for _, v, _ in group if v is not None})
+    where = None if indices in ("all", "last") else _index_mask(rows_mask, indices)  # [rows, pos]
+    hooks = []
+    for name in names:
+        parts = [
+            (v.vector.float() * scale) if v is not None and v.hook_name == name else None
+            for _, v, scale in group
+        ]
+        shape = next(p for p in parts if p is not None).shape
+        delta = torch.stack([p if p is not None else torch.zeros(shape) for p in parts])  # [k, ...]
+        delta = delta.repeat_interleave(n, dim=0)  # [rows, ...], condition-major like the batch
+        hooks.append((name, _adder(delta, where)))
+    return hooks
+
+
+def _adder(delta: torch.Tensor, where: torch.Tensor | None) -> Callable:
+    def add(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        d = delta.to(x.device, x.dtype)[:, None]  # [rows, 1, ...]
+        if where is not None:
+            d = d * where.to(x.device, x.dtype).view(*where.shape, *([1] * (x.ndim - 2)))
+        return x + d
+
+    return add
+
+
+def _index_mask(mask: torch.Tensor, indices: list[int]) -> torch.Tensor:
+    """``[rows, pos]``: True at the real tokens whose position in their row is one of ``indices``."""
+    positions = mask.long().cumsum(dim=-1) - 1  # [rows, pos]
+    lengths = mask.sum(dim=-1, keepdim=True)  # [rows, 1]
+    wanted = torch.tensor(indices, device=mask.device)  # [n]
+    per_row = torch.where(wanted < 0, lengths + wanted, wanted)  # [rows, n]
+    return (positions[:, :, None] == per_row[:, None, :]).any(dim=-1) & mask
+
+
+__all__ = ["Metric", "steering_sweep"]
