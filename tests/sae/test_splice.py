@@ -234,3 +234,23 @@ def test_gradients_through_the_error_term_splice_are_the_models_own():
     plain = grad_of_embed(False)
     with model.saes([sae], use_error_term=True):
         torch.testing.assert_close(grad_of_embed(True), plain, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("use_error_term", [False, True])
+def test_generate_with_the_splice_matches_decoding_by_hand(use_error_term):
+    """``model.generate`` inside ``model.saes``: with the KV cache each step runs only the new position through
+    the SAE, and the tokens are the ones greedy decoding by full forwards gives; with the error term they are
+    the model's own."""
+    model, ids = tiny_model(), tokens(1, 4)
+    sae = random_sae(HOOK)
+    plain = model.generate(ids, 6, stop_at_eos=False).new_tokens[0]
+    with model.saes([sae], use_error_term=use_error_term):
+        cached = model.generate(ids, 6, stop_at_eos=False).new_tokens[0]
+        uncached = model.generate(ids, 6, stop_at_eos=False, use_kv_cache=False).new_tokens[0]
+        seq = ids
+        for _ in range(6):
+            seq = torch.cat([seq, model(seq)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    by_hand = seq[0, 4:].tolist()
+    assert cached == uncached == by_hand
+    assert (cached == plain) == use_error_term  # without the error term the reconstruction changes the text
+    assert model.hook_names() == tiny_model().hook_names()  # detached after generating
