@@ -12,6 +12,7 @@ and denominator alike. Both sides must produce the same tokens (checked and prin
     python benchmarks/generate.py --threads 1 --rounds 3                       # SmolLM2-135M, batch 1 and 8
     python benchmarks/generate.py --model tiny --new-tokens 8 --rounds 1       # seconds: a random 4-layer model
     python benchmarks/generate.py --model tiny --profile                       # where a step's time goes
+    python benchmarks/generate.py --device cuda --dtype bfloat16 --batch-sizes 1,8,32
 
 ``--model smollm2-135m`` reads the packaged GGUF with ``transformers``' own GGUF reader and converts that
 model with ``interp.from_hf``, so both run the very same tensors. This is a measurement script, not a test.
@@ -37,8 +38,8 @@ import interp
 from interp.analysis import steer
 
 
-def load_models(name: str):
-    """``(transformers model, interp model)`` holding the same weights."""
+def load_models(name: str, device: str = "cpu", dtype: str = "float32"):
+    """``(transformers model, interp model)`` holding the same weights, on ``device`` in ``dtype``."""
     import transformers
 
     transformers.logging.set_verbosity_error()
@@ -68,7 +69,7 @@ def load_models(name: str):
         hf.tie_weights()
     else:
         raise SystemExit(f"--model {name!r}: expected 'smollm2-135m' or 'tiny'")
-    hf = hf.eval()
+    hf = hf.eval().to(device=device, dtype=getattr(torch, dtype))
     hf.config._attn_implementation = "sdpa"
     hf.generation_config.eos_token_id = None
     hf.generation_config.pad_token_id = 0
@@ -78,6 +79,7 @@ def load_models(name: str):
 def variants(hf, ours, ids: torch.Tensor, new: int, layer: int, vector: torch.Tensor, no_cache: bool):
     """Name -> a function that generates and returns the ``[batch, prompt + new]`` tokens."""
     mask = torch.ones_like(ids)
+    vector = vector.to(device=ids.device, dtype=ours.dtype)
 
     def theirs(use_cache: bool = True, hooked: bool = False) -> Callable[[], torch.Tensor]:
         def run() -> torch.Tensor:
@@ -136,6 +138,8 @@ def measure(fns: dict[str, Callable[[], torch.Tensor]], rounds: int) -> tuple[di
         for name in order:
             start = time.perf_counter()
             fns[name]()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
             times[name].append(time.perf_counter() - start)
     return times, outputs
 
@@ -162,16 +166,19 @@ def main(argv: list[str] | None = None) -> int:
         "--no-cache-batch-sizes", default="1", help="batch sizes that also run without a cache"
     )
     parser.add_argument("--profile", action="store_true", help="print where one generation's time goes")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
     parser.add_argument("--out", default=None, help="write the figures as JSON")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    hf, ours = load_models(args.model)
+    hf, ours = load_models(args.model, args.device, args.dtype)
     layer = ours.cfg.n_layers // 2
     vector = torch.randn(ours.cfg.d_model, generator=torch.Generator().manual_seed(0))
     results = []
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         generator = torch.Generator().manual_seed(1)
         ids = torch.randint(3, ours.cfg.d_vocab, (batch, args.prompt_tokens), generator=generator)
+        ids = ids.to(args.device)
         no_cache = str(batch) in args.no_cache_batch_sizes.split(",")
         fns = variants(hf, ours, ids, args.new_tokens, layer, vector, no_cache)
         times, outputs = measure(fns, args.rounds)
