@@ -52,7 +52,6 @@ class RowText:
 
     decode: Callable[[list[int]], str]
     context: list[int]
-    ids: list[int] = field(default_factory=list)
     text: str = ""
     ends: list[int] = field(default_factory=list)  # len(text) after each token
     _prefix: int = 0  # window start in ``_all``
@@ -65,7 +64,6 @@ class RowText:
     def add(self, token: int) -> str:
         """Append a token; returns the text it completes (empty while a character is incomplete)."""
         self._all.append(token)
-        self.ids.append(token)
         window = self._all[self._prefix :]
         before = self.decode(self._all[self._prefix : self._read])
         after = self.decode(window)
