@@ -8,7 +8,7 @@ them, also when the forward raises. Backward functions are captured on the graph
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
