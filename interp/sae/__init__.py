@@ -5,12 +5,12 @@ An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (
 
 - ``config.py``, ``module.py``: :class:`SAEConfig` and :class:`SAE` (ReLU, JumpReLU, TopK, BatchTopK; SAELens's
   input normalisation; transcoders);
-- ``formats.py`` and ``format_*.py``: :func:`load` reads SAELens, sparsify and Gemma Scope files, ``sae.save``
-  writes SAELens's;
+- ``formats/``: one module per published format, each a ``load``/``save`` pair; :func:`load` recognises
+  SAELens, sparsify and Gemma Scope files, :func:`save` writes SAELens's;
 - ``transcoder/``: :class:`TranscoderSet` and :class:`CrossLayerTranscoder` (one interface), and
   ``model.transcoders(tc)``, the replacement model;
 - ``splice.py``: ``model.saes([...])`` and ``model.run_with_saes(...)`` run SAEs in place of activations;
-- ``train.py`` and its helpers: :func:`train` on a tensor or an activation store, resumable, under torchrun;
+- ``training/``: :func:`train` on a tensor or an activation store, resumable, under torchrun;
 - ``evaluate.py``: :func:`evaluate` (L0, explained variance, CE loss recovered, KL, dead and dense latents);
 - ``features.py``: what a feature does (top contexts, histogram, logits), and a report section;
 - ``attribution.py``: attribution of a metric to features and the error node, and exact patching of features.
@@ -30,12 +30,12 @@ from interp.sae.attribution import feature_attribution, patch_features
 from interp.sae.config import SAEConfig
 from interp.sae.evaluate import evaluate
 from interp.sae.features import add_feature_section, feature_stats, logit_effects
-from interp.sae.formats import load
+from interp.sae.formats import load, save
+from interp.sae.formats.build import SAEFormatError
 from interp.sae.module import SAE, SAE_HOOKS
 from interp.sae.splice import spliced
-from interp.sae.train import TrainSettings, train
+from interp.sae.training import TrainSettings, train
 from interp.sae.transcoder import CrossLayerTranscoder, Transcoder, TranscoderSet, spliced_transcoders
-from interp.sae.weights import SAEFormatError
 
 __all__ = [
     "CrossLayerTranscoder",
@@ -53,6 +53,7 @@ __all__ = [
     "load",
     "logit_effects",
     "patch_features",
+    "save",
     "spliced",
     "spliced_transcoders",
     "train",
