@@ -35,7 +35,7 @@ from interp.sae.formats.build import SAEFormatError
 from interp.sae.formats.transcoders import load_transcoders, save_transcoders
 from interp.sae.module import SAE, SAE_HOOKS
 from interp.sae.splice import spliced
-from interp.sae.training import TrainSettings, train
+from interp.sae.training import TrainSettings, train, train_transcoders
 from interp.sae.transcoder import CrossLayerTranscoder, Transcoder, TranscoderSet, spliced_transcoders
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "spliced",
     "spliced_transcoders",
     "train",
+    "train_transcoders",
 ]
 
 
