@@ -215,22 +215,7 @@ def sae_main(args: argparse.Namespace) -> int:
             shard_rows=args.shard_rows,
             progress=not args.quiet,
         )
-        sae = train(
-            store,
-            hook_name=hook,
-            d_sae=args.d_sae,
-            architecture=args.architecture,
-            k=args.k,
-            lr=args.lr,
-            tokens=args.tokens,
-            batch_size=args.train_batch_size,
-            seed=args.seed,
-            checkpoint_dir=out / "checkpoint",
-            checkpoint_every=args.checkpoint_every,
-            buffer_rows=args.buffer_rows,
-            min_position=args.skip_first,
-            progress=not args.quiet,
-        )
+        sae = train(store, hook_name=hook, d_sae=args.d_sae, **_training_options(args, out))
         if distributed.rank() == 0:
             save(sae, out / "sae")
             last = sae.cfg.metadata["training"]["history"][-1]
@@ -242,6 +227,23 @@ def sae_main(args: argparse.Namespace) -> int:
                 f"final fraction of variance unexplained {last['fvu']:.3f}, L0 {last['l0']:.1f}"
             )
     return 0
+
+
+def _training_options(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The trainer's keyword arguments every kind of run takes from the command line."""
+    return dict(
+        architecture=args.architecture,
+        k=args.k,
+        lr=args.lr,
+        tokens=args.tokens,
+        batch_size=args.train_batch_size,
+        seed=args.seed,
+        checkpoint_dir=out / "checkpoint",
+        checkpoint_every=args.checkpoint_every,
+        buffer_rows=args.buffer_rows,
+        min_position=args.skip_first,
+        progress=not args.quiet,
+    )
 
 
 def _transcoders(
@@ -264,25 +266,9 @@ def _transcoders(
     store = cache_activations(
         model, batches, hooks, out / "activations", shard_rows=args.shard_rows, progress=not args.quiet
     )
-    tc = train_transcoders(
-        store,
-        kind=args.kind,
-        layers=layers,
-        input_site=args.input_site,
-        output_site=args.output_site,
-        d_transcoder=args.d_sae,
-        architecture=args.architecture,
-        k=args.k,
-        lr=args.lr,
-        tokens=args.tokens,
-        batch_size=args.train_batch_size,
-        seed=args.seed,
-        checkpoint_dir=out / "checkpoint",
-        checkpoint_every=args.checkpoint_every,
-        buffer_rows=args.buffer_rows,
-        min_position=args.skip_first,
-        progress=not args.quiet,
-    )
+    sites = dict(input_site=args.input_site, output_site=args.output_site)
+    options = _training_options(args, out)
+    tc = train_transcoders(store, kind=args.kind, layers=layers, d_transcoder=args.d_sae, **sites, **options)
     if distributed.rank() == 0:
         save_transcoders(tc, out / "transcoders")
         last = tc.metadata["training"]["history"][-1]
