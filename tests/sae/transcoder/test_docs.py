@@ -26,7 +26,9 @@ def test_the_transcoders_page_runs(tmp_path):
         os.chdir(here)
     printed = out.getvalue()
     assert "CrossLayerTranscoder [0, 1] 64 topk" in printed
-    assert "['blocks.0.hook_mlp_out.hook_sae_acts_post', 'blocks.1.hook_mlp_out.hook_sae_acts_post']" in printed
+    assert (
+        "['blocks.0.hook_mlp_out.hook_sae_acts_post', 'blocks.1.hook_mlp_out.hook_sae_acts_post']" in printed
+    )
     frame = scope["frame"]
     assert list(frame["layer"]) == [0, 1] and (frame["kl"] > 0).all()
     assert (tmp_path / "run" / "clt" / "config.yaml").is_file()
