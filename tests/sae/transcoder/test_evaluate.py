@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.sae import evaluate_transcoders
+from interp.sae import evaluate, evaluate_transcoders
 from tests.sae.models import tiny_model, tokens
 from tests.sae.transcoder.factories import random_clt, random_set
 
@@ -53,3 +53,8 @@ def test_per_layer_and_replacement_metrics_are_the_hand_computed_ones(kind):
     )
     assert row["kl"] == pytest.approx(float(kl), rel=1e-4) and row["kl"] > 0
     assert (frame["ce_replacement"] == row["ce_replacement"]).all()
+
+
+def test_evaluate_takes_transcoders_too():
+    model, ids, tc = tiny_model(), tokens(2, 6), random_set(activation="relu")
+    assert evaluate(model, tc, ids).equals(evaluate_transcoders(model, tc, ids))
