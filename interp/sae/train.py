@@ -28,6 +28,7 @@ from tqdm import tqdm
 from interp import distributed
 from interp.sae.config import ARCHITECTURES, SAEConfig
 from interp.sae.module import SAE
+from interp.sae.settings_check import check_train_settings
 from interp.sae.train_data import RowSource, Stream
 from interp.sae.train_state import (
     CHECKPOINT,
@@ -74,18 +75,7 @@ class TrainSettings:
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"architecture={self.architecture!r}; expected one of {list(ARCHITECTURES)}")
-        if self.architecture in ("topk", "batchtopk"):
-            if self.k is None or self.k < 1:
-                raise ValueError(f"architecture={self.architecture!r} needs k >= 1, got k={self.k!r}")
-            if self.k > self.d_sae:
-                raise ValueError(f"k={self.k} is larger than d_sae={self.d_sae}; pick k <= d_sae")
-        for name in ("d_sae", "batch_size", "buffer_rows", "init_rows", "log_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)}; it must be at least 1")
-        if self.tokens is not None and self.tokens < 1:
-            raise ValueError(f"tokens={self.tokens}; train on at least one token")
-        if self.checkpoint_every is not None and self.checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every={self.checkpoint_every}; give a positive number of steps")
+        check_train_settings(self)
         if not 0 <= self.decay_fraction < 1:
             raise ValueError(f"decay_fraction={self.decay_fraction}; it must lie in [0, 1)")
 

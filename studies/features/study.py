@@ -117,10 +117,9 @@ def run_study(
     Args:
         items: agreement twins (default: the shipped agreement set).
     """
-    from interp.sae.cli import windows
     from interp.sae.features import feature_stats, logit_effects
     from interp.sae.train import train
-    from interp.store import cache_activations
+    from interp.store import cache_activations, windows
     from studies.coreference.causal import make_pairs
     from studies.coreference.data import load_items, split_by_schema, twin_pairs
     from studies.features import measure
