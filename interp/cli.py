@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else 0
     try:
         return int(args.fn(args) or 0)
+    except SystemExit as exit_:  # a study's own parser refused its flags (already printed in one line)
+        return exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     except KeyboardInterrupt:
         if _debug():
             raise

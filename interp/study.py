@@ -113,6 +113,7 @@ class StudyRun:
             data_paths=data_paths,
             device=device if device is not None else self.device or "cpu",
             dtype=dtype if dtype is not None else self.dtype or "float32",
+            started=self.started,  # the manifest's wall time is the whole run's, not the report's
         )
 
     def finish(self, report: Report) -> int:

@@ -45,7 +45,12 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("prompt", help="the text to continue")
     p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate at most")
     p.add_argument("--sample", action="store_true", help="sample instead of taking the most likely token")
-    p.add_argument("--temperature", type=float, default=None, help="with --sample (default: 1.0, unchanged)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="with --sample: divide the logits by this (default: 1.0)",
+    )
     p.add_argument(
         "--top-k", type=int, default=None, help="with --sample: keep the k likeliest (default: all)"
     )
@@ -102,10 +107,16 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         sys.stdout.flush()
     except BrokenPipeError:  # the reader has all it wanted (``| head``): stop quietly, as cat does
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's own flush at exit finds no pipe
-        return 0
+        _detach_stdout()
     return 0
+
+
+def _detach_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's own flush at exit finds no closed pipe."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (replaced in-process): nothing to flush
+        pass
 
 
 def preflight(args: argparse.Namespace) -> Any:

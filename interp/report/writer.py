@@ -81,6 +81,8 @@ class Report:
         data_paths: Data files the study read; each is hashed now.
         device: Where the study ran (``"cpu"``, ``"cuda:0"``, a ``torch.device``).
         dtype: The model's dtype (``"float32"`` or a ``torch.dtype``).
+        started: ``time.perf_counter()`` when the run began; the manifest's ``wall_time_s`` counts from it
+            (default: from the report's creation).
     """
 
     def __init__(
@@ -97,8 +99,9 @@ class Report:
         data_paths: Sequence[str | os.PathLike[str]] = (),
         device: Any = None,
         dtype: Any = None,
+        started: float | None = None,
     ) -> None:
-        self._start = time.perf_counter()
+        self._start = time.perf_counter() if started is None else started
         if not isinstance(title, str) or not title.strip():
             raise ValueError(f"a report needs a non-empty title, got {title!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):

@@ -12,6 +12,7 @@ from typing import Any
 
 from interp.sae import format_gemma_scope, format_saelens, format_sparsify
 from interp.sae.module import SAE
+from interp.sae.read_errors import damaged_files_named
 from interp.sae.weights import SAEFormatError
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle")
@@ -84,17 +85,18 @@ def load(
 
     path = Path(path)
     kind = detect(path)
-    if kind == "gemma_scope":
-        file = path if path.is_file() else path / format_gemma_scope.PARAMS
-        sae = format_gemma_scope.read_gemma_scope(file, device=device, dtype=dtype, hook_name=hook_name)
-    elif kind == "sparsify":
-        folder = path if path.is_dir() else path.parent
-        sae = format_sparsify.read_sparsify(folder, device=device, dtype=dtype, hook_name=hook_name)
-    else:
-        folder = path if path.is_dir() else path.parent
-        sae = format_saelens.read_saelens(
-            folder, device=device, dtype=dtype, norm_scaling_factor=norm_scaling_factor
-        )
+    with damaged_files_named(path):
+        if kind == "gemma_scope":
+            file = path if path.is_file() else path / format_gemma_scope.PARAMS
+            sae = format_gemma_scope.read_gemma_scope(file, device=device, dtype=dtype, hook_name=hook_name)
+        elif kind == "sparsify":
+            folder = path if path.is_dir() else path.parent
+            sae = format_sparsify.read_sparsify(folder, device=device, dtype=dtype, hook_name=hook_name)
+        else:
+            folder = path if path.is_dir() else path.parent
+            sae = format_saelens.read_saelens(
+                folder, device=device, dtype=dtype, norm_scaling_factor=norm_scaling_factor
+            )
     changes = {}
     if hook_name is not None and sae.cfg.hook_name != hook_name:
         changes["hook_name"] = hook_name

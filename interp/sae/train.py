@@ -151,6 +151,12 @@ class _Run:
     def _start(self) -> tuple[TrainingStep, torch.optim.Optimizer, dict[str, Any]]:
         s, d_in = self.s, self.rows.d_in
         sample = self._sample()
+        if not bool(torch.isfinite(sample).all()):
+            bad = int((~torch.isfinite(sample)).any(-1).sum())
+            raise ValueError(
+                f"{bad} of the first {len(sample)} training rows hold NaN or infinite values; an SAE cannot be "
+                "fitted to them: find where the activations overflow (a float16 model?) and cache them again"
+            )
         scale = math.sqrt(d_in) / float(sample.norm(dim=-1).mean().clamp(min=1e-12)) if s.normalize else 1.0
         sample = sample * scale
         variance = float((sample - sample.mean(0)).pow(2).sum(-1).mean().clamp(min=1e-12))

@@ -92,7 +92,7 @@ def parse(argv: Sequence[str] | None) -> tuple[CircuitsConfig, StudyRun, list]:
     )
     parser.add_argument("--test-pairs", type=_count, default=24, help="held-out pairs (0: all)")
     parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation points")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=16, help="pairs per forward pass")
     parser.add_argument(
         "--exact-pairs", type=int, default=8, help="scoring pairs that exact edge patching uses"
     )

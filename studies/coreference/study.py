@@ -100,7 +100,7 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, StudyRun]:
     parser.add_argument(
         "--data",
         action="append",
-        help="winograd, agreement or a data file of any supported format (repeatable)",
+        help="winograd, agreement or a data file of any supported format, repeatable (default: both shipped sets)",
     )
     parser.add_argument(
         "--format",
@@ -108,8 +108,10 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, StudyRun]:
         default=None,
         help="read every --data file as this format (default: told from the fields)",
     )
-    parser.add_argument("--limit", type=int, default=None, help="use the first N items (whole schemas kept)")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--limit", type=int, default=None, help="use the first N items, whole schemas kept (default: all)"
+    )
+    parser.add_argument("--batch-size", type=int, default=16, help="prompts per forward pass")
     parser.add_argument(
         "--patch-pairs",
         type=int,

@@ -40,7 +40,9 @@ DESCRIPTION = "Why divide by sqrt(d_k): score variance, softmax saturation and g
 def main(argv: list[str] | None = None) -> int:
     """Run the study: ``interp study scaling [--models a,b] [--n-queries N] [--out DIR] [--seed N]``."""
     parser = study_parser("scaling", DESCRIPTION, default_model=None, default_models=ScalingConfig.models)
-    parser.add_argument("--n-queries", type=count(2), default=ScalingConfig.n_queries)
+    parser.add_argument(
+        "--n-queries", type=count(2), default=ScalingConfig.n_queries, help="random queries per measurement"
+    )
     run = start(parser, argv)
     cfg = ScalingConfig(models=run.models, n_queries=run.args.n_queries)
     seed = run.args.seed
