@@ -271,9 +271,7 @@ def test_checks_accept_what_works_and_find_models(tmp_path):
 
 @pytest.mark.parametrize("study", STUDIES)
 def test_study_help_lists_the_shared_flags(study, capsys):
-    with pytest.raises(SystemExit) as exit:
-        cli.main(["study", study, "--help"])
-    assert exit.value.code == 0
+    assert cli.main(["study", study, "--help"]) == 0  # the study's own help, as a status
     out = capsys.readouterr().out
     assert all(flag in out for flag in ("--out", "--device", "--dtype", "--seed", "--quiet"))
 
