@@ -29,17 +29,18 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from interp import preflight
+from interp import distributed, preflight
 from interp.load import load
 from interp.preflight import find_model
 from interp.registry import StudyParser
@@ -116,12 +117,33 @@ class StudyRun:
             started=self.started,  # the manifest's wall time is the whole run's, not the report's
         )
 
+    def step(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """A long step of the run, said on stderr as it starts and ends (see :func:`step`)."""
+        return step(what, study=self.name, enabled=not self.args.quiet)
+
     def finish(self, report: Report) -> int:
         """Write ``report``, say where unless ``--quiet``, and return the exit status, 0."""
         path = report.write()
         if not self.args.quiet:
             print(f"wrote {path} in {time.perf_counter() - self.started:.1f} s")
         return 0
+
+
+@contextlib.contextmanager
+def step(what: str, *, study: str, enabled: bool = True) -> Iterator[None]:
+    """Say that a step of a study starts (``interp study NAME: WHAT ...``) and, when it ends, how long it took.
+
+    For the steps that run for seconds without a progress bar of their own (patching, probes, figures), so
+    that a long run never goes quiet. Only rank 0 speaks under ``torchrun``; ``enabled=False`` (``--quiet``)
+    says nothing.
+    """
+    speak = enabled and distributed.rank() == 0
+    if speak:
+        print(f"interp study {study}: {what} ...", file=sys.stderr, flush=True)
+    began = time.perf_counter()
+    yield
+    if speak:
+        print(f"interp study {study}: {what}: done in {time.perf_counter() - began:.1f} s", file=sys.stderr)
 
 
 def start(parser: StudyParser, argv: Sequence[str] | None = None) -> StudyRun:

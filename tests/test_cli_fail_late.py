@@ -207,9 +207,9 @@ def test_library_loaders_name_the_damaged_file(tmp_path):
 @pytest.mark.parametrize(
     "extra,message",
     [
-        (["--scale", "2"], "--scale say how to steer; give the vector with --steer FILE"),
-        (["--steer-positions", "new"], "--steer-positions say how to steer"),
-        (["--top-p", "0.9"], "--top-p only apply when sampling: add --sample"),
+        (["--scale", "2"], "--scale says how to steer; give the vector with --steer FILE"),
+        (["--steer-positions", "new"], "--steer-positions says how to steer"),
+        (["--top-p", "0.9"], "--top-p only applies when sampling: add --sample"),
     ],
 )
 def test_flags_that_would_do_nothing_are_refused(extra, message, checkpoint, capsys, no_loading):

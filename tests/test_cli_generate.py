@@ -73,7 +73,7 @@ def test_generate_steers_with_a_saved_vector(folder, capsys, tmp_path):
         (["--max-new-tokens", "0"], "--max-new-tokens 0: give at least 1"),
         (["--top-p", "1.5", "--sample"], r"top_p=1.5 is outside \(0, 1\]"),
         (["--temperature", "0", "--sample"], "sampling needs a temperature > 0"),
-        (["--temperature", "0.5"], "--temperature only apply when sampling: add --sample"),
+        (["--temperature", "0.5"], "--temperature only applies when sampling: add --sample"),
         (["--stop", ""], "stop_strings\\[0\\] is empty"),
         (["--layer", "1"], "give the vector with --steer FILE"),
         (["--steer", "missing.safetensors"], "--steer missing.safetensors: no such file"),
@@ -94,7 +94,7 @@ def test_bad_flags_are_refused_before_the_model_loads(folder, capsys, tmp_path, 
     monkeypatch.setattr(importlib.import_module("interp.load"), "load", refuse)
     for model, extra, message in (
         (folder, ["--max-new-tokens", "0"], "--max-new-tokens 0"),
-        (folder, ["--top-k", "3"], "--top-k only apply when sampling: add --sample"),
+        (folder, ["--top-k", "3"], "--top-k only applies when sampling: add --sample"),
         (folder, ["--steer", str(tmp_path / "v.pt")], "no such file"),
         (folder, ["--device", "cuda:99"], "device='cuda:99' cannot be used"),
         (tmp_path / "no-such-model", [], "no model"),

@@ -129,9 +129,10 @@ def preflight(args: argparse.Namespace) -> Any:
         raise ValueError(f"--max-new-tokens {args.max_new_tokens}: give at least 1")
     sampling = _sampling(args)
     if not args.sample and sampling:
-        flags = ", ".join(SAMPLING_FLAGS[k] for k in sampling)
+        flags = [SAMPLING_FLAGS[k] for k in sampling]
+        verb = "apply" if len(flags) > 1 else "applies"
         raise ValueError(
-            f"{flags} only apply when sampling: add --sample (greedy decoding takes the likeliest)"
+            f"{', '.join(flags)} only {verb} when sampling: add --sample (greedy decoding takes the likeliest)"
         )
     check_sampling(args.sample, sampling.get("temperature", 1.0), args.top_k, args.top_p, args.seed)
     check_stop_strings(args.stop, tokenizer=True)  # the model's tokenizer is checked once it loads
@@ -139,7 +140,8 @@ def preflight(args: argparse.Namespace) -> Any:
     if args.steer is None:
         given = [flag for key, flag in STEERING_FLAGS.items() if getattr(args, key) is not None]
         if given:
-            raise ValueError(f"{', '.join(given)} say how to steer; give the vector with --steer FILE")
+            verb = "say" if len(given) > 1 else "says"
+            raise ValueError(f"{', '.join(given)} {verb} how to steer; give the vector with --steer FILE")
         return None
     return _read_vector(args)
 

@@ -247,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 device=str(model.device),
                 dtype=model.dtype,
             )
-            write_report(report, model, config, corpus, results, time.perf_counter() - clock)
+            with run.step("figures and the report"):
+                write_report(report, model, config, corpus, results, time.perf_counter() - clock)
     finally:
         if not run.args.work:
             shutil.rmtree(work, ignore_errors=True)

@@ -2,12 +2,14 @@
 
 Each report must open without console errors, never scroll sideways, keep wide tables inside their own
 scrolling box, and have no figure whose tick labels crowd (the writer marks any that remain after thinning).
-Screenshots go to ``test-artifacts/report_layout_NAME.png``.
+Each run also says when its last long step (the figures) starts and ends. Screenshots go to
+``test-artifacts/report_layout_NAME.png``.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -19,7 +21,17 @@ from tests.studies.tiny_lm import tiny_llama_folder
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-STUDIES = ("position", "scaling", "heads", "residual", "recurrence", "coreference", "circuits", "steering")
+STUDIES = (
+    "position",
+    "scaling",
+    "heads",
+    "residual",
+    "recurrence",
+    "coreference",
+    "circuits",
+    "steering",
+    "features",
+)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +58,36 @@ def _argv(name: str, monkeypatch, folder) -> list[str]:
     if name == "recurrence":
         _smaller(monkeypatch, "studies.recurrence.study", "RecurrenceConfig", timing_lengths=(8, 16),
                  timing_repeats=1, n_eval=64)  # fmt: skip
+    if name == "features":
+        corpus = folder.parent / "corpus.txt"
+        corpus.write_text("\n".join(coreference_texts()[:60]) + "\n")
     return {
+        "features": [
+            "--model",
+            str(folder),
+            "--data",
+            str(folder.parent / "corpus.txt"),
+            "--layers",
+            "0,1",
+            "--texts",
+            "40",
+            "--context",
+            "16",
+            "--d-sae",
+            "32",
+            "--k",
+            "4",
+            "--epochs",
+            "1",
+            "--train-batch-size",
+            "64",
+            "--pairs",
+            "4",
+            "--top",
+            "2",
+            "--random-draws",
+            "2",
+        ],  # fmt: skip
         "position": ["--models", ""],
         "scaling": ["--models", "", "--n-queries", "100"],
         "heads": ["--models", ""],
@@ -68,7 +109,7 @@ def _argv(name: str, monkeypatch, folder) -> list[str]:
             "--batch-size",
             "8",
         ],  # fmt: skip
-        "circuits": ["--model", str(folder), *CIRCUITS_ARGS],
+        "circuits": ["--model", str(folder), *(a for a in CIRCUITS_ARGS if a != "--quiet")],
         "steering": [
             "--model",
             str(folder),
@@ -87,10 +128,13 @@ def _argv(name: str, monkeypatch, folder) -> list[str]:
 
 
 @pytest.mark.parametrize("name", STUDIES)
-def test_the_report_reads_at_laptop_width(name, tmp_path, tiny_folder, monkeypatch, browser):
+def test_the_report_reads_at_laptop_width(name, tmp_path, tiny_folder, monkeypatch, browser, capsys):
     main = importlib.import_module(f"studies.{name}.study").main
     out = tmp_path / name
-    assert main([*_argv(name, monkeypatch, tiny_folder), "--quiet", "--out", str(out)]) == 0
+    assert main([*_argv(name, monkeypatch, tiny_folder), "--out", str(out)]) == 0
+    said = capsys.readouterr().err  # the last long step, drawing the figures, says when it starts and ends
+    assert f"interp study {name}: figures and the report ..." in said
+    assert re.search(rf"interp study {name}: figures and the report: done in [0-9.]+ s", said)
     browser.open_file(out / "index.html")
     assert browser.console_errors() == []
     problems = browser.layout_problems()
