@@ -22,6 +22,7 @@ from interp.circuits import Circuit, Pairs, logit_difference
 from interp.cli import main
 from interp.study import start
 from tests.store.models import sentences, write_gpt2_folder
+from tests.test_cli import one_error_line
 
 LOADER = importlib.import_module("interp.load")
 
@@ -40,19 +41,11 @@ def corpus(tmp_path):
 
 @pytest.fixture
 def no_loading(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("the model was loaded before the bad input was refused")
-
-    monkeypatch.setattr(LOADER, "load", refuse)
+    monkeypatch.setattr(LOADER, "load", lambda *a, **k: pytest.fail("the model loaded before the check"))
 
 
 def one_line(capsys, *needles: str) -> str:
-    captured = capsys.readouterr()
-    lines = captured.err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("interp: error: "), captured.err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
+    return one_error_line(capsys, "interp: error: ", *needles)
 
 
 def sae_train(checkpoint, data, out, *extra) -> list[str]:
@@ -167,6 +160,7 @@ def test_a_truncated_checkpoint_is_named_on_resume_before_the_model_loads(
 ):
     out = tmp_path / "run"
     assert main(sae_train(checkpoint, corpus, out, "--checkpoint-every", "1")) == 0
+    capsys.readouterr()
     saved = out / "checkpoint" / "checkpoint.safetensors"
     saved.write_bytes(saved.read_bytes()[:100])
     record = json.loads((out / "run.json").read_text())

@@ -117,17 +117,7 @@ def preflight(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], dict
 
     check_command(out=args.out, device=args.device, dtype=args.dtype, model=args.model, data=args.data)
     try:
-        TrainSettings(
-            d_sae=args.d_sae,
-            architecture=args.architecture,
-            k=args.k,
-            lr=args.lr,
-            tokens=args.tokens,
-            batch_size=args.train_batch_size,
-            checkpoint_every=args.checkpoint_every,
-            buffer_rows=args.buffer_rows,
-            min_position=args.skip_first,
-        )
+        TrainSettings(**training_settings(args))
     except ValueError as err:
         raise ValueError(_flag_message(str(err))) from None
     if args.skip_first >= args.context:
@@ -138,6 +128,22 @@ def preflight(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], dict
     texts = read_corpus(args.data)
     settings = _settings(args, hashlib.sha256(Path(args.data).read_bytes()).hexdigest())
     return texts, settings, check_out(Path(args.out).expanduser(), settings)
+
+
+def training_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~interp.sae.train.TrainSettings` fields the flags set, by their field names."""
+    return {
+        "d_sae": args.d_sae,
+        "architecture": args.architecture,
+        "k": args.k,
+        "lr": args.lr,
+        "tokens": args.tokens,
+        "batch_size": args.train_batch_size,
+        "seed": args.seed,
+        "checkpoint_every": args.checkpoint_every,
+        "buffer_rows": args.buffer_rows,
+        "min_position": args.skip_first,
+    }
 
 
 def _flag_message(message: str) -> str:
@@ -230,18 +236,9 @@ def run(args: argparse.Namespace) -> int:
         sae = train(
             store,
             hook_name=hook,
-            d_sae=args.d_sae,
-            architecture=args.architecture,
-            k=args.k,
-            lr=args.lr,
-            tokens=args.tokens,
-            batch_size=args.train_batch_size,
-            seed=args.seed,
             checkpoint_dir=out / "checkpoint",
-            checkpoint_every=args.checkpoint_every,
-            buffer_rows=args.buffer_rows,
-            min_position=args.skip_first,
             progress=not args.quiet,
+            **training_settings(args),
         )
         if distributed.rank() == 0:
             sae.save(out / "sae")
