@@ -245,6 +245,17 @@ def test_nan_steering_is_refused_before_the_model_loads(tmp_path, checkpoint, ca
     )
 
 
+def test_steering_positions_outside_the_prompt_are_refused(tiny):
+    vector = torch.ones(tiny.cfg.d_model)
+    hook = ("blocks.0.hook_resid_pre", steer(vector, 2.0, positions=[-1, 7]))
+    with pytest.raises(
+        ValueError, match="steering position 7 is outside the prompt: the shortest prompt has 3"
+    ):
+        tiny.generate("the cat sat", 2, fwd_hooks=[hook])
+    inside = ("blocks.0.hook_resid_pre", steer(vector, 2.0, positions=[-1, 0]))
+    assert tiny.generate("the cat sat", 2, fwd_hooks=[inside]).text[0] != ""
+
+
 # 5. Messages in the user's own terms --------------------------------------------------------------------------
 
 

@@ -195,6 +195,14 @@ class Steer:
                     )
                 mask[:, index] = True
             return mask
+        if self.indices and state.step == 0:  # the prompt pass: every index must fall in every prompt
+            shortest = int(state.prompt_lengths.min())
+            outside = [i for i in self.indices if not -shortest <= i < shortest]
+            if outside:
+                raise ValueError(
+                    f"steering position {outside[0]} is outside the prompt: the shortest prompt has {shortest} "
+                    f"tokens, so give positions from {-shortest} to {shortest - 1}, or 'new' for generated tokens"
+                )
         mask = state.position_mask(self.indices) if self.indices else torch.zeros_like(state.mask)
         return mask | state.generated if self.new else mask
 
