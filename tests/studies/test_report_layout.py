@@ -45,7 +45,9 @@ def _smaller(monkeypatch, module: str, name: str, **fields) -> None:
     """Replace a study's config class with one whose defaults are the small ``fields``."""
     study = importlib.import_module(module)
     base = getattr(study, name)
-    small = dataclass(frozen=True)(type(name, (base,), {"__annotations__": {}, **fields}))
+    annotations = {key: type(value) for key, value in fields.items()}  # redeclared, so the defaults change
+    small = dataclass(frozen=True)(type(name, (base,), {"__annotations__": annotations, **fields}))
+    assert all(getattr(small(), key) == value for key, value in fields.items())
     monkeypatch.setattr(study, name, small)
 
 
