@@ -30,24 +30,51 @@ class HookedModule(nn.Module):
     """
 
     hook_dict: dict[str, HookPoint]
+    hook_aliases: dict[str, str] = {}  # noqa: RUF012 - replaced per instance by setup_hooks
     cache_n_layers: int | None = None
 
     def setup_hooks(self) -> None:
-        """Name every HookPoint below this module by its module path and index them."""
+        """Name every HookPoint below this module by its module path and index them.
+
+        A submodule may name some of its children twice: ``hook_alias_of = {"ln1": "ln1_post"}`` makes every
+        ``...ln1.X`` a second name of the HookPoint ``...ln1_post.X`` (the same object in :attr:`hook_dict`,
+        so the two cannot drift), as TransformerLens names a family's norms. :meth:`hook_names` lists each
+        point once, by its own name; an alias is used where it is asked for by name.
+        """
         self.hook_dict = {}
         for path, module in self.named_modules():
             if isinstance(module, HookPoint):
                 module.name = path
                 module.layer = layer_of(path)
                 self.hook_dict[path] = module
+        self.add_hook_aliases()
+
+    def add_hook_aliases(self) -> None:
+        """Add to :attr:`hook_dict` the second names submodules declare in ``hook_alias_of``."""
+        self.hook_aliases = {}
+        for path, module in self.named_modules():
+            for alias, target in getattr(module, "hook_alias_of", {}).items():
+                base = f"{path}." if path else ""
+                prefix = f"{base}{target}."
+                for name in [n for n in self.hook_dict if n.startswith(prefix)]:
+                    self.hook_aliases[f"{base}{alias}.{name[len(prefix) :]}"] = name
+        self.hook_dict.update({alias: self.hook_dict[name] for alias, name in self.hook_aliases.items()})
 
     def hook_names(self) -> list[str]:
-        """Every hook name, in the order the forward pass reaches them."""
-        return list(self.hook_dict)
+        """Every hook name, in the order the forward pass reaches them (each point once, by its own name)."""
+        return [name for name in self.hook_dict if name not in self.hook_aliases]
 
     def resolve(self, names_filter: NamesFilter) -> list[str]:
-        """The hook names a filter selects; raises on an unknown name or an empty match."""
-        return resolve_names(names_filter, list(self.hook_dict))
+        """The hook names a filter selects; raises on an unknown name or an empty match.
+
+        An alias is kept only where the filter does not also select the point by its own name, so that a
+        glob never selects one point twice.
+        """
+        names = resolve_names(names_filter, list(self.hook_dict))
+        if not self.hook_aliases:
+            return names
+        chosen = set(names)
+        return [n for n in names if n not in self.hook_aliases or self.hook_aliases[n] not in chosen]
 
     @contextlib.contextmanager
     def hooks(
@@ -147,8 +174,11 @@ class HookedModule(nn.Module):
         """
         store: dict[str, torch.Tensor] = {}
         save = _saver(store, device)
-        with self.hooks([*fwd_hooks, (self.resolve(names_filter), save)]):
+        names = self.resolve(names_filter)
+        with self.hooks([*fwd_hooks, (names, save)]):
             out = self(*args, **kwargs)
+        for alias in (n for n in names if n in self.hook_aliases):  # asked for by its second name
+            store[alias] = store.pop(self.hook_aliases[alias])
         ordered = {name: store[name] for name in self.hook_dict if name in store}
         return out, ActivationCache(ordered, n_layers=self.cache_n_layers)
 

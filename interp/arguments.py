@@ -21,6 +21,18 @@ class ArgumentParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        """argparse names a ``type`` that raised ``ValueError`` by its function name (``invalid _count
+        value``); say what the value was and why it was refused instead."""
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError as err:
+            cause = err.__context__
+            if action.type in (int, float) or not isinstance(cause, (ValueError, TypeError)):
+                raise
+            reason = str(cause) or "not a value this flag takes"
+            raise argparse.ArgumentError(action, f"invalid value {arg_string!r}: {reason}") from None
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
 
@@ -46,3 +58,55 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help that gives every flag's default: ``(default: X)`` is added where the help text does not say it.
+
+    A flag whose default is ``None`` must say in its own words what happens when it is not given (the
+    formatter cannot know); a switch (``store_true``) reads ``(default: off)``. The description and the
+    example below the flags keep their line breaks.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or not action.option_strings or action.default is argparse.SUPPRESS:
+            return text
+        if action.required:
+            return f"{text} (required)"
+        if isinstance(action, argparse._StoreTrueAction):
+            return f"{text} (default: off)"
+        if action.default is None:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def add_command(
+    sub: argparse._SubParsersAction, name: str, *, summary: str, description: str, example: str
+) -> ArgumentParser:
+    """A subcommand's parser: one line for the list of commands, a description and an example for its help.
+
+    Args:
+        sub: From ``parser.add_subparsers()``.
+        name: The subcommand's name.
+        summary: One line, shown in ``interp --help``.
+        description: What the command does, shown first in its ``--help``.
+        example: One command line that works, shown last in its ``--help``.
+    """
+    parser = sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=f"example:\n  {example}",
+        formatter_class=HelpFormatter,
+    )
+    parser.set_defaults(command_parser=parser)  # where ``interp.cli`` sends a flag this command does not know
+    return parser
+
+
+def add_device_arguments(parser: argparse.ArgumentParser, *, quiet: bool = True) -> None:
+    """``--device``, ``--dtype`` (and ``--quiet``), worded the same for every command and study."""
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps ... (default: cpu)")
+    parser.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: float32)")
+    if quiet:
+        parser.add_argument("--quiet", action="store_true", help="print no progress")

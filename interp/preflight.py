@@ -83,3 +83,135 @@ def _check_creatable(folder: Path, flag: str, target: Path) -> None:
         ) from None
     os.close(handle)
     os.unlink(probe)
+
+
+def check_device(value: str | None, study: str = "this", cpu_only: str | None = None):
+    """The ``torch.device`` that ``--device`` names, if this torch can compute on it here; ``None`` for none.
+
+    Parsing is not enough (``cuda:3`` parses on a one-GPU machine), so an empty tensor is made on it.
+
+    Args:
+        value: What the user gave, or ``None``.
+        study: The command's name, for the message of a ``cpu_only`` command.
+        cpu_only: If given, the command runs on the CPU only, for this reason.
+
+    Raises:
+        ValueError: Not a device, one this torch cannot use here, or not the CPU for a CPU-only command.
+    """
+    import torch
+
+    from interp.load.instantiate import parse_device
+
+    device = parse_device(value)
+    if device is None:
+        return None
+    if cpu_only is not None and device.type != "cpu":
+        raise ValueError(
+            f"the {study} study runs on the CPU only ({cpu_only}); got --device {value}; drop --device"
+        )
+    try:
+        torch.empty(0, device=device)
+    except Exception as err:  # torch raises AssertionError, RuntimeError or ValueError, by build and device
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(
+            f"--device {value} is not available here: {reason} ({_devices()}); use --device cpu"
+        ) from err
+    return device
+
+
+def check_dtype(value: str | None, study: str = "this", cpu_only: str | None = None):
+    """The floating ``torch.dtype`` that ``--dtype`` names; ``None`` for none.
+
+    Raises:
+        ValueError: Not a floating torch dtype, or not float32 for a command that runs in float32 only.
+    """
+    import torch
+
+    from interp.load.instantiate import parse_dtype
+
+    try:
+        dtype = parse_dtype(value)
+    except ValueError as err:
+        raise ValueError(str(err).replace("dtype=", "--dtype ", 1)) from None
+    if cpu_only is not None and dtype not in (None, torch.float32):
+        raise ValueError(
+            f"the {study} study runs in float32 only ({cpu_only}); got --dtype {value}; drop --dtype"
+        )
+    return dtype
+
+
+def find_model(name_or_path: str) -> Path:
+    """The checkpoint a model name or path points to, found without reading it.
+
+    Raises:
+        FileNotFoundError: A packaged model whose package is not installed (the message gives the command
+            that installs it), or no file or folder at the path.
+    """
+    from interp.load import PACKAGED_MODELS
+    from interp.load.packaged import packaged_path
+
+    if name_or_path in PACKAGED_MODELS:
+        return packaged_path(name_or_path)
+    path = Path(name_or_path).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no model {name_or_path!r}: it is not a packaged model ({', '.join(sorted(PACKAGED_MODELS))}) "
+            "and no file or folder is there; models are never downloaded, so pass a local path"
+        )
+    return path
+
+
+def check_command(
+    *,
+    out: str | os.PathLike | None = None,
+    out_file: tuple[Iterable[str], str] | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    model: str | None = None,
+    data: str | os.PathLike | None = None,
+) -> None:
+    """The pre-flight every ``interp`` command runs before it loads anything, in one order.
+
+    The output first (so that nothing is computed for a place that cannot hold it), then the device, the
+    dtype, the model (found, not read) and the data file (there, and a file).
+
+    Args:
+        out: The ``--out`` of the command.
+        out_file: ``(suffixes, example)`` when ``--out`` is a file (see :func:`check_output_file`); without it
+            ``--out`` is a folder (see :func:`check_output_folder`).
+        device: ``--device``.
+        dtype: ``--dtype``.
+        model: The model name or path.
+        data: ``--data``.
+
+    Raises:
+        ValueError: The first of these that is unusable, in one line that says what would do instead.
+        FileNotFoundError: The model or the data file is not there.
+    """
+    if out is not None and out_file is not None:
+        suffixes, example = out_file
+        check_output_file(out, flag="--out", suffixes=suffixes, example=example)
+    elif out is not None:
+        check_output_folder(out, flag="--out")
+    check_device(device)
+    check_dtype(dtype)
+    if model is not None:
+        find_model(model)
+    if data is not None:
+        path = Path(data).expanduser()
+        if path.is_dir():
+            raise ValueError(f"--data {path} is a folder; pass a data file")
+        if not path.is_file():
+            raise FileNotFoundError(f"--data {path} does not exist")
+
+
+def _devices() -> str:
+    import torch
+
+    if torch.version.cuda is None and not torch.cuda.is_available():
+        return "this torch is a CPU-only build"
+    if not torch.cuda.is_available():
+        return "this torch has CUDA but sees no GPU"
+    return (
+        f"this torch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}"
+    )

@@ -9,10 +9,11 @@ made on them before any work, and the report set up from them, are in :mod:`inte
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 
-from interp.arguments import ArgumentParser
+from interp.arguments import ArgumentParser, HelpFormatter, add_device_arguments
 
 GROUP = "interp.studies"
 
@@ -30,13 +31,22 @@ def load_study(name: str) -> Callable[[Sequence[str]], int]:
     raise ValueError(f"unknown study {name!r}; registered studies: {known}")
 
 
-def run_study(name: str | None, argv: Sequence[str]) -> int:
-    """Run study ``name`` with its own command-line arguments; with no name, list the studies."""
-    if name is None:
-        for study, target in sorted(list_studies().items()):
-            print(f"{study:14s} {target}")
-        return 0
+def run_study(name: str, argv: Sequence[str]) -> int:
+    """Run study ``name`` with its own command-line arguments."""
     return int(load_study(name)(list(argv)) or 0)
+
+
+def describe_studies() -> str:
+    """One line per registered study: its name and the question it asks (its module's ``DESCRIPTION``, or
+    the first line of its docstring), then how to see a study's own flags."""
+    lines = []
+    for ep in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
+        module = importlib.import_module(ep.module)
+        about = getattr(module, "DESCRIPTION", None) or (module.__doc__ or "").strip().split("\n")[0]
+        lines.append(f"{ep.name:12s} {about or '(no description)'}")
+    if not lines:
+        return "no studies are registered (is the project installed with pip install -e .?)"
+    return "\n".join([*lines, "", "interp study NAME --help lists a study's flags"])
 
 
 class StudyParser(ArgumentParser):
@@ -58,7 +68,7 @@ class StudyParser(ArgumentParser):
         model_required: bool = False,
         cpu_only: str | None = None,
     ) -> None:
-        super().__init__(prog=f"interp study {name}", description=description)
+        super().__init__(prog=f"interp study {name}", description=description, formatter_class=HelpFormatter)
         self.study = name
         self.default_model = default_model
         self.default_models = default_models
@@ -107,9 +117,8 @@ def study_parser(
             help=f"models, comma separated ('' for none; default: {','.join(default_models)})",
         )
     parser.add_argument("--out", default=f"reports/{name}", help="report folder to write")
-    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cpu)")
-    parser.add_argument("--dtype", default=None, help="float32 (default), bfloat16, float16")
-    parser.add_argument("--seed", type=int, default=0)
+    add_device_arguments(parser, quiet=False)
+    parser.add_argument("--seed", type=int, default=0, help="the random seed of every sample the study draws")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 

@@ -29,19 +29,20 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from interp.load import PACKAGED_MODELS, load
-from interp.load.instantiate import parse_device, parse_dtype
-from interp.load.packaged import packaged_path
+from interp import distributed, preflight
+from interp.load import load
+from interp.preflight import find_model
 from interp.registry import StudyParser
 from interp.report import Report, check_report_folder
 
@@ -113,7 +114,12 @@ class StudyRun:
             data_paths=data_paths,
             device=device if device is not None else self.device or "cpu",
             dtype=dtype if dtype is not None else self.dtype or "float32",
+            started=self.started,  # the manifest's wall time is the whole run's, not the report's
         )
+
+    def step(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """A long step of the run, said on stderr as it starts and ends (see :func:`step`)."""
+        return step(what, study=self.name, enabled=not self.args.quiet)
 
     def finish(self, report: Report) -> int:
         """Write ``report``, say where unless ``--quiet``, and return the exit status, 0."""
@@ -121,6 +127,23 @@ class StudyRun:
         if not self.args.quiet:
             print(f"wrote {path} in {time.perf_counter() - self.started:.1f} s")
         return 0
+
+
+@contextlib.contextmanager
+def step(what: str, *, study: str, enabled: bool = True) -> Iterator[None]:
+    """Say that a step of a study starts (``interp study NAME: WHAT ...``) and, when it ends, how long it took.
+
+    For the steps that run for seconds without a progress bar of their own (patching, probes, figures), so
+    that a long run never goes quiet. Only rank 0 speaks under ``torchrun``; ``enabled=False`` (``--quiet``)
+    says nothing.
+    """
+    speak = enabled and distributed.rank() == 0
+    if speak:
+        print(f"interp study {study}: {what} ...", file=sys.stderr, flush=True)
+    began = time.perf_counter()
+    yield
+    if speak:
+        print(f"interp study {study}: {what}: done in {time.perf_counter() - began:.1f} s", file=sys.stderr)
 
 
 def start(parser: StudyParser, argv: Sequence[str] | None = None) -> StudyRun:
@@ -173,65 +196,28 @@ def check_data_files(paths: Sequence[str | os.PathLike[str]], hint: str = "") ->
 
 
 def check_device(value: str | None, study: str = "this", cpu_only: str | None = None) -> torch.device | None:
-    """The device ``--device`` names, if this torch can use it.
+    """The device ``--device`` names, if this torch can use it (:func:`interp.preflight.check_device`).
 
     Raises:
         StudyInputError: Not a device; a device this torch cannot use (``cuda`` on a CPU-only build, an
             ordinal past the last GPU); or not the CPU for a study that runs on the CPU only.
     """
     try:
-        device = parse_device(value)
+        return preflight.check_device(value, study, cpu_only)
     except ValueError as err:
         raise StudyInputError(str(err)) from err
-    if device is None:
-        return None
-    if cpu_only is not None and device.type != "cpu":
-        raise StudyInputError(
-            f"the {study} study runs on the CPU only ({cpu_only}); got --device {value}; drop --device"
-        )
-    try:
-        torch.empty(0, device=device)
-    except Exception as err:  # torch raises AssertionError, RuntimeError or ValueError, by build and device
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise StudyInputError(
-            f"--device {value} is not available here: {reason} ({_devices()}); use --device cpu"
-        ) from err
-    return device
 
 
 def check_dtype(value: str | None, study: str = "this", cpu_only: str | None = None) -> torch.dtype | None:
-    """The dtype ``--dtype`` names.
+    """The dtype ``--dtype`` names (:func:`interp.preflight.check_dtype`).
 
     Raises:
         StudyInputError: Not a floating torch dtype, or not float32 for a study that runs in float32 only.
     """
     try:
-        dtype = parse_dtype(value)
+        return preflight.check_dtype(value, study, cpu_only)
     except ValueError as err:
-        raise StudyInputError(str(err).replace("dtype=", "--dtype ", 1)) from err
-    if cpu_only is not None and dtype not in (None, torch.float32):
-        raise StudyInputError(
-            f"the {study} study runs in float32 only ({cpu_only}); got --dtype {value}; drop --dtype"
-        )
-    return dtype
-
-
-def find_model(name_or_path: str) -> Path:
-    """The checkpoint a model name or path points to, found without reading it.
-
-    Raises:
-        FileNotFoundError: A packaged model whose package is not installed (the message gives the command
-            that installs it), or no file or folder at the path.
-    """
-    if name_or_path in PACKAGED_MODELS:
-        return packaged_path(name_or_path)
-    path = Path(name_or_path).expanduser()
-    if not path.exists():
-        raise FileNotFoundError(
-            f"no model {name_or_path!r}: it is not a packaged model ({', '.join(sorted(PACKAGED_MODELS))}) "
-            "and no file or folder is there; models are never downloaded, so pass a local path"
-        )
-    return path
+        raise StudyInputError(str(err)) from err
 
 
 def _check_models(parser: StudyParser, args: argparse.Namespace) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -262,13 +248,3 @@ def _check_models(parser: StudyParser, args: argparse.Namespace) -> tuple[tuple[
     if parser.default_model is not None and given is None:
         args.model = parser.default_model
     return tuple(found), skipped
-
-
-def _devices() -> str:
-    if torch.version.cuda is None and not torch.cuda.is_available():
-        return "this torch is a CPU-only build"
-    if not torch.cuda.is_available():
-        return "this torch has CUDA but sees no GPU"
-    return (
-        f"this torch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}"
-    )

@@ -85,7 +85,7 @@ def test_unusable_cuda_device_is_one_line_before_loading(tmp_path, checkpoint, d
     assert main(cache(checkpoint, data, "--device", device, "--out", str(tmp_path / "acts"))) == 2
     one_error_line(capsys, "interp: error: ", f"device={device!r} cannot be used")
     assert main(["models", "--device", device]) == 2  # `models` takes no device: an unknown flag
-    one_error_line(capsys, "unrecognized arguments: --device", "see 'interp --help'")
+    one_error_line(capsys, "unrecognized arguments: --device", "see 'interp models --help'")
     assert not (tmp_path / "e.html").exists() and not (tmp_path / "acts").exists()
 
 
@@ -130,7 +130,7 @@ def test_explain_flags_are_checked_before_loading(tmp_path, capsys, no_loading):
     assert main(explain("--out", out, "--layer", "x")) == 2
     one_error_line(capsys, "argument --layer: 'x' is not an integer")
     assert main(explain("--out", out, "--dtype", "int8")) == 2
-    one_error_line(capsys, "dtype='int8' is not a floating torch dtype")
+    one_error_line(capsys, "--dtype 'int8' is not a floating torch dtype")
     assert main(["explain", "  ", "--out", out]) == 2
     one_error_line(capsys, "the text to explain is empty")
 
@@ -140,6 +140,7 @@ def test_explain_layer_and_head_out_of_range_before_the_forward(tmp_path, monkey
 
     model = tiny_model()
     monkeypatch.setattr(LOADER, "load", lambda name, **kwargs: model)
+    monkeypatch.setattr("interp.preflight.find_model", lambda name: Path(name))  # "tiny" is the model above
 
     def no_forward(*args, **kwargs):
         raise AssertionError("the model ran before the bad layer or head was refused")
@@ -211,14 +212,14 @@ def test_a_bug_keeps_its_traceback_and_debug_keeps_every_traceback(tmp_path, mon
     def broken(args):
         raise AttributeError("'NoneType' object has no attribute 'cfg'")
 
-    monkeypatch.setattr("interp.cli._cmd_models", broken)
+    monkeypatch.setattr("interp.commands.models.run", broken)
     with pytest.raises(AttributeError):
         main(["models"])
 
     def user_mistake(args):
         raise ValueError("a user's mistake")
 
-    monkeypatch.setattr("interp.cli._cmd_models", user_mistake)
+    monkeypatch.setattr("interp.commands.models.run", user_mistake)
     assert main(["models"]) == 2
     one_error_line(capsys, "interp: error: a user's mistake")
     monkeypatch.setenv("INTERP_DEBUG", "1")
@@ -232,7 +233,7 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("interp.cli._cmd_models", interrupted)
+    monkeypatch.setattr("interp.commands.models.run", interrupted)
     assert main(["models"]) == 130
     one_error_line(capsys, "interp: interrupted")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 
@@ -71,10 +73,10 @@ def test_generate_steers_with_a_saved_vector(folder, capsys, tmp_path):
         (["--max-new-tokens", "0"], "--max-new-tokens 0: give at least 1"),
         (["--top-p", "1.5", "--sample"], r"top_p=1.5 is outside \(0, 1\]"),
         (["--temperature", "0", "--sample"], "sampling needs a temperature > 0"),
-        (["--temperature", "0.5"], "only apply when sampling; pass do_sample=True"),
+        (["--temperature", "0.5"], "--temperature only applies when sampling: add --sample"),
         (["--stop", ""], "stop_strings\\[0\\] is empty"),
         (["--layer", "1"], "give the vector with --steer FILE"),
-        (["--steer", "missing.safetensors"], "no steering vector file 'missing.safetensors'"),
+        (["--steer", "missing.safetensors"], "--steer missing.safetensors: no such file"),
     ],
 )
 def test_bad_input_is_one_line(folder, capsys, extra, message):
@@ -85,15 +87,20 @@ def test_bad_input_is_one_line(folder, capsys, extra, message):
     assert err.startswith("interp: error: ") and err.count("\n") == 1 and re.search(message, err)
 
 
-def test_bad_flags_are_refused_before_the_model_loads(capsys, tmp_path):
-    missing = tmp_path / "no-such-model"
-    for extra, message in (
-        (["--max-new-tokens", "0"], "--max-new-tokens 0"),
-        (["--top-k", "3"], "only apply when sampling"),
-        (["--steer", str(tmp_path / "v.pt")], "no steering vector file"),
+def test_bad_flags_are_refused_before_the_model_loads(folder, capsys, tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the bad input was refused")
+
+    monkeypatch.setattr(importlib.import_module("interp.load"), "load", refuse)
+    for model, extra, message in (
+        (folder, ["--max-new-tokens", "0"], "--max-new-tokens 0"),
+        (folder, ["--top-k", "3"], "--top-k only applies when sampling: add --sample"),
+        (folder, ["--steer", str(tmp_path / "v.pt")], "no such file"),
+        (folder, ["--device", "cuda:99"], "device='cuda:99' cannot be used"),
+        (tmp_path / "no-such-model", [], "no model"),
     ):
-        status, _, err = _run(capsys, "generate", missing, PROMPT, *extra)
-        assert status == 2 and message in err
+        status, _, err = _run(capsys, "generate", model, PROMPT, *extra)
+        assert status == 2 and message in err and err.count("\n") == 1, err
 
 
 def test_a_vector_of_another_width_is_refused(folder, capsys, tmp_path):

@@ -17,9 +17,11 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -90,9 +92,23 @@ class SteeringVector:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], model: Any = None) -> SteeringVector:
-        """Read a vector written by :meth:`save`; with ``model``, check that it belongs to it."""
-        with safe_open(str(path), framework="pt") as handle:
-            metadata = handle.metadata() or {}
+        """Read a vector written by :meth:`save`; with ``model``, check that it belongs to it.
+
+        Raises:
+            FileNotFoundError: No file at ``path``.
+            ValueError: The file is not a steering vector file (not safetensors, truncated, or written by
+                something else); the message names it.
+        """
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no steering vector file {str(path)!r}")
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                metadata = handle.metadata() or {}
+        except Exception as err:  # safetensors raises its own SafetensorError for a file it cannot parse
+            raise ValueError(
+                f"{str(path)!r} is not a steering vector file: it cannot be read as safetensors ({err}); "
+                "write one with SteeringVector.save"
+            ) from None
         if metadata.get("format") != FORMAT:
             raise ValueError(
                 f"{str(path)!r} is not a steering vector file (no {FORMAT!r} metadata); write one with "
@@ -122,6 +138,14 @@ class Steer:
     """A hook that adds ``scale * vector`` at some positions: build it with :func:`steer`."""
 
     def __init__(self, vector: torch.Tensor, scale: float, positions: Positions, identity: dict | None):
+        if not math.isfinite(float(scale)):
+            raise ValueError(f"steering scale {scale!r} is not a finite number; give one such as 4.0 or -2")
+        if not bool(torch.isfinite(vector).all()):
+            bad = int((~torch.isfinite(vector)).sum())
+            raise ValueError(
+                f"the steering vector holds {bad} NaN or infinite value(s) of {vector.numel()}; "
+                "steering with it would turn every activation it touches into NaN"
+            )
         self.vector = vector.detach()
         self.scale = float(scale)
         self.all, self.new, self.indices = _parse_positions(positions)
@@ -171,6 +195,14 @@ class Steer:
                     )
                 mask[:, index] = True
             return mask
+        if self.indices and state.step == 0:  # the prompt pass: every index must fall in every prompt
+            shortest = int(state.prompt_lengths.min())
+            outside = [i for i in self.indices if not -shortest <= i < shortest]
+            if outside:
+                raise ValueError(
+                    f"steering position {outside[0]} is outside the prompt: the shortest prompt has {shortest} "
+                    f"tokens, so give positions from {-shortest} to {shortest - 1}, or 'new' for generated tokens"
+                )
         mask = state.position_mask(self.indices) if self.indices else torch.zeros_like(state.mask)
         return mask | state.generated if self.new else mask
 

@@ -61,6 +61,11 @@ def steering_sweep(
         A DataFrame with columns ``vector``, ``hook``, ``scale``, ``prompt`` and ``value``, one row per
         prompt and condition.
     """
+    if not isinstance(vectors, (SteeringVector, Mapping)):
+        raise TypeError(
+            f"vectors is a {type(vectors).__name__}; give a SteeringVector or a {{label: SteeringVector}} "
+            "mapping (for a list: dict(zip(labels, vectors)))"
+        )
     labelled = {"vector": vectors} if isinstance(vectors, SteeringVector) else dict(vectors)
     if not labelled or not all(isinstance(v, SteeringVector) for v in labelled.values()):
         raise TypeError("vectors must be a SteeringVector or a non-empty {label: SteeringVector} mapping")

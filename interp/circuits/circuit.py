@@ -138,4 +138,13 @@ class Circuit:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], graph: Graph | None = None) -> Circuit:
-        return cls.from_dict(json.loads(Path(path).read_text()), graph)
+        """Read a circuit written by :meth:`save`.
+
+        Raises:
+            ValueError: The file is not valid JSON (cut short, or not a circuit file); the message names it.
+        """
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path} is not a circuit file: it is not valid JSON ({err})") from None
+        return cls.from_dict(data, graph)

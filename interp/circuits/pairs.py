@@ -177,6 +177,14 @@ def logit_difference(logits: torch.Tensor, batch: Pairs) -> torch.Tensor:
     final = batch.final_logits(logits).float()  # [n, d_vocab]
     rows = torch.arange(len(batch), device=final.device)
     answer, foil = (batch.labels[k].to(final.device, torch.long).reshape(-1) for k in ("answer", "foil"))
+    d_vocab = final.shape[-1]
+    for key, ids in (("answer", answer), ("foil", foil)):
+        outside = ids[(ids < 0) | (ids >= d_vocab)]
+        if outside.numel():
+            raise ValueError(
+                f"label {key!r} holds token id {int(outside[0])}, outside this model's vocabulary "
+                f"0..{d_vocab - 1}; give ids from the model's own tokenizer"
+            )
     return final[rows, answer] - final[rows, foil]
 
 

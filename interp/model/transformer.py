@@ -233,6 +233,7 @@ class HookedTransformer(HookedModule):
         order = [path for path, module in self.named_modules() if isinstance(module, HookPoint)]
         merged = {**self.hook_dict, **points}
         self.hook_dict = {name: merged[name] for name in order if name in merged}
+        self.add_hook_aliases()
 
     def generate(self, input: Any, max_new_tokens: int, **kwargs: Any) -> Any:
         """Generate text with hooks in place: :func:`interp.generate.generate` with this model.

@@ -74,12 +74,19 @@ class TextBlock:
 
 @dataclass(frozen=True)
 class FigureBlock:
-    """A PNG figure, written to ``figures/NAME.png`` and inlined as a data URI."""
+    """A PNG figure, written to ``figures/NAME.png`` and inlined as a data URI.
+
+    Tick labels that are still too close once thinned are named in the figure's ``data-crowded-ticks``
+    attribute, so that a test of the page can see them.
+    """
 
     name: str
     png: bytes
     caption: str | None
     width_px: int
+    crowded_ticks: tuple[
+        str, ...
+    ] = ()  # tick labels still too close after thinning (see interp.report.ticks)
 
     @property
     def path(self) -> str:
@@ -89,8 +96,11 @@ class FigureBlock:
         data = base64.b64encode(self.png).decode("ascii")
         alt = escape(self.caption or self.name)
         caption = f"<figcaption>{render_text(self.caption)}</figcaption>" if self.caption else ""
+        crowded = (
+            f' data-crowded-ticks="{escape("; ".join(self.crowded_ticks))}"' if self.crowded_ticks else ""
+        )
         return (
-            f'<figure id="fig-{escape(self.name)}">'
+            f'<figure id="fig-{escape(self.name)}"{crowded}>'
             f'<img src="data:image/png;base64,{data}" alt="{alt}" '
             f'style="max-width:min(100%,{self.width_px}px)">'
             f"{caption}</figure>"

@@ -81,7 +81,11 @@ def heatmap_layer_head(
         if vmin is None or vmax is None or not vmin < center < vmax:
             raise ValueError(f"center={center} needs vmin < center < vmax, got vmin={vmin}, vmax={vmax}")
         norm = TwoSlopeNorm(center, vmin, vmax)
-    fig = Figure(figsize=(_clamp(2.2 + 0.5 * n_heads, 4, 14), _clamp(1.4 + 0.4 * n_layers, 2.6, 12)))
+    annotated = (
+        annotate if annotate is not None else n_layers * n_heads <= 256 and max(n_layers, n_heads) <= 16
+    )
+    row = 0.4 if annotated else 0.22  # inches per layer: room for a number in each cell, else a thin band
+    fig = Figure(figsize=(_clamp(2.2 + 0.5 * n_heads, 4, 14), _clamp(1.4 + row * n_layers, 2.6, 8)))
     ax = fig.add_subplot()
     image = ax.imshow(
         np.ma.masked_invalid(arr),
@@ -96,7 +100,7 @@ def heatmap_layer_head(
     ax.set_yticks(_ticks(n_layers))
     ax.set_title(title)
     fig.colorbar(image, ax=ax, label=cbar_label)
-    if annotate if annotate is not None else n_layers * n_heads <= 256 and max(n_layers, n_heads) <= 16:
+    if annotated:
         low, high = image.get_clim()
         for (layer, head), v in np.ndenumerate(arr):
             if np.isfinite(v):

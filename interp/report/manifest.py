@@ -121,7 +121,7 @@ def build_manifest(
         config: The study's configuration.
         device: Where the study ran, such as ``"cpu"`` or ``"cuda:0"``.
         dtype: The model's dtype name.
-        wall_time_s: Seconds from the report's creation to its writing.
+        wall_time_s: Seconds from the run's start (or the report's creation) to the report's writing.
         files: SHA-256 of every other file in the report, by relative path.
     """
     return {

@@ -17,6 +17,7 @@ from typing import Any
 from interp.report.assets import CONTENT_SECURITY_POLICY, read_asset
 from interp.report.blocks import Block, Headline, SectionBlock
 from interp.report.serialize import json_for_script
+from interp.report.text import render_inline
 
 MAX_EMBEDDED_RESULTS_BYTES = 2**20
 """Results larger than this as JSON stay in ``results.json`` only, to keep the page small."""
@@ -28,6 +29,7 @@ def render_page(
     subtitle: str | None,
     headline: Mapping[str, Headline],
     blocks: Sequence[Block],
+    findings: Sequence[tuple[str, str, str]] = (),
     provenance: Mapping[str, Any],
     results: Mapping[str, Any],
     extra_css: Sequence[str] = (),
@@ -39,6 +41,7 @@ def render_page(
         title: Page title (escaped here).
         subtitle: One line under the title (escaped here), or ``None``.
         headline: Key numbers for the box at the top, by label.
+        findings: ``(text, section title, anchor)``: "What we found", each line linked to its section.
         blocks: Sections, prose, figures, tables and widgets, in order.
         provenance: The manifest fields that do not depend on time (see :func:`render_provenance`).
         results: The ``results.json`` dict, embedded (up to :data:`MAX_EMBEDDED_RESULTS_BYTES`) for the
@@ -49,6 +52,8 @@ def render_page(
     sections = [b for b in blocks if isinstance(b, SectionBlock)]
     toc = "".join(f'<li><a href="#{escape(s.anchor)}">{escape(s.title)}</a></li>' for s in sections)
     toc += '<li><a href="#provenance">Provenance</a></li>'
+    if findings:
+        toc = '<li><a href="#findings">What we found</a></li>' + toc
     box = "".join(h.render(label) for label, h in headline.items())
     data = json_for_script(results)
     embed = len(data.encode("utf-8")) <= MAX_EMBEDDED_RESULTS_BYTES
@@ -67,6 +72,7 @@ def render_page(
         f'<p class="subtitle">{escape(subtitle)}</p>' if subtitle else "",
         "</header>",
         f'<section class="headline" aria-label="Key numbers">{box}</section>' if box else "",
+        _render_findings(findings),
         _render_blocks(blocks),
         render_provenance(provenance, results_embedded=embed),
         "</main>",
@@ -76,6 +82,16 @@ def render_page(
         "</body></html>\n",
     ]
     return "\n".join(p for p in parts if p)
+
+
+def _render_findings(findings: Sequence[tuple[str, str, str]]) -> str:
+    if not findings:
+        return ""
+    items = "".join(
+        f'<li>{render_inline(text)} <a class="see" href="#{escape(anchor)}">{escape(title)}</a></li>'
+        for text, title, anchor in findings
+    )
+    return f'<section id="findings" class="findings"><h2>What we found</h2><ul>{items}</ul></section>'
 
 
 def _render_blocks(blocks: Sequence[Block]) -> str:

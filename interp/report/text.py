@@ -39,6 +39,17 @@ def _render_block(block: str) -> str:
     return f"<p>{_inline(' '.join(line.strip() for line in lines))}</p>"
 
 
+def render_inline(text: str) -> str:
+    """HTML for one line of ``text`` inside another element: escaped, with ``code`` and ``**strong**``.
+
+    >>> render_inline("head `L1H4` <b>")
+    'head <code>L1H4</code> &lt;b&gt;'
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"report text must be a str, got {type(text).__name__}")
+    return _inline(" ".join(text.split()))
+
+
 def _inline(text: str) -> str:
     escaped = html.escape(text, quote=True)
     escaped = _CODE.sub(r"<code>\1</code>", escaped)

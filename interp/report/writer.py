@@ -46,6 +46,7 @@ from interp.report.manifest import build_manifest, input_record, normalise_dtype
 from interp.report.page import render_page
 from interp.report.schema import RESULTS_SCHEMA, validate_manifest, validate_results
 from interp.report.serialize import dumps_deterministic, to_jsonable
+from interp.report.ticks import overlapping_tick_labels, thin_tick_labels
 
 MAX_FIGURE_PX = 2400
 """Longest side of a figure in pixels; a larger figure is saved at a lower dpi."""
@@ -81,6 +82,8 @@ class Report:
         data_paths: Data files the study read; each is hashed now.
         device: Where the study ran (``"cpu"``, ``"cuda:0"``, a ``torch.device``).
         dtype: The model's dtype (``"float32"`` or a ``torch.dtype``).
+        started: ``time.perf_counter()`` when the run began; the manifest's ``wall_time_s`` counts from it
+            (default: from the report's creation).
     """
 
     def __init__(
@@ -97,8 +100,9 @@ class Report:
         data_paths: Sequence[str | os.PathLike[str]] = (),
         device: Any = None,
         dtype: Any = None,
+        started: float | None = None,
     ) -> None:
-        self._start = time.perf_counter()
+        self._start = time.perf_counter() if started is None else started
         if not isinstance(title, str) or not title.strip():
             raise ValueError(f"a report needs a non-empty title, got {title!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -125,6 +129,7 @@ class Report:
         self.dtype = normalise_dtype(dtype)
         self.results: dict[str, Any] = {}
         self.headline: dict[str, Headline] = {}
+        self.findings: list[tuple[str, str]] = []
         self._blocks: list[Block] = []
         self._names: dict[str, set[str]] = {"figure": set(), "table": set(), "html": set()}
         self._css: list[str] = []
@@ -151,11 +156,15 @@ class Report:
     def add_figure(self, name: str, fig: Figure, *, caption: str | None = None, dpi: int = 110) -> None:
         """Render a matplotlib figure now to ``figures/NAME.png`` (inlined in the page) and close it.
 
+        Tick labels that would overlap are thinned first (:func:`interp.report.ticks.thin_tick_labels`).
+
         The PNG carries no timestamp or software metadata, so the same figure gives the same bytes.
         """
         self._claim(name, "figure")
         if not isinstance(fig, Figure):
             raise TypeError(f"figure {name!r} must be a matplotlib Figure, got {type(fig).__name__}")
+        thin_tick_labels(fig)  # labels that would print over each other keep every n-th one
+        crowded = tuple(overlapping_tick_labels(fig))
         width_in, height_in = fig.get_size_inches()
         pad = 0.1  # inches of margin around the tight bounding box
         dpi = min(dpi, MAX_FIGURE_PX / (max(width_in, height_in) + 2 * pad))
@@ -165,7 +174,7 @@ class Report:
         )
         if "matplotlib.pyplot" in sys.modules:  # release figures made with pyplot; plain Figures need nothing
             sys.modules["matplotlib.pyplot"].close(fig)
-        self._blocks.append(FigureBlock(name, buf.getvalue(), caption, int(width_in * dpi)))
+        self._blocks.append(FigureBlock(name, buf.getvalue(), caption, int(width_in * dpi), crowded))
 
     def add_table(
         self,
@@ -238,6 +247,23 @@ class Report:
             if len(ci) != 2:
                 raise ValueError(f"headline {label!r}: ci must be (low, high), got {ci!r}")
         self.headline[label] = Headline(value, ci, unit, note)
+
+    def add_finding(self, text: str, section: str) -> None:
+        """Add a line to "What we found", the list that opens the page, linked to the section that shows it.
+
+        Findings are usually known only once every section is written, so they may be added at any time;
+        the page puts them first, under the key numbers.
+
+        Args:
+            text: One sentence: what was found (or not), with its number (``code`` and ``**strong**`` work).
+            section: The title of the section with the evidence, as given to :meth:`add_section`.
+
+        Raises:
+            ValueError: Empty text; a section that does not exist is refused when the report is written.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"a finding needs a sentence, got {text!r}")
+        self.findings.append((text, section))
 
     def add_results(self, results: Mapping[str, Any]) -> None:
         """Merge entries into ``results.json``'s ``results``; a key added twice raises, never overwrites."""
@@ -330,6 +356,17 @@ class Report:
             raise
         return self.out_dir
 
+    def _linked_findings(self) -> list[tuple[str, str, str]]:
+        """``(text, section title, anchor)`` for each finding; a section that is not there is an error."""
+        anchors = {b.title: b.anchor for b in self._blocks if isinstance(b, SectionBlock)}
+        missing = [section for _, section in self.findings if section not in anchors]
+        if missing:
+            raise ValueError(
+                f"finding links to section {missing[0]!r}, which the report does not have; its sections are "
+                f"{list(anchors)}"
+            )
+        return [(text, section, anchors[section]) for text, section in self.findings]
+
     def _write_files(self, root: Path, results: dict[str, Any]) -> None:
         for block in self._blocks:
             if isinstance(block, FigureBlock):
@@ -356,6 +393,7 @@ class Report:
             title=self.title,
             subtitle=self.subtitle,
             headline=self.headline,
+            findings=self._linked_findings(),
             blocks=self._blocks,
             provenance={k: manifest_static[k] for k in (*provenance, "versions", "source")},
             results=results,

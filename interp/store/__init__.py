@@ -19,7 +19,7 @@ Example:
 """
 
 from interp.store.cache import cache_activations
-from interp.store.cli import cache_main, read_items
+from interp.store.corpus import read_corpus, read_items, windows
 from interp.store.meta import StoreMismatchError
 from interp.store.reader import ActivationStore, ShardedArray, StoreShard
 from interp.store.run import RunStats
@@ -31,6 +31,7 @@ __all__ = [
     "StoreMismatchError",
     "StoreShard",
     "cache_activations",
-    "cache_main",
+    "read_corpus",
     "read_items",
+    "windows",
 ]

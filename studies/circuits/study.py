@@ -35,7 +35,7 @@ from interp import distributed
 from interp.circuits import Graph
 from interp.load import PACKAGED_MODELS
 from interp.registry import study_parser
-from interp.study import StudyRun, start
+from interp.study import StudyRun, start, step
 from studies.circuits import analysis, anatomy
 from studies.circuits.data import check_items, sample, split_pairs
 from studies.coreference.data import data_path, load_items
@@ -92,7 +92,7 @@ def parse(argv: Sequence[str] | None) -> tuple[CircuitsConfig, StudyRun, list]:
     )
     parser.add_argument("--test-pairs", type=_count, default=24, help="held-out pairs (0: all)")
     parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation points")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=16, help="pairs per forward pass")
     parser.add_argument(
         "--exact-pairs", type=int, default=8, help="scoring pairs that exact edge patching uses"
     )
@@ -180,14 +180,16 @@ def measure(model, config: CircuitsConfig, progress: bool, items: list | None = 
         model, exact_pairs, scored.exact_subset, config.exact_edges, config.exact_top, config.seed, **kw
     )
     timer.lap("exact patching")
-    per_pair = anatomy.per_pair_metrics(model, chosen.circuit, test, config.batch_size)
-    reference = [
-        h for h in anatomy.COREFERENCE_HEADS if h[0] < model.cfg.n_layers and h[1] < model.cfg.n_heads
-    ]
-    layers = sorted({layer for layer, _ in chosen.circuit.heads} | {layer for layer, _ in reference})
-    attention = anatomy.name_attention(model, test, layers, config.batch_size)
-    mlp_layers = [int(n[1:].split(".")[0]) for n in chosen.circuit.nodes if n.endswith(".MLP")]
-    mlps = anatomy.mlp_positions(model, test, mlp_layers)
+    with step("the circuit's anatomy: per-pair metrics, attention, MLP positions", study="circuits",
+              enabled=progress):  # fmt: skip
+        per_pair = anatomy.per_pair_metrics(model, chosen.circuit, test, config.batch_size)
+        reference = [
+            h for h in anatomy.COREFERENCE_HEADS if h[0] < model.cfg.n_layers and h[1] < model.cfg.n_heads
+        ]
+        layers = sorted({layer for layer, _ in chosen.circuit.heads} | {layer for layer, _ in reference})
+        attention = anatomy.name_attention(model, test, layers, config.batch_size)
+        mlp_layers = [int(n[1:].split(".")[0]) for n in chosen.circuit.nodes if n.endswith(".MLP")]
+        mlps = anatomy.mlp_positions(model, test, mlp_layers)
     timer.lap("circuit analysis")
     curve_frame = pd.concat([*curves, chosen.train_points], ignore_index=True)
     return {
@@ -236,5 +238,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 device=str(model.device),
                 dtype=model.dtype,
             )
-            write_report(report, model, config, results, time.perf_counter() - clock)
+            with run.step("figures and the report"):
+                write_report(report, model, config, results, time.perf_counter() - clock)
     return 0

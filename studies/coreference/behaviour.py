@@ -25,6 +25,9 @@ LABELS = {
     "lm_eval": "partial scoring, lm-eval-harness rules",
 }
 """How each scoring method is named in the tables."""
+PRIMARY = "partial"
+"""The pre-declared primary metric of resolution: partial scoring (Trinh and Le 2018), the score the study's
+README reports first and the report's headline; full and question scoring are secondary."""
 
 
 def stderr(k: int, n: int) -> float:

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from interp.report import Report, figures
-from studies.coreference.behaviour import verdict
+from studies.coreference.behaviour import LABELS, PRIMARY, verdict
+from studies.coreference.findings import add_findings
 from studies.coreference.measure import BY
 from studies.coreference.picture import SEED
 from studies.coreference.report_data import data_section
@@ -46,6 +47,7 @@ def write_report(report: Report, model, config, results: Sequence, picture: dict
     for result in results:
         out[result.name] = _data_section(report, model, name, lm, result)
     out["seed_picture"] = _picture_section(report, model, picture)
+    add_findings(report, name, results, model.cfg.causal)
     report.add_section("Run")
     report.add_text(
         f"Wall time {seconds:.0f} s on {model.device} ({model.dtype}); the manifest records it too. It is "
@@ -66,8 +68,8 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
         table = a["behaviour"]
         bos = "a BOS token prepended" if bool(table["bos_prepended"].iloc[0]) else "no BOS token"
         caption = f"Accuracy with 95% Wilson intervals and lm-eval-harness's stderr; texts read with {bos}"
-        report.add_table(f"{label}_behaviour", table, caption=caption)
-        main = table.iloc[2] if kind == "resolution" else table.iloc[0]
+        report.add_table(f"{label}_behaviour", table, caption=caption, digits=3)
+        main = table[table["method"] == LABELS[PRIMARY]].iloc[0] if kind == "resolution" else table.iloc[0]
         sentences = [
             verdict(row, name, f"{label} ({row['method']})")
             for _, row in table.iterrows()
@@ -78,7 +80,7 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
             f"{label}: {main['method']} accuracy",
             round(float(main["accuracy"]), 3),
             ci=(float(main["ci_low"]), float(main["ci_high"])),
-            note="95% Wilson",
+            note="95% Wilson; the primary metric" if kind == "resolution" else "95% Wilson",
         )
         out["behaviour"] = _records(table)
         examples = pd.DataFrame(result.records[:N_EXAMPLES]).drop(columns=["correct"], errors="ignore")

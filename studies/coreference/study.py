@@ -46,7 +46,7 @@ import torch
 from interp import distributed
 from interp.load import PACKAGED_MODELS
 from interp.registry import study_parser
-from interp.study import StudyRun, start
+from interp.study import StudyRun, start, step
 from studies.coreference.data import FORMATS, SHIPPED, DataSet
 from studies.coreference.forward import bos_prepended, has_lm_head
 from studies.coreference.held_out import held_out_heads, probes_for
@@ -100,7 +100,7 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, StudyRun]:
     parser.add_argument(
         "--data",
         action="append",
-        help="winograd, agreement or a data file of any supported format (repeatable)",
+        help="winograd, agreement or a data file of any supported format, repeatable (default: both shipped sets)",
     )
     parser.add_argument(
         "--format",
@@ -108,8 +108,10 @@ def parse(argv: Sequence[str] | None) -> tuple[CoreferenceConfig, StudyRun]:
         default=None,
         help="read every --data file as this format (default: told from the fields)",
     )
-    parser.add_argument("--limit", type=int, default=None, help="use the first N items (whole schemas kept)")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--limit", type=int, default=None, help="use the first N items, whole schemas kept (default: all)"
+    )
+    parser.add_argument("--batch-size", type=int, default=16, help="prompts per forward pass")
     parser.add_argument(
         "--patch-pairs",
         type=int,
@@ -205,9 +207,15 @@ def measure(model, items: list, config: CoreferenceConfig, progress: bool) -> li
     return sorted((m for part in parts for m in part), key=lambda m: m.positions["item"])
 
 
-def analyse(model, planned: Planned, measured: list[Measured] | None, config: CoreferenceConfig):
+def analyse(
+    model,
+    planned: Planned,
+    measured: list[Measured] | None,
+    config: CoreferenceConfig,
+    progress: bool = False,
+):
     """The reductions over one data set's records; every rank takes part in the patching, rank 0 gets the
-    :class:`DataResult` (others ``None``)."""
+    :class:`DataResult` (others ``None``). With ``progress``, each long step says when it starts and ends."""
     from studies.coreference import attention, behaviour, causal
     from studies.coreference.coverage import coverage_table
 
@@ -215,8 +223,12 @@ def analyse(model, planned: Planned, measured: list[Measured] | None, config: Co
     kind = items[0].kind
     roles = causal.ROLES_RESOLUTION if kind == "resolution" else causal.ROLES_AGREEMENT
     comparable = [(items[a], items[b]) for a, b in pairing.comparable]
+    label = planned.label
     pairs, kept = causal.make_pairs(model, comparable, config.patch_pairs, config.prepend_bos)
-    swept = causal.sweep(model, pairs, roles, 3, config.top_k) if pairs else None
+    with step(
+        f"{label}: patching {len(pairs)} twin pairs", study="coreference", enabled=progress and bool(pairs)
+    ):
+        swept = causal.sweep(model, pairs, roles, 3, config.top_k) if pairs else None
     if measured is None:
         return None
     records = [m.record for m in measured]
@@ -232,7 +244,8 @@ def analyse(model, planned: Planned, measured: list[Measured] | None, config: Co
     targets = [r["answer"] for r in records] if kind == "resolution" else [0] * len(records)
     right, margin = attention.picks(measured, targets)
     out["head_accuracy"] = attention.head_accuracy(right)
-    out["heads"], out["heads_skipped"] = held_out_heads(items, right, margin, queries, config)
+    with step(f"{label}: testing heads on held-out schemas", study="coreference", enabled=progress):
+        out["heads"], out["heads_skipped"] = held_out_heads(items, right, margin, queries, config)
     if kind == "resolution":
         out["twins"] = {
             q: attention.twin_difference(measured, pairing.comparable, pairing.aligned, qi, q)
@@ -242,7 +255,8 @@ def analyse(model, planned: Planned, measured: list[Measured] | None, config: Co
     if swept is not None:
         out.update(swept)
     out["roles"] = roles
-    out["probes"], out["probes_skipped"] = probes_for(measured, records, kind, lm, config)
+    with step(f"{label}: training probes", study="coreference", enabled=progress):
+        out["probes"], out["probes_skipped"] = probes_for(measured, records, kind, lm, config)
     out["coverage"] = coverage_table(planned, records, out, lm)
     return DataResult(planned.label, kind, items, measured, records, queries, out, planned.data, pairing)
 
@@ -263,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = []
         for p in planned:
             measured = measure(model, p.data.items, config, progress)
-            result = analyse(model, p, measured, config)
+            result = analyse(model, p, measured, config, progress)
             if result is not None:
                 results.append(result)
         if distributed.rank() == 0:
@@ -271,7 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from studies.coreference.report import write_report
 
             heads = top_heads(results)
-            picture = seed_picture(model, heads, config.prepend_bos)
+            with run.step("the seed's picture"):
+                picture = seed_picture(model, heads, config.prepend_bos)
             report = run.report(
                 "Pronoun coreference",
                 subtitle="Does the model resolve the pronoun, and which heads carry the referent?",
@@ -282,7 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 device=str(model.device),
                 dtype=model.dtype,
             )
-            write_report(report, model, config, results, picture, time.perf_counter() - start)
+            with run.step("figures and the report"):
+                write_report(report, model, config, results, picture, time.perf_counter() - start)
     return 0
 
 

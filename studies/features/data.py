@@ -79,7 +79,7 @@ def passages(paragraphs: list[str], n: int, seed: int, max_chars: int = 600) -> 
 def load_corpus(data: str | None, n_texts: int, seed: int) -> Corpus:
     """The corpus: ``data`` (a file) or the KJV; ``n_texts`` passages (``data``: its first ``n_texts`` texts)."""
     if data is not None:
-        from interp.sae.cli import read_corpus
+        from interp.store import read_corpus
 
         texts = read_corpus(data)
         path = Path(data)

@@ -71,13 +71,18 @@ def parse(argv: Sequence[str] | None) -> tuple[FeaturesConfig, StudyRun]:
     p.add_argument("--layers", default="3,26", help="blocks whose resid_post get an SAE, comma separated")
     p.add_argument("--texts", type=int, default=250, help="corpus passages to use (about 90 tokens each)")
     p.add_argument("--context", type=int, default=64, help="tokens per training window")
-    p.add_argument("--d-sae", type=int, default=1024)
-    p.add_argument("--k", type=int, default=32)
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--train-batch-size", type=int, default=512)
+    p.add_argument("--d-sae", type=int, default=1024, help="latents of each SAE")
+    p.add_argument("--k", type=int, default=32, help="active latents per token (TopK)")
+    p.add_argument("--epochs", type=int, default=8, help="passes over the cached activations")
+    p.add_argument("--train-batch-size", type=int, default=512, help="rows per SAE training step")
     p.add_argument("--pairs", type=int, default=32, help="agreement twin pairs to analyse")
     p.add_argument("--top", type=int, default=8, help="features tested causally and shown")
-    p.add_argument("--random-draws", type=int, default=10)
+    p.add_argument(
+        "--random-draws",
+        type=int,
+        default=10,
+        help="sets of random features of matched density, the baseline",
+    )
     p.add_argument("--twins", default="agreement", help="agreement twins JSONL (default: the shipped set)")
     p.add_argument("--work", default=None, help="folder for the activation store (default: a temporary one)")
     run = start(p, argv)
@@ -117,10 +122,9 @@ def run_study(
     Args:
         items: agreement twins (default: the shipped agreement set).
     """
-    from interp.sae.cli import windows
     from interp.sae.features import feature_stats, logit_effects
     from interp.sae.training import train
-    from interp.store import cache_activations
+    from interp.store import cache_activations, windows
     from studies.coreference.causal import make_pairs
     from studies.coreference.data import load_items, split_by_schema, twin_pairs
     from studies.features import measure
@@ -243,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 device=str(model.device),
                 dtype=model.dtype,
             )
-            write_report(report, model, config, corpus, results, time.perf_counter() - clock)
+            with run.step("figures and the report"):
+                write_report(report, model, config, corpus, results, time.perf_counter() - clock)
     finally:
         if not run.args.work:
             shutil.rmtree(work, ignore_errors=True)

@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     add_hypothesis(report, cfg)
     results = {}
     for name in tqdm(cfg.models, desc="models", disable=run.args.quiet):
-        results[name] = add_model_section(report, name, score_heads(run.load(name), cfg, seed), cfg, seed)
-    add_conclusion(report, results, run.skipped)
+        with run.step(f"{name}: scoring every head"):
+            results[name] = add_model_section(report, name, score_heads(run.load(name), cfg, seed), cfg, seed)
+    with run.step("figures and the report"):
+        add_conclusion(report, results, run.skipped)
     return run.finish(report)

@@ -47,4 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     for name in tqdm(cfg.models, desc="trained models", disable=run.args.quiet):
         trained[name] = trained_table(run.load(name), name, cfg, seed)
     report = run.report(TITLE, subtitle=SUBTITLE, config=asdict(cfg), model=", ".join(trained) or None)
-    return run.finish(build_report(report, cfg, seed, table, trained, run.skipped))
+    with run.step("figures and the report"):
+        build_report(report, cfg, seed, table, trained, run.skipped)
+    return run.finish(report)

@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     for d in tqdm(cfg.distances, desc="distance", disable=run.args.quiet):
         rows.extend(run_distance(cfg, d, seed))
     table = pd.DataFrame(rows)
-    times = timing(cfg, seed)
+    with run.step("timing both models over sequence lengths"):
+        times = timing(cfg, seed)
     report = run.report(TITLE, subtitle=SUBTITLE, config={**asdict(cfg), "d_vocab": cfg.d_vocab})
-    return run.finish(build_report(report, cfg, seed, table, times))
+    with run.step("figures and the report"):
+        build_report(report, cfg, seed, table, times)
+    return run.finish(report)

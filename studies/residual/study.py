@@ -62,8 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     trained = None
     if model is not None:
-        lens, dla, tops = lens_and_attribution(model, SENTENCES)
-        trained = {"norms": write_norms(model, SENTENCES), "lens": lens, "dla": dla, "tops": tops}
+        with run.step(f"{run.model}: logit lens, attribution and write norms"):
+            lens, dla, tops = lens_and_attribution(model, SENTENCES)
+            trained = {"norms": write_norms(model, SENTENCES), "lens": lens, "dla": dla, "tops": tops}
     report = run.report(TITLE, subtitle=SUBTITLE, config=asdict(cfg), model=run.model if trained else None)
     skipped = next(iter(run.skipped.values()), None)
-    return run.finish(build_report(report, cfg, run.model, grads, sum_error, trained, skipped))
+    with run.step("figures and the report"):
+        build_report(report, cfg, run.model, grads, sum_error, trained, skipped)
+    return run.finish(report)

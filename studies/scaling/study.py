@@ -40,17 +40,23 @@ DESCRIPTION = "Why divide by sqrt(d_k): score variance, softmax saturation and g
 def main(argv: list[str] | None = None) -> int:
     """Run the study: ``interp study scaling [--models a,b] [--n-queries N] [--out DIR] [--seed N]``."""
     parser = study_parser("scaling", DESCRIPTION, default_model=None, default_models=ScalingConfig.models)
-    parser.add_argument("--n-queries", type=count(2), default=ScalingConfig.n_queries)
+    parser.add_argument(
+        "--n-queries", type=count(2), default=ScalingConfig.n_queries, help="random queries per measurement"
+    )
     run = start(parser, argv)
     cfg = ScalingConfig(models=run.models, n_queries=run.args.n_queries)
     seed = run.args.seed
     torch.manual_seed(seed)
     mc = monte_carlo(cfg, seed, quiet=run.args.quiet)
-    baseline = standard_normal_baseline(cfg, seed)
+    with run.step("the standard-normal baseline"):
+        baseline = standard_normal_baseline(cfg, seed)
     trained = {}
     for name in cfg.models:
-        model = run.load(name)
-        trained[name] = trained_score_spread(model, SENTENCES)
-        del model
+        with run.step(f"{name}: score spread on real sentences"):
+            model = run.load(name)
+            trained[name] = trained_score_spread(model, SENTENCES)
+            del model
     report = run.report(TITLE, subtitle=SUBTITLE, config=asdict(cfg), model=", ".join(trained) or None)
-    return run.finish(build_report(report, cfg, seed, mc, baseline, trained, run.skipped))
+    with run.step("figures and the report"):
+        build_report(report, cfg, seed, mc, baseline, trained, run.skipped)
+    return run.finish(report)

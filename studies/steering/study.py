@@ -274,5 +274,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         device=str(model.device),
         dtype=model.dtype,
     )
-    write_report(report, result, time.perf_counter() - clock)
+    with run.step("figures and the report"):
+        write_report(report, result, time.perf_counter() - clock)
     return 0

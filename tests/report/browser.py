@@ -12,6 +12,8 @@ Helpers:
     ``network_requests()``: URLs the page requested other than ``file:``, ``data:``, ``about:``, ``blob:``.
     ``js(script, *args)``: run JavaScript in the page and return its value (``return ...;``).
     ``screenshot(name)``: save a full-page PNG to ``test-artifacts/NAME.png`` at the repository root.
+    ``layout_problems()``: what a reader at a laptop's width would meet: the page scrolling sideways, an
+    element running past the right edge outside a scrolling box, a figure with crowded tick labels.
 
 The binaries are ``/usr/bin/chromium`` and ``/usr/bin/chromedriver`` unless ``INTERP_CHROMIUM`` and
 ``INTERP_CHROMEDRIVER`` name others; when either is missing the browser tests skip and say why.
@@ -42,6 +44,25 @@ CHROMIUM_FLAGS = (
     "--disable-dev-shm-usage",
     "--window-size=1280,900",
 )
+
+
+LAPTOP_WIDTH = 1280
+"""A laptop's window width in CSS pixels, at which every report must read without scrolling sideways."""
+LAYOUT_PROBLEMS = """
+const root = document.documentElement, width = root.clientWidth, found = [];
+if (root.scrollWidth > width + 1) found.push(`the page is ${root.scrollWidth}px wide in a ${width}px window`);
+const scrolls = (el) => { for (let p = el.parentElement; p; p = p.parentElement) {
+  const o = getComputedStyle(p).overflowX; if (o === "auto" || o === "scroll" || o === "hidden") return true; }
+  return false; };
+for (const el of document.querySelectorAll("main *")) {
+  const box = el.getBoundingClientRect();
+  if (box.width > 0 && box.right > width + 1 && !scrolls(el))
+    found.push(`<${el.tagName.toLowerCase()} id=${el.id || "-"}> ends at ${Math.round(box.right)}px`);
+}
+for (const fig of document.querySelectorAll("figure[data-crowded-ticks]"))
+  found.push(`${fig.id}: crowded tick labels ${fig.dataset.crowdedTicks}`);
+return found.slice(0, 20);
+"""
 
 
 def chromium_paths() -> tuple[str, str]:
@@ -140,6 +161,16 @@ class Browser:
         finally:
             self.driver.set_window_size(size["width"], size["height"])
         return out
+
+    def layout_problems(self, width: int = LAPTOP_WIDTH) -> list[str]:
+        """At ``width`` CSS pixels: horizontal overflow of the page, elements cut off at the right edge
+        (outside a box that scrolls them), and figures the report marked as having crowded tick labels."""
+        size = self.driver.get_window_size()
+        self.driver.set_window_size(width, size["height"])
+        try:
+            return self.js(LAYOUT_PROBLEMS)
+        finally:
+            self.driver.set_window_size(size["width"], size["height"])
 
     def _drain(self) -> None:
         for entry in self.driver.get_log("browser"):

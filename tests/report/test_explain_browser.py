@@ -125,3 +125,22 @@ def test_seed_sentence_on_smollm2(smollm2_page, browser):
     assert smollm2_page.stat().st_size < 3 * 2**20
     lens = browser.js("return [...document.querySelectorAll('#lens-view ol')].map(o => o.children.length);")
     assert lens == [5, 5]
+
+
+def test_no_gap_above_the_selector_and_the_rotary_plot_has_its_axes(tiny_page, browser):
+    browser.open_file(tiny_page)
+    gap = browser.js(
+        "return document.getElementById('bar').getBoundingClientRect().top"
+        " - document.getElementById('subtitle').getBoundingClientRect().bottom;"
+    )
+    assert 0 <= gap <= 24, gap  # was 4rem of padding under the title block
+    canvas = browser.js("return document.querySelector('#position-view canvas').getAttribute('aria-label');")
+    assert canvas == "rotary angle of three dimension pairs against position"
+    # the axis labels are drawn left of and below the plotted area: those strips are not blank
+    inked = browser.js(
+        "var c = document.querySelector('#position-view canvas'), x = c.getContext('2d');"
+        "var ink = (l, t, w, h) => x.getImageData(l, t, w, h).data.some((v, i) => i % 4 === 3 && v > 0);"
+        "return [ink(0, 0, 36, c.height - 34), ink(40, c.height - 30, c.width - 48, 30)];"
+    )
+    assert inked == [True, True]
+    assert browser.layout_problems() == []

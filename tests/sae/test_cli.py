@@ -62,7 +62,7 @@ def test_bad_inputs_are_refused_before_the_model_runs(tmp_path, checkpoint, caps
     foreign.mkdir()
     (foreign / "notes").write_text("x")
     cases = [
-        (_argv(checkpoint, text, tmp_path / "a", "--k", "64"), "k=64 is larger than d_sae=32"),
+        (_argv(checkpoint, text, tmp_path / "a", "--k", "64"), "--k 64 is larger than d_sae=32"),
         (_argv(checkpoint, empty, tmp_path / "b"), "holds no"),
         (_argv(checkpoint, binary, tmp_path / "c"), "not text|not UTF-8|NUL"),
         (_argv(checkpoint, tmp_path / "missing.txt", tmp_path / "d"), "does not exist"),

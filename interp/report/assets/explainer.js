@@ -249,20 +249,30 @@
   }
 
   function anglePlot(invFreq) {
-    var wrap = el("div"), c = el("canvas"), w = 360, h = 150;
+    // The plot area leaves room on the left and below for the axes' labels and end values.
+    var wrap = el("div"), c = el("canvas"), w = 380, h = 176, x0 = 40, x1 = w - 8, y0 = 8, y1 = h - 34;
     var pairs = [0, Math.floor(invFreq.length / 2), invFreq.length - 1];
     var colors = ["#e8590c", "#2f6fb3", "#2b8a3e"];
     c.width = w; c.height = h;
+    c.setAttribute("aria-label", "rotary angle of three dimension pairs against position");
     var ctx = c.getContext("2d");
-    ctx.strokeStyle = "#dde1e6"; ctx.strokeRect(0.5, 0.5, w - 1, h - 1);
+    ctx.strokeStyle = "#dde1e6"; ctx.strokeRect(x0 + 0.5, y0 + 0.5, x1 - x0 - 1, y1 - y0 - 1);
     pairs.forEach(function (p, s) {
       ctx.fillStyle = colors[s];
       for (var i = 0; i < N; i++) {
         var a = (i * invFreq[p]) % (2 * Math.PI);
-        var x = 4 + i * (w - 8) / Math.max(N - 1, 1), y = h - 4 - a / (2 * Math.PI) * (h - 8);
+        var x = x0 + 4 + i * (x1 - x0 - 8) / Math.max(N - 1, 1), y = y1 - 4 - a / (2 * Math.PI) * (y1 - y0 - 8);
         ctx.fillRect(x - 1.5, y - 1.5, 3, 3);
       }
     });
+    ctx.fillStyle = "#5b6570"; ctx.font = "11px system-ui, sans-serif";
+    ctx.textAlign = "right"; ctx.textBaseline = "middle";
+    ctx.fillText("2\u03c0", x0 - 4, y0 + 4); ctx.fillText("0", x0 - 4, y1 - 4);
+    ctx.textAlign = "center"; ctx.textBaseline = "top";
+    ctx.fillText("0", x0 + 4, y1 + 3); ctx.fillText(String(N - 1), x1 - 4, y1 + 3);
+    ctx.fillText("position", (x0 + x1) / 2, y1 + 17);
+    ctx.save(); ctx.translate(11, (y0 + y1) / 2); ctx.rotate(-Math.PI / 2);
+    ctx.textBaseline = "middle"; ctx.fillText("angle (rad)", 0, 0); ctx.restore();
     wrap.appendChild(c);
     var legend = el("div", "note");
     pairs.forEach(function (p, s) {

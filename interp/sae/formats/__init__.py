@@ -13,6 +13,7 @@ from typing import Any
 from interp.sae.formats import gemma_scope, saelens, sparsify
 from interp.sae.formats.build import SAEFormatError, rebuilt
 from interp.sae.module import SAE
+from interp.sae.read_errors import damaged_files_named
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle")
 
@@ -82,15 +83,16 @@ def load(
     """
     path = Path(path)
     kind = detect(path)
-    if kind == "gemma_scope":
-        file = path if path.is_file() else path / gemma_scope.PARAMS
-        sae = gemma_scope.load(file, device=device, dtype=dtype, hook_name=hook_name)
-    elif kind == "sparsify":
-        folder = path if path.is_dir() else path.parent
-        sae = sparsify.load(folder, device=device, dtype=dtype, hook_name=hook_name)
-    else:
-        folder = path if path.is_dir() else path.parent
-        sae = saelens.load(folder, device=device, dtype=dtype, norm_scaling_factor=norm_scaling_factor)
+    with damaged_files_named(path):
+        if kind == "gemma_scope":
+            file = path if path.is_file() else path / gemma_scope.PARAMS
+            sae = gemma_scope.load(file, device=device, dtype=dtype, hook_name=hook_name)
+        elif kind == "sparsify":
+            folder = path if path.is_dir() else path.parent
+            sae = sparsify.load(folder, device=device, dtype=dtype, hook_name=hook_name)
+        else:
+            folder = path if path.is_dir() else path.parent
+            sae = saelens.load(folder, device=device, dtype=dtype, norm_scaling_factor=norm_scaling_factor)
     changes = {}
     if hook_name is not None and sae.cfg.hook_name != hook_name:
         changes["hook_name"] = hook_name

@@ -55,12 +55,22 @@ def save_checkpoint(path: Path, tensors: dict[str, torch.Tensor], header: dict[s
 
 
 def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
-    """``(tensors, header)`` of a checkpoint, or ``None`` when there is none."""
+    """``(tensors, header)`` of a checkpoint, or ``None`` when there is none.
+
+    Raises:
+        ValueError: The file is there but cannot be read (truncated, or not a checkpoint); the message names it.
+    """
     if not path.is_file():
         return None
-    with safe_open(str(path), framework="pt") as f:
-        header = json.loads(f.metadata()["header"])
-        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has no __iter__
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = json.loads(f.metadata()["header"])
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has no __iter__
+    except Exception as err:  # safetensors' own error, a JSON error or a missing key: the file is damaged
+        raise ValueError(
+            f"checkpoint {path} cannot be read ({type(err).__name__}: {err}); it is damaged, perhaps cut "
+            "short by a crash: delete it to train again from the start"
+        ) from None
     return tensors, header
 
 

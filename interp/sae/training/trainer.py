@@ -28,6 +28,7 @@ from tqdm import tqdm
 from interp import distributed
 from interp.sae.config import ARCHITECTURES, SAEConfig
 from interp.sae.module import SAE
+from interp.sae.settings_check import check_train_settings
 from interp.sae.training.data import RowSource, Stream
 from interp.sae.training.state import (
     CHECKPOINT,
@@ -75,18 +76,7 @@ class TrainSettings:
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"architecture={self.architecture!r}; expected one of {list(ARCHITECTURES)}")
-        if self.architecture in ("topk", "batchtopk"):
-            if self.k is None or self.k < 1:
-                raise ValueError(f"architecture={self.architecture!r} needs k >= 1, got k={self.k!r}")
-            if self.k > self.d_sae:
-                raise ValueError(f"k={self.k} is larger than d_sae={self.d_sae}; pick k <= d_sae")
-        for name in ("d_sae", "batch_size", "buffer_rows", "init_rows", "log_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)}; it must be at least 1")
-        if self.tokens is not None and self.tokens < 1:
-            raise ValueError(f"tokens={self.tokens}; train on at least one token")
-        if self.checkpoint_every is not None and self.checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every={self.checkpoint_every}; give a positive number of steps")
+        check_train_settings(self)
         if not 0 <= self.decay_fraction < 1:
             raise ValueError(f"decay_fraction={self.decay_fraction}; it must lie in [0, 1)")
 
@@ -161,6 +151,12 @@ class SAEJob:
     def start(self, sample: torch.Tensor) -> tuple[TrainingStep, float, float]:
         """``(step, scale, variance)`` from a sample of rows."""
         s, d_in = self.s, self.rows.d_in
+        if not bool(torch.isfinite(sample).all()):
+            bad = int((~torch.isfinite(sample)).any(-1).sum())
+            raise ValueError(
+                f"{bad} of the first {len(sample)} training rows hold NaN or infinite values; an SAE cannot be "
+                "fitted to them: find where the activations overflow (a float16 model?) and cache them again"
+            )
         scale = math.sqrt(d_in) / float(sample.norm(dim=-1).mean().clamp(min=1e-12)) if s.normalize else 1.0
         sample = sample * scale
         variance = float((sample - sample.mean(0)).pow(2).sum(-1).mean().clamp(min=1e-12))

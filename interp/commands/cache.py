@@ -1,62 +1,48 @@
-"""``interp cache``: the command-line shell over :func:`interp.store.cache_activations`.
+"""``interp cache MODEL``: stream a data set through a model into an activation store.
 
 Everything that can be checked without the model is checked before it loads: the output folder (a file, a
 place nothing can be created, a folder of other files, a store with other settings), the data file (every
-line), the flags, the device and dtype, and the hook names as far as their spelling goes.
+line), the flags, the device and dtype, the model (found), and the hook names as far as their spelling goes.
+The store itself is :func:`interp.store.cache_activations`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from interp import distributed
+from interp.arguments import add_command, add_device_arguments, positive_int
 
-JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
-def read_items(path: str | Path) -> list[Any]:
-    """The items of a data file: JSONL records (``.jsonl``: ``text``/``sentence``/``prompt``, optional
-    ``id``), or one text per non-blank line of any other file."""
-    from interp.store.batches import TEXT_FIELDS
-
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"--data {path} is a folder; pass a text or JSONL file")
-    if not path.is_file():
-        raise FileNotFoundError(f"--data {path} does not exist")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise ValueError(f"--data {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
-    if path.suffix not in JSONL_SUFFIXES:
-        items = [line for line in lines if line.strip()]
-    else:
-        items = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number} is not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(
-                    f"{path}:{number} is a JSON {type(record).__name__}; each line must be an object"
-                )
-            if not any(isinstance(record.get(key), str) for key in TEXT_FIELDS):
-                raise ValueError(
-                    f"{path}:{number} has no text: each record needs a string field "
-                    f"{' or '.join(map(repr, TEXT_FIELDS))}; its keys are {sorted(record)}"
-                )
-            items.append(record)
-    if not items:
-        raise ValueError(f"{path} holds no items")
-    return items
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``interp cache`` to the subcommands."""
+    p = add_command(
+        sub,
+        "cache",
+        summary="stream a data set through a model into an activation store",
+        description=(
+            "Run a model over every item of a data file and keep the activations of the hooks named, one\n"
+            "row per token, in safetensors shards with an index (read them with interp.store.ActivationStore).\n"
+            "A run that stops can be resumed with the same command: it continues after its last shard."
+        ),
+        example=("interp cache smollm2-135m --data texts.txt --hooks 'blocks.*.hook_resid_post' --out acts"),
+    )
+    p.add_argument("model", help="packaged name, HF folder or .gguf file")
+    p.add_argument("--data", required=True, help="a text file (one item a line) or JSONL with 'text'")
+    p.add_argument("--hooks", required=True, help="hook names or a glob, comma separated")
+    p.add_argument("--out", required=True, help="the store folder (new, empty, or this store to resume)")
+    p.add_argument("--overwrite", action="store_true", help="replace the activation store already in --out")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="items per forward pass")
+    p.add_argument(
+        "--positions", default="all", help="'all', 'last', or comma-separated indices such as 0,-1"
+    )
+    p.add_argument("--shard-rows", type=positive_int, default=4096, help="rows per shard file")
+    add_device_arguments(p)
+    p.set_defaults(fn=run)
 
 
 def parse_positions(text: str) -> str | list[int]:
@@ -103,17 +89,16 @@ def check_args(args: argparse.Namespace) -> tuple[list[Any], list[str], str | li
     Returns:
         The data items, the hook names and the positions.
     """
-    from interp.load.instantiate import parse_device, parse_dtype
-    from interp.preflight import check_output_folder
+    from interp.preflight import check_command
+    from interp.store import read_items
     from interp.store.batches import check_positions
     from interp.store.folder import check_folder
 
-    out = check_output_folder(args.out, flag="--out")
+    check_command(out=args.out, device=args.device, dtype=args.dtype, model=args.model, data=args.data)
+    out = Path(args.out).expanduser()
     positions = check_positions(parse_positions(args.positions))
     items = read_items(args.data)
     hooks = parse_hooks(args.hooks)
-    parse_device(args.device)
-    parse_dtype(args.dtype)
     n_batches = -(-len(items) // args.batch_size)
     known = {
         "positions": positions,
@@ -125,8 +110,9 @@ def check_args(args: argparse.Namespace) -> tuple[list[Any], list[str], str | li
     return items, hooks, positions
 
 
-def cache_main(args: argparse.Namespace) -> int:
-    """Run ``interp cache``; under ``torchrun`` each rank takes its share of the batches."""
+def run(args: argparse.Namespace) -> int:
+    """Check the command, then cache; under ``torchrun`` each rank takes its share of the batches."""
+    from interp import distributed
     from interp.load import load
     from interp.store.cache import cache_activations
 
