@@ -87,7 +87,7 @@ def test_sae_train_settings_are_refused_before_the_model_loads(
 def test_a_run_that_failed_before_its_first_step_does_not_block_its_retry(
     tmp_path, checkpoint, corpus, capsys, monkeypatch
 ):
-    train = importlib.import_module("interp.sae.train")
+    train = importlib.import_module("interp.sae.training")
 
     def fails_at_start(*args, **kwargs):
         raise ValueError("stopped before the first step")
@@ -175,12 +175,12 @@ def test_a_truncated_checkpoint_is_named_on_resume_before_the_model_loads(
 
 def test_library_loaders_name_the_damaged_file(tmp_path):
     sae = sae_lib.SAE(sae_lib.SAEConfig(d_in=4, d_sae=8, architecture="topk", k=2, hook_name="hook_embed"))
-    sae.save(tmp_path / "sae")
+    sae_lib.save(sae, tmp_path / "sae")
     cfg = tmp_path / "sae" / "cfg.json"
     cfg.write_text(cfg.read_text()[:20])
     with pytest.raises(sae_lib.SAEFormatError, match=f"{tmp_path / 'sae'}: a JSON file in it is not valid"):
         sae_lib.load(tmp_path / "sae")
-    sae.save(tmp_path / "sae2")
+    sae_lib.save(sae, tmp_path / "sae2")
     weights = tmp_path / "sae2" / "sae_weights.safetensors"
     weights.write_bytes(weights.read_bytes()[:50])
     with pytest.raises(sae_lib.SAEFormatError, match=f"{tmp_path / 'sae2'}: a file in it cannot be decoded"):

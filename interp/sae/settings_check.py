@@ -1,6 +1,6 @@
 """The checks on a training run's settings that need no data and no model, run before anything loads.
 
-:class:`interp.sae.train.TrainSettings` calls :func:`check_train_settings` first thing, so that the library and
+:class:`interp.sae.training.TrainSettings` calls :func:`check_train_settings` first thing, so that the library and
 ``interp sae train`` refuse the same settings in the same words; the command calls it (through
 ``TrainSettings``) before it reads the corpus or loads the model. The order matters for the message: a
 ``d_sae`` of 0 is named as such, not as "k is larger than d_sae".
@@ -18,7 +18,7 @@ def check_train_settings(settings: Any) -> None:
     """Raise ``ValueError`` for the first setting of ``settings`` that no training run can use.
 
     Args:
-        settings: A :class:`~interp.sae.train.TrainSettings` (anything with its fields).
+        settings: A :class:`~interp.sae.training.TrainSettings` (anything with its fields).
 
     Raises:
         ValueError: A count below 1 (``d_sae``, ``batch_size``, ``buffer_rows``, ``tokens``,
