@@ -55,7 +55,8 @@ def test_the_page_examples_run_as_written(page, tmp_path, monkeypatch):
 
 def test_the_readme_and_the_main_pages_have_examples_that_run():
     assert python_blocks(ROOT / "README.md"), "the README's short tour must be executed"
-    for name in ("hooks", "own-models", "sparse-dictionaries", "circuits", "generation", "studies", "scale"):
+    pages_with_examples = ("hooks", "own-models", "analysis", "sparse-dictionaries", "circuits", "generation")
+    for name in (*pages_with_examples, "studies", "reports", "scale"):
         assert python_blocks(ROOT / "docs" / f"{name}.md"), f"docs/{name}.md has no example that runs"
 
 
