@@ -59,6 +59,10 @@ def python_blocks(page: Path) -> list[Block]:
 
 def relative_links(page: Path) -> list[str]:
     """Targets of the page's Markdown links that point inside the repository (no scheme, no bare anchor)."""
-    text = page.read_text(encoding="utf-8")
+    return links_in(page.read_text(encoding="utf-8"))
+
+
+def links_in(text: str) -> list[str]:
+    """Targets of the Markdown links in ``text`` that point inside the repository, without their anchors."""
     targets = re.findall(r"\]\(([^)\s]+)\)", text)
     return [t.split("#")[0] for t in targets if "://" not in t and not t.startswith(("#", "mailto:"))]
