@@ -43,6 +43,12 @@ def _load(name_or_path, *args, **kwargs):
     return _REAL_LOAD(name_or_path, *args, **kwargs)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _release_the_packaged_model():
+    yield
+    _packaged.cache_clear()  # the rest of the suite does not keep paying for its memory
+
+
 @pytest.mark.parametrize("page", _page_params())
 def test_the_page_examples_run_as_written(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
