@@ -1,15 +1,14 @@
 """Sparse features of pronoun agreement: does a dictionary trained on plain text find what carries "she" vs "he"?
 
 Hypothesis. The coreference study's patching localises SmolLM2-135M's agreement signal: on the agreement twins
-the twin difference reaches the final position's residual stream between layers 25 and 27 (patching
-``resid_pre`` at the final position recovers 0.59 of it at layer 26 and all of it at 27, through heads L25H2
-and L26H2). A TopK sparse autoencoder trained on ordinary text at the stream after layer 26
-(``blocks.26.hook_resid_post`` = ``resid_pre`` of layer 27) should then have a few features whose activation at
-the final position differs between the feminine and the masculine twin, consistently on held-out pairs;
-ablating them should move the pronoun logit difference more than ablating random features of the same density;
-and attribution to the features plus the SAE's error node should find them, with exact patching confirming it.
-An early layer (after layer 3), before the antecedent's gender has reached the final position, serves as a
-contrast.
+the twin difference reaches the final position's residual stream between layers 25 and 27, through heads L25H2
+and L26H2 (the recovered fractions are in this study's README). A TopK sparse autoencoder trained on ordinary
+text at the stream after layer 26 (``blocks.26.hook_resid_post`` = ``resid_pre`` of layer 27) should then have
+a few features whose activation at the final position differs between the feminine and the masculine twin,
+consistently on held-out pairs; ablating them should move the pronoun logit difference more than ablating
+random features of the same density; and attribution to the features plus the SAE's error node should find
+them, with exact patching confirming it. An early layer (after layer 3), before the antecedent's gender has
+reached the final position, serves as a contrast.
 
 Metrics. Dictionary quality on held-out text: L0, explained variance, MSE, cosine, CE loss recovered against
 zero and mean ablation, KL and the dead fraction, as means over 4 held-out folds with bootstrap intervals.

@@ -1,0 +1,234 @@
+"""Cells of the first tutorial: one sentence, every activation (``build.py`` writes the notebook)."""
+
+CELLS = [
+    (
+        "md",
+        """
+# One sentence, every activation
+
+*"The animal didn't cross the street because it was too tired."* Who was tired? Every reader knows it was the
+animal; swap *tired* for *wide* and "it" is the street. This notebook follows that sentence through SmolLM2-135M,
+the small model packaged with interp, from tokens to queries, keys and values, attention patterns, what the
+pronoun's position takes in, and which attention heads carry the difference between the two versions.
+
+It runs on a laptop CPU in about a minute, with no network: `interp.load("smollm2-135m")` reads the model from
+an installed package.
+""",
+    ),
+    (
+        "code",
+        """
+import torch
+
+import interp
+from interp.analysis import patch, source_contributions
+
+torch.set_grad_enabled(False)  # we only read and edit activations here, never train
+model = interp.load("smollm2-135m")
+cfg = model.cfg
+print(f"{cfg.n_layers} layers; {cfg.n_heads} query heads, {cfg.n_kv_heads} key/value heads of {cfg.d_head}")
+assert (cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.d_head) == (30, 9, 3, 64)
+""",
+    ),
+    (
+        "md",
+        """
+## Tokens
+
+The model reads tokens, not words. SmolLM2's tokenizer keeps the leading space with each word (`' animal'`) and
+puts no beginning-of-sequence token in front, so the sentence is 12 tokens and " it" is token 8. The *wide*
+version has the same tokens except the last, which will let us compare the two position by position.
+""",
+    ),
+    (
+        "code",
+        """
+tired = "The animal didn't cross the street because it was too tired"
+wide = tired.replace("tired", "wide")
+str_tokens = model.to_str_tokens(tired)
+print(list(enumerate(str_tokens)))
+it, animal, street = (str_tokens.index(word) for word in (" it", " animal", " street"))
+assert (it, animal, street) == (8, 1, 6) and str_tokens[0] == "The"
+assert model.to_str_tokens(wide) == str_tokens[:-1] + [" wide"]
+""",
+    ),
+    (
+        "md",
+        """
+## Queries, keys and values
+
+Every activation has a name. We cache those of layer 3's attention: the queries `hook_q` (one per query head),
+the keys `hook_k` and values `hook_v` (one per key/value head: SmolLM2 uses grouped-query attention, three query
+heads sharing each key/value head), the queries and keys after the rotary position embedding (`hook_rot_q`,
+`hook_rot_k`), the scores, the pattern and the mixture of values `hook_z`.
+""",
+    ),
+    (
+        "code",
+        """
+layer, head = 3, 8
+attn = f"blocks.{layer}.attn"
+names = [f"{attn}.hook_{n}" for n in ("q", "k", "v", "rot_q", "rot_k", "attn_scores", "pattern", "z")]
+_, cache = model.run_with_cache(tired, names_filter=names)
+q, k, v = (cache[f"{attn}.hook_{n}"] for n in "qkv")
+print("q", tuple(q.shape), "k", tuple(k.shape), "v", tuple(v.shape))  # [batch, pos, head, d_head]
+assert q.shape == (1, 12, 9, 64) and k.shape == v.shape == (1, 12, 3, 64)
+""",
+    ),
+    (
+        "md",
+        """
+Attention is three steps, and we can redo them by hand from the cached pieces. A query is compared with every
+key by a dot product, divided by $\\sqrt{d_{head}}$ so that the scores do not grow with the width; a token may not
+look at later tokens, so those scores are set to $-\\infty$; a softmax turns each row into weights that sum to 1,
+and the head's output at each position is the weighted mixture of the values. The hand computation equals what
+the model computed.
+""",
+    ),
+    (
+        "code",
+        """
+kv = head // (cfg.n_heads // cfg.n_kv_heads)  # the key/value head query head 8 reads
+rq = cache[f"{attn}.hook_rot_q"][0, :, head]  # [pos, d_head], after rotary
+rk = cache[f"{attn}.hook_rot_k"][0, :, kv]  # [pos, d_head]
+scores = rq @ rk.T / cfg.d_head**0.5  # [query, key]
+later = torch.ones(12, 12, dtype=torch.bool).triu(1)  # keys after the query
+scores = scores.masked_fill(later, float("-inf"))
+pattern = scores.softmax(dim=-1)
+z = pattern @ v[0, :, kv]  # [query, d_head]
+torch.testing.assert_close(scores, cache[f"{attn}.hook_attn_scores"][0, head])
+torch.testing.assert_close(pattern, cache[f"{attn}.hook_pattern"][0, head])
+torch.testing.assert_close(z, cache[f"{attn}.hook_z"][0, :, head])
+""",
+    ),
+    (
+        "md",
+        """
+## The pattern, drawn
+
+`interp.report.attention_view` draws the same computation as an interactive page, inline: pick a layer and a
+head, hover a token to see where it looks, and compare what its query seeks with what each key offers. It needs
+no network; `view.save("explain.html")` writes it to a file, and `interp explain` does the same from the shell.
+""",
+    ),
+    (
+        "code",
+        """
+view = interp.report.attention_view(model, tired, token="it", layer=layer, head=head)
+assert view.query == it and (view.layer, view.head) == (layer, head)
+view
+""",
+    ),
+    (
+        "md",
+        """
+## What "it" takes in
+
+From " it", head 3.8 looks mostly at " animal": more than twice the weight it gives " street". What the head
+writes into the residual stream at " it" is a sum over the tokens it looks at (each one's value vector, weighted
+and projected by the output matrix); `source_contributions` splits that write by source, and the largest piece by
+far comes from " animal". So after layer 3 the stream at the pronoun carries information read from the animal.
+
+The head cannot be doing this *because* the animal was tired: " it" comes before " tired", and a token never sees
+later tokens. In the *wide* sentence its row is exactly the same.
+""",
+    ),
+    (
+        "code",
+        """
+row = cache[f"{attn}.hook_pattern"][0, head, it]  # [key]: where " it" looks
+print({str_tokens[i]: round(float(w), 3) for i, w in enumerate(row[: it + 1])})
+assert row[animal] > 2 * row[street] and int(row.argmax()) == animal
+
+_, cache = model.run_with_cache(tired, names_filter=[f"{attn}.hook_pattern", f"{attn}.hook_v"])
+parts = source_contributions(model, cache, layer=layer, head=head, query_pos=it)[0]  # [key, d_model]
+sizes = parts.norm(dim=-1)
+print({str_tokens[i]: round(float(s), 2) for i, s in enumerate(sizes[: it + 1])})
+assert int(sizes.argmax()) == animal and sizes[animal] > 2 * sizes[street]
+
+_, wide_cache = model.run_with_cache(wide, names_filter=f"{attn}.hook_pattern")
+torch.testing.assert_close(wide_cache[f"{attn}.hook_pattern"][0, head, it], row)
+""",
+    ),
+    (
+        "md",
+        """
+## Does the model resolve "it"?
+
+One way to ask (the coreference study's *partial scoring*): put each candidate in the pronoun's place and compare
+how likely the model finds the rest of the sentence. With *tired* the model prefers "the animal was too tired";
+with *wide* it prefers "the street was too wide". By this measure SmolLM2 resolves the sentence both ways.
+""",
+    ),
+    (
+        "code",
+        """
+def log_prob(prefix: str, rest: str) -> float:
+    \"\"\"Log-probability of ``rest`` after ``prefix``, summed over its tokens.\"\"\"
+    ids = model.to_tokens(prefix + rest).ids
+    start = model.to_tokens(prefix).ids.shape[1]
+    logp = model(ids).log_softmax(dim=-1)[0]  # [pos, d_vocab]
+    return float(sum(logp[i - 1, ids[0, i]] for i in range(start, ids.shape[1])))
+
+
+prefix = "The animal didn't cross the street because the {}"
+preference = {
+    adjective: log_prob(prefix.format("animal"), f" was too {adjective}")
+    - log_prob(prefix.format("street"), f" was too {adjective}")
+    for adjective in ("tired", "wide")
+}
+print(preference)  # > 0: the animal reading is more likely
+assert preference["tired"] > 0 > preference["wide"]
+""",
+    ),
+    (
+        "md",
+        """
+## Patching a head
+
+Which components carry the adjective's effect? We ask a question after each sentence and measure the logit of
+" animal" minus that of " street" as the answer. The model prefers " animal" after both sentences, but by less
+after the *wide* one. *Activation patching* runs the *wide* prompt while copying one head's output from the
+*tired* run, and reports how much of the gap between the two comes back (1 would be all of it, 0 none).
+
+Each head of layers 20 to 23 in turn (a sweep of every layer takes a few minutes on a CPU): head 22.8 alone
+recovers more than a third of the gap, more than any other head there.
+""",
+    ),
+    (
+        "code",
+        """
+question = " What was too {}? The"
+clean = model.to_tokens(tired + question.format("tired")).ids
+corrupt = model.to_tokens(wide + question.format("wide")).ids
+assert clean.shape == corrupt.shape  # the positions line up
+animal_id, street_id = (int(model.to_tokens(w, prepend_bos=False).ids[0, 0]) for w in (" animal", " street"))
+
+
+def animal_over_street(logits: torch.Tensor) -> torch.Tensor:
+    return (logits[:, -1, animal_id] - logits[:, -1, street_id]).mean()
+
+
+heads = [f"blocks.{n}.attn.hook_z" for n in range(20, 24)]
+frame = patch(model, clean, corrupt, heads, animal_over_street, by="head")
+print("tired:", round(frame.attrs["clean_metric"], 2), " wide:", round(frame.attrs["corrupt_metric"], 2))
+top = frame.sort_values("value", ascending=False).head(5)
+print(top[["layer", "head", "value"]].to_string(index=False))
+assert frame.attrs["clean_metric"] > frame.attrs["corrupt_metric"] > 0
+assert (top.iloc[0]["layer"], top.iloc[0]["head"]) == (22, 8) and top.iloc[0]["value"] > 1 / 3
+""",
+    ),
+    (
+        "md",
+        """
+## Where next
+
+- Every hook name and shape: [docs/hooks.md](../hooks.md); patching, ablation, attribution and probes:
+  [docs/analysis.md](../analysis.md).
+- The coreference study runs these measurements over hundreds of sentences, with intervals and baselines:
+  `interp study coreference` ([studies/coreference/README.md](../../studies/coreference/README.md)).
+- The second tutorial goes from sparse features to steering and circuits:
+  [02-features-to-circuits.ipynb](02-features-to-circuits.ipynb).
+""",
+    ),
+]

@@ -1,0 +1,90 @@
+"""Every Python example in the README and in ``docs/`` runs as written, and every link between pages resolves.
+
+Examples on the packaged SmolLM2 are slow (the model loads once for all of them: ``interp.load`` is memoised
+for the packaged name while these tests run). Each page runs in a fresh folder, so files an example writes
+(``circuit.json``, ``reports/prev``) land there.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import interp
+from tests.docs.pages import ROOT, blocks, pages, python_blocks, relative_links
+
+PACKAGED = "smollm2-135m"
+
+
+def _page_params() -> list:
+    params = []
+    for page in pages():
+        code = python_blocks(page)
+        if not code:
+            continue
+        slow = any(PACKAGED in b.source for b in code)
+        name = str(page.relative_to(ROOT))
+        params.append(pytest.param(page, id=name, marks=[pytest.mark.slow] if slow else []))
+    return params
+
+
+@functools.cache
+def _packaged(name: str):
+    return _REAL_LOAD(name)
+
+
+_REAL_LOAD = interp.load
+
+
+def _load(name_or_path, *args, **kwargs):
+    if name_or_path == PACKAGED and not args and not kwargs:
+        return _packaged(name_or_path)
+    return _REAL_LOAD(name_or_path, *args, **kwargs)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_the_packaged_model():
+    yield
+    _packaged.cache_clear()  # the rest of the suite does not keep paying for its memory
+
+
+@pytest.mark.parametrize("page", _page_params())
+def test_the_page_examples_run_as_written(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(interp, "load", _load)
+    namespace: dict = {"__name__": "__docs__"}
+    for block in python_blocks(page):
+        source = "\n" * block.line + block.source  # so that a traceback names the page's own line
+        exec(compile(source, str(page.relative_to(ROOT)), "exec"), namespace)  # noqa: S102 - the page's own example
+
+
+def test_the_readme_and_the_main_pages_have_examples_that_run():
+    assert python_blocks(ROOT / "README.md"), "the README's short tour must be executed"
+    pages_with_examples = ("hooks", "own-models", "analysis", "sparse-dictionaries", "circuits", "generation")
+    for name in (*pages_with_examples, "studies", "reports", "scale"):
+        assert python_blocks(ROOT / "docs" / f"{name}.md"), f"docs/{name}.md has no example that runs"
+
+
+def test_every_example_that_does_not_run_says_why():
+    for page in pages():
+        for block in blocks(page):
+            assert block.not_run != "", f"{page.relative_to(ROOT)}:{block.line}: 'not run:' needs a reason"
+
+
+def test_links_between_pages_resolve():
+    broken = [
+        f"{page.relative_to(ROOT)} -> {target}"
+        for page in pages()
+        for target in relative_links(page)
+        if target and not (page.parent / target).exists()
+    ]
+    assert not broken, broken
+
+
+def test_pages_hold_no_study_findings_that_belong_to_the_study_readmes():
+    # measured results of a study live in studies/NAME/README.md only, so that they cannot drift apart
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        for figure in ("0.72", "80%", "faithfulness 0.63", "99% [93, 100]", "0.77 of the twin"):
+            assert figure not in text, f"{page.relative_to(ROOT)} repeats the study finding {figure!r}"
