@@ -128,9 +128,7 @@ def _head_writes(
     vo = torch.einsum("she,hed->hsd", v, w_o.to(v.device))  # [head, key, d_model]
     writes = pattern[..., None] * vo  # [head, key, d_model]
     return [
-        (h, s, writes[h, s])
-        for h in range(writes.shape[0])
-        for s in pattern[h].nonzero().flatten().tolist()
+        (h, s, writes[h, s]) for h in range(writes.shape[0]) for s in pattern[h].nonzero().flatten().tolist()
     ]
 
 

@@ -69,7 +69,9 @@ class Prompt:
 
 
 def as_prompt(model: nn.Module, tokens: Any) -> Prompt:
-    """Text, a one-row :class:`~interp.tokens.Tokens`, or ids ``[pos]`` / ``[1, pos]`` as a :class:`Prompt`."""
+    """Text, a one-row :class:`~interp.tokens.Tokens` or ids ``[pos]`` / ``[1, pos]`` as a :class:`Prompt`."""
+    if isinstance(tokens, Prompt):
+        return tokens
     text = offsets = None
     if isinstance(tokens, str):
         tokens = model.to_tokens(tokens)
@@ -102,9 +104,7 @@ def as_prompt(model: nn.Module, tokens: Any) -> Prompt:
 
 def _token_strings(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor | None) -> list[str]:
     tokenizer = getattr(model, "tokenizer", None)
-    strings = (
-        tokenizer.to_str_tokens(ids.cpu()) if tokenizer is not None else [f"#{i}" for i in ids.tolist()]
-    )
+    strings = tokenizer.to_str_tokens(ids.cpu()) if tokenizer is not None else [f"#{i}" for i in ids.tolist()]
     if mask is not None:
         strings = [s if m else "" for s, m in zip(strings, mask[0].tolist(), strict=True)]
     return strings
