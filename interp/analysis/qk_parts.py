@@ -114,22 +114,21 @@ def stream_names(model: nn.Module, layer: int, *, by_source: bool = True) -> lis
 
 def _head_writes(
     model: nn.Module, cache: ActivationCache, l: int, pos: int, by_source: bool
-) -> list[tuple[int, int | None, torch.Tensor]]:
-    """``(head, source or None, write [d_model])`` of layer ``l``'s heads at ``pos``, without ``b_O``."""
+) -> tuple[list[int], list[int | None], torch.Tensor]:
+    """Heads, sources (or ``None``) and writes ``[n, d_model]`` of layer ``l``'s heads at ``pos``, without
+    ``b_O``."""
     attn = model.blocks[l].attn
     w_o = attn.W_O.detach().float()  # [head, d_head, d_model]
     if not by_source:
         z = cache[f"blocks.{l}.attn.hook_z"][0, pos].float()  # [head, d_head]
         result = torch.einsum("he,hed->hd", z, w_o.to(z.device))  # [head, d_model]
-        return [(h, None, result[h]) for h in range(result.shape[0])]
+        return list(range(result.shape[0])), [None] * result.shape[0], result
     pattern = cache[f"blocks.{l}.attn.hook_pattern"][0, :, pos].float()  # [head, key]
+    heads, sources = pattern.nonzero(as_tuple=True)  # the keys each head read
     v = cache[f"blocks.{l}.attn.hook_v"][0].float()  # [key, kv_head, d_head]
     v = v.repeat_interleave(model.cfg.group_size, dim=1)  # [key, head, d_head]
     vo = torch.einsum("she,hed->hsd", v, w_o.to(v.device))  # [head, key, d_model]
-    writes = pattern[..., None] * vo  # [head, key, d_model]
-    return [
-        (h, s, writes[h, s]) for h in range(writes.shape[0]) for s in pattern[h].nonzero().flatten().tolist()
-    ]
+    return heads.tolist(), sources.tolist(), pattern[heads, sources, None] * vo[heads, sources]
 
 
 def stream_parts(
@@ -156,7 +155,8 @@ def stream_parts(
     for l in range(layer):
         block = model.blocks[l]
         start = len(parts.vectors)
-        for h, s, write in _head_writes(model, cache, l, pos, by_source):
+        heads, sources, writes = _head_writes(model, cache, l, pos, by_source)
+        for h, s, write in zip(heads, sources, writes.unbind(0), strict=True):
             shown = tokens[s] if s is not None else ""
             parts.add(Component("head", pos, l, h, source=s, token=shown), write)
         if block.attn.b_O is not None:
