@@ -12,7 +12,7 @@ MLP's write is split into each active feature's decoder write, the decoder bias,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
@@ -77,12 +77,19 @@ class Component:
 
 @dataclass
 class _Parts:
-    """Components and their vectors ``[d_model]`` (float32), grown layer by layer."""
+    """Components and their vectors ``[d_model]`` (float32), grown layer by layer; a component added again (a
+    cross-layer feature writing to several layers) adds to its vector."""
 
     components: list[Component] = field(default_factory=list)
     vectors: list[torch.Tensor] = field(default_factory=list)
+    index: dict[Component, int] = field(default_factory=dict)
 
     def add(self, component: Component, vector: torch.Tensor) -> None:
+        if component in self.index:
+            i = self.index[component]
+            self.vectors[i] = self.vectors[i] + vector.float()
+            return
+        self.index[component] = len(self.components)
         self.components.append(component)
         self.vectors.append(vector.float())
 
@@ -198,8 +205,3 @@ def _mlp_parts(
 def transcoder_writes(transcoders: Any, out_layer: int) -> bool:
     """Whether some transcoder layer writes into ``out_layer``'s MLP output."""
     return any(out_layer in transcoders.output_layers(layer) for layer in transcoders.layers)
-
-
-def relabel(component: Component, **changes: Any) -> Component:
-    """A copy of ``component`` with fields changed (for aligning components across positions or prompts)."""
-    return replace(component, **changes)
