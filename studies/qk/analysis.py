@@ -89,14 +89,24 @@ def summarise(records: list[dict], seed: int) -> dict:
     if not records:
         return {}
     top = np.array([r["remaining_top"] for r in records])
-    random_ = np.array([np.mean(r["remaining_random"]) for r in records])
-    all_random = np.concatenate([r["remaining_random"] for r in records])
+    random_ = np.array([np.mean(r["remaining_random"]) for r in records if r["remaining_random"]])
+    all_random = np.array([v for r in records for v in r["remaining_random"]])
     out = {
         "n_twins": len(records),
         "query_shares": {g: float(np.mean([r["query_shares"][g] for r in records])) for g in QUERY_GROUPS},
         "key_shares": {g: float(np.mean([r["key_shares"][g] for r in records])) for g in KEY_GROUPS},
     }
     for name, values, flips in (("top", top, top < 0), ("random", random_, all_random < 0)):
+        if not len(values):  # no components to draw from (a layer-0 query)
+            nan = float("nan")
+            out[name] = {
+                "remaining": nan,
+                "remaining_ci": (nan, nan),
+                "flipped": nan,
+                "flipped_ci": (nan, nan),
+            }
+            out[name]["n"] = 0
+            continue
         mean, lo, hi = _bootstrap(values, seed)
         f_lo, f_hi = wilson_interval(int(flips.sum()), len(flips))
         out[name] = {

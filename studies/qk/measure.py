@@ -58,10 +58,10 @@ def locate(model, text: str, pronoun: tuple[int, int], candidates, answer: int, 
     )
 
 
-def run_twin(model, twin: Twin, layers: list[int]) -> None:
-    """One forward: every layer's scores (the preferences) and what QK attribution needs at ``layers``."""
-    names = {f"blocks.{l}.attn.hook_attn_scores" for l in range(model.cfg.n_layers)}
-    for layer in layers:
+def run_twin(model, twin: Twin) -> None:
+    """One forward: every layer's scores (the preferences) and what QK attribution needs at every layer."""
+    names = set()
+    for layer in range(model.cfg.n_layers):
         names.update(qk_names(model, layer))
     prompt = as_prompt(model, twin.text)
     with torch.no_grad():
@@ -121,9 +121,12 @@ def split_preference(model, twin: Twin, layer: int, head: int, top: int) -> dict
 def matched_random(
     parts: torch.Tensor, top: list[int], draws: int, rng: np.random.Generator
 ) -> list[list[int]]:
-    """Per draw, one component for each top one, drawn among the 8 others closest to it in norm."""
+    """Per draw, one component for each top one, drawn among the 8 others closest to it in norm; no draws
+    when there are fewer other components than top ones (a layer-0 query is its token's embedding alone)."""
     norms = parts.norm(dim=-1).numpy()
-    others = np.array([i for i in range(len(norms)) if i not in set(top)])
+    others = np.array([i for i in range(len(norms)) if i not in set(top)], dtype=int)
+    if len(others) < len(top):
+        return []
     out = []
     for _ in range(draws):
         chosen: list[int] = []

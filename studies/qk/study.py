@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from interp.load import PACKAGED_MODELS
 from interp.registry import study_parser
@@ -90,9 +91,9 @@ def parse(argv: Sequence[str] | None) -> tuple[QKConfig, StudyRun]:
     return config, run
 
 
-def twin_pairs_of(model, config: QKConfig) -> list[tuple]:
-    """The seed's pair, then up to ``config.pairs`` twin pairs of the data, each as two located twins."""
-    from studies.coreference.data import load_items, twin_pairs
+def twin_pairs_of(model, config: QKConfig, items: list) -> list[tuple]:
+    """The seed's pair, then up to ``config.pairs`` twin pairs of ``items``, each as two located twins."""
+    from studies.coreference.data import twin_pairs
     from studies.coreference.items import ResolutionItem
     from studies.qk.measure import SEED, locate
 
@@ -103,7 +104,7 @@ def twin_pairs_of(model, config: QKConfig) -> list[tuple]:
             locate(model, text, (43, 45), seed_spans, answer, (text.index("too ") + 4, len(text) - 1))
         )
     out = [(("seed",), tuple(pairs), "seed")]
-    for a, b in twin_pairs(load_items(config.data)):
+    for a, b in twin_pairs(items):
         if not (isinstance(a, ResolutionItem) and a.candidates == b.candidates) or len(out) > config.pairs:
             continue
         if a.candidate_char_offsets is None or a.switch_char_offset is None or b.switch_char_offset is None:
@@ -122,25 +123,27 @@ def _locate_item(model, item):
     return locate(model, item.sentence, pronoun, spans, item.answer, switch)
 
 
-def run_study(model, config: QKConfig, progress: bool = False) -> dict:
-    """Locate, run, select heads, split and intervene; returns what the report shows."""
+def run_study(model, config: QKConfig, items: list, progress: bool = False) -> dict:
+    """Locate, run, select heads, split and intervene; returns what the report shows.
+
+    Args:
+        items: the data set's items (:func:`studies.coreference.data.load_items`).
+    """
     from studies.qk import analysis
     from studies.qk.measure import run_twin
 
-    pairs = twin_pairs_of(model, config)
+    pairs = twin_pairs_of(model, config, items)
     fixed = [_head(h) for h in config.heads]
     bad = [h for h in fixed if not (0 <= h[0] < model.cfg.n_layers and 0 <= h[1] < model.cfg.n_heads)]
     if bad:
         raise ValueError(f"--heads: L{bad[0][0]}H{bad[0][1]} is not a head of {config.model}")
-    for _, twins, _ in pairs:
-        for twin in twins:
-            run_twin(model, twin, [])
     select, test = analysis.split(pairs, config.seed)
+    for index, (_, twins, _) in enumerate(tqdm(pairs, desc="twin pairs", disable=not progress, leave=False)):
+        for twin in twins:
+            run_twin(model, twin)
+            if index in select:
+                twin.cache = None  # selection needs the preferences only
     heads = analysis.choose_heads(pairs, select, fixed, config.top_heads)
-    layers = sorted({layer for layer, _ in heads})
-    for index in test:
-        for twin in pairs[index][1]:
-            run_twin(model, twin, layers)
     rng = np.random.default_rng(config.seed)
     return {
         "n_pairs": len(pairs),
@@ -154,14 +157,15 @@ def run_study(model, config: QKConfig, progress: bool = False) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study and write the report; returns 0."""
-    from studies.coreference.data import data_path
+    from studies.coreference.data import data_path, load_items
     from studies.qk.report import write_report
 
     config, run = parse(argv)
     clock = time.perf_counter()
+    items = load_items(config.data)  # a bad file is refused before the model loads
     torch.manual_seed(config.seed)
     model = run.load(config.model)
-    results = run_study(model, config, not run.args.quiet)
+    results = run_study(model, config, items, not run.args.quiet)
     model_path = PACKAGED_MODELS[config.model].location() if config.model in PACKAGED_MODELS else config.model
     report = run.report(
         "Why heads attend where they do",
