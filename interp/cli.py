@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", default=None, help="the token to follow (default: the last one)")
     p.add_argument("--layer", type=non_negative_int, default=None, help="the layer shown first (from 0)")
     p.add_argument("--head", type=non_negative_int, default=None, help="the head shown first (from 0)")
+    p.add_argument("--twin", default=None, help="a twin text; 'why here' also splits what changed in it")
     p.add_argument("--out", default="explain.html", help="the HTML file to write")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None)
