@@ -19,27 +19,27 @@ def split(pairs: list, seed: int) -> tuple[list[int], list[int]]:
     return select, [i for i in range(len(pairs)) if i not in select]
 
 
-def right_in_both(pairs: list, indices: list[int]) -> np.ndarray:
-    """``[layer, head]`` how many of the pairs have the head preferring the referent in both twins."""
-    return sum(
-        ((a.preference > 0) & (b.preference > 0)).astype(int) for _, (a, b), _ in (pairs[i] for i in indices)
-    )
+def switch_tracking(pairs: list, indices: list[int]) -> np.ndarray:
+    """``[layer, head]`` mean over the pairs of the smaller of the two twins' preferences: positive when the
+    head prefers each twin's own referent, so its preference flips with the switch word."""
+    mins = [np.minimum(a.preference, b.preference) for _, (a, b), _ in (pairs[i] for i in indices)]
+    return np.mean(mins, axis=0)
 
 
 def choose_heads(
     pairs: list, select: list[int], fixed: list[tuple[int, int]], n: int
 ) -> list[tuple[int, int]]:
-    """``fixed`` plus the ``n`` heads right in both twins on the most selection pairs (ties: lower layer)."""
-    counts = right_in_both(pairs, select) if select else None
+    """``fixed`` plus the ``n`` heads that track the switch word best on the selection pairs."""
     heads = list(fixed)
-    if counts is not None:
-        order = np.argsort(-counts.flatten(), kind="stable")
-        for flat in order:
-            head = divmod(int(flat), counts.shape[1])
-            if len(heads) >= len(fixed) + n:
-                break
-            if head not in heads:
-                heads.append(head)
+    if not select or n < 1:
+        return heads
+    tracking = switch_tracking(pairs, select)
+    for flat in np.argsort(-tracking.flatten(), kind="stable"):
+        head = divmod(int(flat), tracking.shape[1])
+        if len(heads) >= len(fixed) + n:
+            break
+        if head not in heads:
+            heads.append(head)
     return heads
 
 
@@ -66,12 +66,12 @@ def head_result(model, pairs: list, test: list[int], layer: int, head: int, conf
                     "text": twin.text,
                     "preference": after[0],
                     "qk_total": split_["total"],
-                    "query_shares": split_["query_shares"],
-                    "key_shares": split_["key_shares"],
+                    "query_terms": split_["query_terms"],
+                    "key_terms": split_["key_terms"],
                     "top": split_["top"],
                     "best_pair": split_["best_pair"],
-                    "remaining_top": after[1] / after[0],
-                    "remaining_random": (after[2:] / after[0]).tolist(),
+                    "after_top": float(after[1]),
+                    "after_random": after[2:].tolist(),
                 }
             )
     return {
@@ -85,38 +85,45 @@ def head_result(model, pairs: list, test: list[int], layer: int, head: int, conf
 
 
 def summarise(records: list[dict], seed: int) -> dict:
-    """Mean shares, and the intervention's remaining fraction and flip rate, top against random."""
+    """Pooled shares (each group's terms over the preferences, summed over twins) and the intervention: the
+    change of the preference (score units), the pooled fraction left, and how often it shrank or flipped."""
     if not records:
         return {}
-    top = np.array([r["remaining_top"] for r in records])
-    random_ = np.array([np.mean(r["remaining_random"]) for r in records if r["remaining_random"]])
-    all_random = np.array([v for r in records for v in r["remaining_random"]])
+    clean = np.array([r["preference"] for r in records])
     out = {
         "n_twins": len(records),
-        "query_shares": {g: float(np.mean([r["query_shares"][g] for r in records])) for g in QUERY_GROUPS},
-        "key_shares": {g: float(np.mean([r["key_shares"][g] for r in records])) for g in KEY_GROUPS},
+        "clean_preference": float(clean.mean()),
+        "query_shares": _pooled(records, "query_terms", QUERY_GROUPS),
+        "key_shares": _pooled(records, "key_terms", KEY_GROUPS),
     }
-    for name, values, flips in (("top", top, top < 0), ("random", random_, all_random < 0)):
-        if not len(values):  # no components to draw from (a layer-0 query)
-            nan = float("nan")
-            out[name] = {
-                "remaining": nan,
-                "remaining_ci": (nan, nan),
-                "flipped": nan,
-                "flipped_ci": (nan, nan),
-            }
-            out[name]["n"] = 0
+    top = np.array([r["after_top"] for r in records])
+    random_ = [(r["preference"], a) for r in records for a in r["after_random"]]
+    for name, before, after in (
+        ("top", clean, top),
+        ("random", np.array([b for b, _ in random_]), np.array([a for _, a in random_])),
+    ):
+        if not len(after):  # no components to draw from (a layer-0 query)
+            out[name] = {"n": 0}
             continue
-        mean, lo, hi = _bootstrap(values, seed)
-        f_lo, f_hi = wilson_interval(int(flips.sum()), len(flips))
+        mean, lo, hi = _bootstrap(after - before, seed)
+        shrunk, flipped = int((after < before).sum()), int((after < 0).sum())
         out[name] = {
-            "remaining": mean,
-            "remaining_ci": (lo, hi),
-            "flipped": float(flips.mean()),
-            "flipped_ci": (f_lo, f_hi),
-            "n": len(flips),
+            "n": len(after),
+            "change": mean,
+            "change_ci": (lo, hi),
+            "left": float(after.mean() / before.mean()),
+            "shrunk": shrunk / len(after),
+            "shrunk_ci": wilson_interval(shrunk, len(after)),
+            "flipped": flipped / len(after),
+            "flipped_ci": wilson_interval(flipped, len(after)),
         }
     return out
+
+
+def _pooled(records: list[dict], key: str, groups: tuple[str, ...]) -> dict[str, float]:
+    """Each group's terms summed over the twins, over the preferences summed over the twins."""
+    total = sum(r["qk_total"] for r in records)
+    return {g: sum(r[key][g] for r in records) / total for g in groups}
 
 
 def _bootstrap(values: np.ndarray, seed: int) -> tuple[float, float, float]:

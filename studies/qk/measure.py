@@ -97,20 +97,20 @@ def split_preference(model, twin: Twin, layer: int, head: int, top: int) -> dict
     total = diff.total
     rows = diff.matrix.double().sum(1)  # [query component]
     cols = diff.matrix.double().sum(0)  # [key component]
-    query_shares = dict.fromkeys(QUERY_GROUPS, 0.0)
+    query_terms = dict.fromkeys(QUERY_GROUPS, 0.0)  # each group's terms, in score units
     for component, value in zip(diff.query_components, rows.tolist(), strict=True):
-        query_shares[_query_group(component, twin)] += value / total
-    key_shares = dict.fromkeys(KEY_GROUPS, 0.0)
+        query_terms[_query_group(component, twin)] += value
+    key_terms = dict.fromkeys(KEY_GROUPS, 0.0)
     for component, value in zip(diff.key_components, cols.tolist(), strict=True):
-        key_shares[_key_group(component)] += value / total
+        key_terms[_key_group(component)] += value
     prompt = as_prompt(model, twin.text)
     components, parts = stream_parts(model, twin.cache, layer, twin.query, prompt.tokens)
     stream_rows = rows[: len(components)]  # the stream's parts come first, the projection's biases after
     order = stream_rows.argsort(descending=True)[:top].tolist()
     return {
         "total": total,
-        "query_shares": query_shares,
-        "key_shares": key_shares,
+        "query_terms": query_terms,
+        "key_terms": key_terms,
         "top": [(str(components[i]), float(stream_rows[i])) for i in order],
         "top_index": order,
         "parts": parts,

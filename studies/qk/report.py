@@ -7,36 +7,52 @@ import pandas as pd
 from interp.report import Report
 from studies.qk.measure import KEY_GROUPS, QUERY_GROUPS
 
+SWITCH_SHARE = 0.25
+"""The share of a head's preference that heads reading the switch word must carry for the seed's story."""
+
+
+def _interval(ci) -> str:
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
 
 def _verdict(head: dict) -> str:
+    """One plain paragraph: does the seed's story hold for this head, does another mechanism, or neither."""
     s = head["summary"]
+    name = head["head"]
     if not s:
         return (
-            f"{head['head']}: its preference has the right sign in both twins on none of the "
-            f"{head['n_test_pairs']} test pairs; here the head does not resolve the pronoun at all."
+            f"{name}: its preference has the right sign in both twins on none of the {head['n_test_pairs']} "
+            "test pairs; from the sentence's last token this head does not resolve the pronoun at all."
         )
     switch = s["query_shares"]["switch word"]
     top, rnd = s["top"], s["random"]
-    causal = top["remaining_ci"][1] < rnd["remaining_ci"][0] if top["n"] > 1 else False
-    carried = "carries" if switch > 0.25 else "does not carry"
-    return (
-        f"{head['head']}: right in both twins on {head['n_flipping_pairs']} of {head['n_test_pairs']} test pairs "
-        f"(seed pair: {'yes' if head['seed_flips'] else 'no'}). The switch word's position {carried} a large "
-        f"share of the preference into the query ({switch:.2f} of it through heads reading the switch word; "
-        f"MLPs at the query {s['query_shares']['MLPs at the query']:.2f}). Removing the top query components "
-        f"leaves {top['remaining']:.2f} of the preference [{top['remaining_ci'][0]:.2f}, "
-        f"{top['remaining_ci'][1]:.2f}] and flips {top['flipped']:.2f}; matched random components leave "
-        f"{rnd['remaining']:.2f} [{rnd['remaining_ci'][0]:.2f}, {rnd['remaining_ci'][1]:.2f}]. "
-        + (
-            "The seed's story holds for this head: the switch word reaches the query and the top components are "
-            "causal beyond random ones."
-            if causal and switch > 0.25
-            else "The top components matter more than random ones, but the switch word is not what carries the "
-            "preference: a different mechanism."
-            if causal
-            else "The intervention does not separate the top components from random ones."
-        )
+    text = (
+        f"{name}: right in both twins on {head['n_flipping_pairs']} of {head['n_test_pairs']} test pairs "
+        f"(the seed's pair: {'yes' if head['seed_flips'] else 'no'}); mean preference "
+        f"{s['clean_preference']:.2f}. Heads reading the switch word carry {switch:.2f} of it into the query, "
+        f"MLPs at the query {s['query_shares']['MLPs at the query']:.2f}. "
     )
+    if not rnd.get("n"):
+        return text + "The query is its token's embedding alone: no random components to compare with."
+    text += (
+        f"Removing the top query components changes it by {top['change']:.2f} {_interval(top['change_ci'])} "
+        f"(left {top['left']:.2f}, flipped {top['flipped']:.2f} {_interval(top['flipped_ci'])}); matched "
+        f"random components by {rnd['change']:.2f} {_interval(rnd['change_ci'])} (flipped {rnd['flipped']:.2f}). "
+    )
+    causal = top["n"] > 1 and top["change_ci"][1] < rnd["change_ci"][0]
+    if causal and switch >= SWITCH_SHARE:
+        return (
+            text
+            + "The seed's story holds here: the switch word reaches the query and those components cause it."
+        )
+    if causal:
+        return text + (
+            "The top components cause the preference beyond random ones, but the switch word is not what they "
+            "carry: a different mechanism."
+        )
+    if top["n"] < 4:
+        return text + "Too few twins to tell the top components from random ones."
+    return text + "The intervention does not tell the top components from random ones."
 
 
 def write_report(report: Report, config, results: dict, seconds: float) -> None:
@@ -64,34 +80,44 @@ def write_report(report: Report, config, results: dict, seconds: float) -> None:
         s = head["summary"]
         if s:
             report.add_headline(
-                f"{head['head']} preference left after removing the top components",
-                round(s["top"]["remaining"], 3),
-                ci=tuple(round(x, 3) for x in s["top"]["remaining_ci"]),
+                f"{head['head']}: change of the preference when the top query components are removed",
+                round(s["top"]["change"], 3),
+                ci=tuple(round(x, 3) for x in s["top"]["change_ci"]),
             )
             shares = pd.DataFrame(
                 {"group": list(QUERY_GROUPS), "mean share": [s["query_shares"][g] for g in QUERY_GROUPS]}
             )
             report.add_table(
-                f"{head['head']}_query_shares", shares, caption="Query side: share of the preference"
+                f"{head['head']}_query_shares", shares, caption="Query side: pooled share of the preference"
             )
             keys = pd.DataFrame(
                 {"group": list(KEY_GROUPS), "mean share": [s["key_shares"][g] for g in KEY_GROUPS]}
             )
-            report.add_table(f"{head['head']}_key_shares", keys, caption="Key side: share of the preference")
+            report.add_table(
+                f"{head['head']}_key_shares", keys, caption="Key side: pooled share of the preference"
+            )
             per = pd.DataFrame(
                 {
                     "pair": [r["pair"] for r in head["records"]],
                     "text": [r["text"] for r in head["records"]],
                     "preference": [r["preference"] for r in head["records"]],
-                    "switch share": [r["query_shares"]["switch word"] for r in head["records"]],
+                    "via the switch word": [r["query_terms"]["switch word"] for r in head["records"]],
                     "top query components": ["; ".join(t for t, _ in r["top"][:3]) for r in head["records"]],
-                    "left (top removed)": [r["remaining_top"] for r in head["records"]],
-                    "left (random)": [
-                        sum(r["remaining_random"]) / len(r["remaining_random"]) for r in head["records"]
+                    "top removed": [r["after_top"] for r in head["records"]],
+                    "random removed": [_mean(r["after_random"]) for r in head["records"]],
+                    "strongest pair": [
+                        f"{r['best_pair']['query']} x {r['best_pair']['key']}" for r in head["records"]
                     ],
                 }
             )
-            report.add_table(f"{head['head']}_per_twin", per, caption="Per twin")
+            report.add_table(
+                f"{head['head']}_per_twin",
+                per,
+                caption=(
+                    "Per twin, in score units: the preference, its part via heads reading the switch word, and "
+                    "the preference with the top or random query components removed"
+                ),
+            )
         rows.append({"head": head["head"], "flipping pairs": head["n_flipping_pairs"], **_flat(s)})
         out["heads"][head["head"]] = {
             "n_test_pairs": head["n_test_pairs"],
@@ -107,14 +133,17 @@ def write_report(report: Report, config, results: dict, seconds: float) -> None:
     report.add_results(out)
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
 def _flat(s: dict) -> dict:
     if not s:
         return {}
-    return {
-        "twins": s["n_twins"],
-        "switch share": s["query_shares"]["switch word"],
-        "left (top)": s["top"]["remaining"],
-        "left (random)": s["random"]["remaining"],
-        "flipped (top)": s["top"]["flipped"],
-        "flipped (random)": s["random"]["flipped"],
-    }
+    row = {"twins": s["n_twins"], "preference": s["clean_preference"]}
+    row["via the switch word"] = s["query_shares"]["switch word"]
+    for name in ("top", "random"):
+        if s[name].get("n"):
+            row[f"change ({name})"] = s[name]["change"]
+            row[f"flipped ({name})"] = s[name]["flipped"]
+    return row

@@ -16,10 +16,12 @@ the switch word, the pronoun, the candidates, other positions; MLPs at the query
 key group. Intervention: the top ``--top`` query-side stream components (largest positive terms) are
 subtracted from ``blocks.L.hook_q_input`` of that head at the query (the norm is recomputed, nothing frozen)
 and the preference measured again; the baseline removes, ``--random-draws`` times, one component of closest
-norm per top component. Reported: the remaining fraction (mean with a 95% bootstrap interval) and the fraction
-flipped (95% Wilson interval), per head and pooled. Heads: ``--heads`` (default the agreement heads L25H2 and
-L26H2) plus the ``--top-heads`` heads right in both twins on the most pairs of a selection half of the schemas;
-all are analysed on the other half, plus the seed's own pair.
+norm per top component. Reported per head over the test twins: the change of the preference (score units, mean
+with a 95% bootstrap interval), the pooled fraction left, and the fractions shrunk and flipped (95% Wilson
+intervals); the query and key groups' pooled shares of the preference. Heads: ``--heads`` (default the
+agreement heads L25H2 and L26H2) plus the ``--top-heads`` heads that track the switch word best on a selection
+half of the schemas (largest mean over pairs of the smaller twin preference); all are analysed on the other
+half, plus the seed's own pair, on the pairs where the head is right in both twins.
 
 Run time: see ``studies/qk/README.md`` (measured, with the command); the manifest records each run's.
 """
@@ -47,7 +49,7 @@ class QKConfig:
 
     model: str = "smollm2-135m"
     data: str = "winograd"
-    pairs: int = 48
+    pairs: int | None = None
     heads: tuple[str, ...] = ("L25H2", "L26H2")
     top_heads: int = 3
     top: int = 5
@@ -63,7 +65,9 @@ def _head(text: str) -> tuple[int, int]:
 def parse(argv: Sequence[str] | None) -> tuple[QKConfig, StudyRun]:
     p = study_parser("qk", DESCRIPTION, model_required=True)
     p.add_argument("--data", default="winograd", help="Winograd-style twins (a shipped name or a file)")
-    p.add_argument("--pairs", type=int, default=48, help="twin pairs to use (the seed's pair is added)")
+    p.add_argument(
+        "--pairs", type=int, default=None, help="twin pairs to use (default: all; plus the seed's)"
+    )
     p.add_argument("--heads", default="L25H2,L26H2", help="heads always analysed, comma separated, or ''")
     p.add_argument("--top-heads", type=int, default=3, help="heads added by selection on half the schemas")
     p.add_argument("--top", type=int, default=5, help="query components removed in the intervention")
@@ -74,7 +78,7 @@ def parse(argv: Sequence[str] | None) -> tuple[QKConfig, StudyRun]:
         heads = tuple(f"L{l}H{h}" for l, h in (_head(x) for x in args.heads.split(",") if x.strip()))
     except ValueError:
         p.error(f"--heads {args.heads!r}: give heads such as L25H2,L26H2")
-    if args.pairs < 2:
+    if args.pairs is not None and args.pairs < 2:
         p.error(f"--pairs {args.pairs}: give at least 2 (half select heads, half test them)")
     if args.top < 1 or args.random_draws < 1:
         p.error("--top and --random-draws must be at least 1")
@@ -105,7 +109,9 @@ def twin_pairs_of(model, config: QKConfig, items: list) -> list[tuple]:
         )
     out = [(("seed",), tuple(pairs), "seed")]
     for a, b in twin_pairs(items):
-        if not (isinstance(a, ResolutionItem) and a.candidates == b.candidates) or len(out) > config.pairs:
+        if not (isinstance(a, ResolutionItem) and a.candidates == b.candidates) or (
+            config.pairs is not None and len(out) > config.pairs
+        ):
             continue
         if a.candidate_char_offsets is None or a.switch_char_offset is None or b.switch_char_offset is None:
             continue

@@ -51,8 +51,8 @@ def test_split_and_intervention_agree_with_the_run(model):
     run_twin(model, twin)
     split = split_preference(model, twin, 1, 2, top=3)
     assert split["total"] == pytest.approx(float(twin.preference[1, 2]), rel=1e-4, abs=1e-6)
-    assert sum(split["query_shares"].values()) == pytest.approx(1.0, abs=1e-4)
-    assert sum(split["key_shares"].values()) == pytest.approx(1.0, abs=1e-4)
+    assert sum(split["query_terms"].values()) == pytest.approx(split["total"], rel=1e-4, abs=1e-6)
+    assert sum(split["key_terms"].values()) == pytest.approx(split["total"], rel=1e-4, abs=1e-6)
     top = split["top_index"]
     assert [v for _, v in split["top"]] == sorted((v for _, v in split["top"]), reverse=True)
     after = intervene(model, twin, 1, 2, split["parts"], [top, []])
@@ -94,9 +94,13 @@ def test_records_hold_exact_splits(model):
     assert len(records) == 4 and records[0]["text"] == SEED[0]
     for r in records:
         assert r["qk_total"] == pytest.approx(r["preference"], rel=1e-4, abs=1e-6)
-        assert len(r["remaining_random"]) == 3 and np.isfinite(r["remaining_top"])
+        assert len(r["after_random"]) == 3 and np.isfinite(r["after_top"])
     summary = result["summary"]
     assert summary["n_twins"] == 4 and summary["top"]["n"] == 4 and summary["random"]["n"] == 12
-    mean = np.mean([r["remaining_top"] for r in records])
-    assert summary["top"]["remaining"] == pytest.approx(mean)
-    assert summary["top"]["remaining_ci"][0] <= mean <= summary["top"]["remaining_ci"][1]
+    change = np.mean([r["after_top"] - r["preference"] for r in records])
+    assert summary["top"]["change"] == pytest.approx(change)
+    assert summary["top"]["change_ci"][0] <= change <= summary["top"]["change_ci"][1]
+    left = np.mean([r["after_top"] for r in records]) / np.mean([r["preference"] for r in records])
+    assert summary["top"]["left"] == pytest.approx(left)
+    shares = summary["query_shares"]
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-4)  # the groups split the pooled preference
