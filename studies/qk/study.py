@@ -138,6 +138,12 @@ def run_study(model, config: QKConfig, items: list, progress: bool = False) -> d
     from studies.qk import analysis
     from studies.qk.measure import run_twin
 
+    if not model.cfg.causal or model.cfg.norm_placement == "post":
+        raise ValueError(
+            f"the qk study reads a causal language model from the sentence's last token and edits each head's "
+            f"query input; {config.model} is an encoder (causal={model.cfg.causal}, "
+            f"norm_placement={model.cfg.norm_placement!r}); use a causal model such as smollm2-135m"
+        )
     pairs = twin_pairs_of(model, config, items)
     fixed = [_head(h) for h in config.heads]
     bad = [h for h in fixed if not (0 <= h[0] < model.cfg.n_layers and 0 <= h[1] < model.cfg.n_heads)]

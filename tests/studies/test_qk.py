@@ -13,7 +13,7 @@ from interp.load import load
 from studies.coreference.data import load_items
 from studies.qk import analysis
 from studies.qk.measure import SEED, intervene, run_twin, split_preference
-from studies.qk.study import QKConfig, main, twin_pairs_of
+from studies.qk.study import QKConfig, main, run_study, twin_pairs_of
 from tests.studies.tiny_lm import tiny_llama_folder
 
 
@@ -104,3 +104,10 @@ def test_records_hold_exact_splits(model):
     assert summary["top"]["left"] == pytest.approx(left)
     shares = summary["query_shares"]
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-4)  # the groups split the pooled preference
+
+
+def test_an_encoder_is_refused():
+    from tests.report.test_explain import tiny_model
+
+    with pytest.raises(ValueError, match="the qk study reads a causal language model"):
+        run_study(tiny_model(causal=False), QKConfig(), load_items("winograd"))
