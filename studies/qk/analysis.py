@@ -26,6 +26,27 @@ def switch_tracking(pairs: list, indices: list[int]) -> np.ndarray:
     return np.mean(mins, axis=0)
 
 
+def overview(pairs: list, select: list[int], test: list[int], top: int = 10) -> list[dict]:
+    """The ``top`` heads by how many test pairs they get right in both twins, with their selection numbers."""
+    right = sum(
+        ((a.preference > 0) & (b.preference > 0)).astype(int) for _, (a, b), _ in (pairs[i] for i in test)
+    )
+    tracking = switch_tracking(pairs, select) if select else np.full(right.shape, np.nan)
+    order = np.argsort(-right.flatten(), kind="stable")[:top]
+    rows = []
+    for flat in order:
+        layer, head = divmod(int(flat), right.shape[1])
+        rows.append(
+            {
+                "head": f"L{layer}H{head}",
+                "right in both (test pairs)": int(right[layer, head]),
+                "of": len(test),
+                "tracking (selection)": float(tracking[layer, head]),
+            }
+        )
+    return rows
+
+
 def choose_heads(
     pairs: list, select: list[int], fixed: list[tuple[int, int]], n: int
 ) -> list[tuple[int, int]]:

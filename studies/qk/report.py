@@ -11,6 +11,10 @@ SWITCH_SHARE = 0.25
 """The share of a head's preference that heads reading the switch word must carry for the seed's story."""
 
 
+FEW = 0.2
+"""Below this fraction of test pairs right in both twins, a head's mechanism is reported for those twins only."""
+
+
 def _interval(ci) -> str:
     return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
@@ -72,7 +76,14 @@ def write_report(report: Report, config, results: dict, seconds: float) -> None:
         f"(the seed's pair included). Fixed heads: {', '.join(config.heads) or 'none'}; selected: "
         f"{config.top_heads}. Top components removed: {config.top}; random draws: {config.random_draws}."
     )
-    out = {"heads": {}}
+    report.add_section("Which heads flip with the switch word")
+    report.add_text(
+        "A head resolves a pair from the sentence's last token when it prefers each twin's own referent. The "
+        "heads that do so on the most test pairs, with how well they tracked the switch word on the selection "
+        "pairs (mean of the smaller twin preference, score units):"
+    )
+    report.add_table("overview", pd.DataFrame(results["overview"]), caption="Top heads, all layers")
+    out = {"heads": {}, "overview": results["overview"]}
     rows = []
     for head in results["heads"]:
         report.add_section(head["head"])

@@ -161,6 +161,7 @@ def run_study(model, config: QKConfig, items: list, progress: bool = False) -> d
         "n_pairs": len(pairs),
         "select": [pairs[i][0] for i in select],
         "test": [pairs[i][0] for i in test],
+        "overview": analysis.overview(pairs, select, test),
         "heads": [
             analysis.head_result(model, pairs, test, layer, head, config, rng) for layer, head in heads
         ],

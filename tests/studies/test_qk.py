@@ -111,3 +111,25 @@ def test_an_encoder_is_refused():
 
     with pytest.raises(ValueError, match="the qk study reads a causal language model"):
         run_study(tiny_model(causal=False), QKConfig(), load_items("winograd"))
+
+
+def test_overview_counts_heads_right_in_both_twins(model):
+    pairs = twin_pairs_of(model, QKConfig(pairs=3), load_items("winograd"))
+    for _, twins, _ in pairs:
+        for twin in twins:
+            run_twin(model, twin)
+    rows = analysis.overview(pairs, [1], [0, 2, 3], top=4)
+    assert len(rows) == 4 and all(r["of"] == 3 for r in rows)
+    counts = [r["right in both (test pairs)"] for r in rows]
+    assert counts == sorted(counts, reverse=True)
+    first = rows[0]["head"]
+    layer, head = int(first[1 : first.index("H")]), int(first[first.index("H") + 1 :])
+    expected = sum(
+        bool(a.preference[layer, head] > 0 and b.preference[layer, head] > 0)
+        for _, (a, b), _ in pairs[:1] + pairs[2:]
+    )
+    assert counts[0] == expected
+    a, b = pairs[1][1]
+    assert rows[0]["tracking (selection)"] == pytest.approx(
+        min(a.preference[layer, head], b.preference[layer, head])
+    )
