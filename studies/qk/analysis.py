@@ -41,22 +41,34 @@ def overview(pairs: list, select: list[int], test: list[int], top: int = 10) -> 
                 "head": f"L{layer}H{head}",
                 "right in both (test pairs)": int(right[layer, head]),
                 "of": len(test),
+                "right in both (selection pairs)": int(right_in_both(pairs, select)[layer, head])
+                if select
+                else 0,
                 "tracking (selection)": float(tracking[layer, head]),
             }
         )
     return rows
 
 
+def right_in_both(pairs: list, indices: list[int]) -> np.ndarray:
+    """``[layer, head]`` how many of the pairs have the head preferring each twin's own referent."""
+    return sum(
+        ((a.preference > 0) & (b.preference > 0)).astype(int) for _, (a, b), _ in (pairs[i] for i in indices)
+    )
+
+
 def choose_heads(
     pairs: list, select: list[int], fixed: list[tuple[int, int]], n: int
 ) -> list[tuple[int, int]]:
-    """``fixed`` plus the ``n`` heads that track the switch word best on the selection pairs."""
+    """``fixed`` plus the ``n`` heads right in both twins on the most selection pairs (ties: the better
+    switch tracking)."""
     heads = list(fixed)
     if not select or n < 1:
         return heads
-    tracking = switch_tracking(pairs, select)
-    for flat in np.argsort(-tracking.flatten(), kind="stable"):
-        head = divmod(int(flat), tracking.shape[1])
+    counts, tracking = right_in_both(pairs, select), switch_tracking(pairs, select)
+    order = np.lexsort((-tracking.flatten(), -counts.flatten()))  # by count, then tracking
+    for flat in order:
+        head = divmod(int(flat), counts.shape[1])
         if len(heads) >= len(fixed) + n:
             break
         if head not in heads:

@@ -44,19 +44,22 @@ def _verdict(head: dict) -> str:
         f"random components by {rnd['change']:.2f} {_interval(rnd['change_ci'])} (flipped {rnd['flipped']:.2f}). "
     )
     causal = top["n"] > 1 and top["change_ci"][1] < rnd["change_ci"][0]
+    few = head["n_flipping_pairs"] < FEW * head["n_test_pairs"]
+    where = "On these few twins only" if few else "Over these twins"
     if causal and switch >= SWITCH_SHARE:
-        return (
-            text
-            + "The seed's story holds here: the switch word reaches the query and those components cause it."
+        text += f"{where} the seed's story holds: the switch word reaches the query and those components cause it."
+    elif causal:
+        text += (
+            f"{where} the top components cause the preference beyond random ones, but the switch word is not "
+            "what they carry: a different mechanism."
         )
-    if causal:
-        return text + (
-            "The top components cause the preference beyond random ones, but the switch word is not what they "
-            "carry: a different mechanism."
-        )
-    if top["n"] < 4:
-        return text + "Too few twins to tell the top components from random ones."
-    return text + "The intervention does not tell the top components from random ones."
+    elif top["n"] < 4:
+        text += "Too few twins to tell the top components from random ones."
+    else:
+        text += "The intervention does not tell the top components from random ones."
+    if few:
+        text += " Over the set, this head does not resolve the pronoun from the last token."
+    return text
 
 
 def write_report(report: Report, config, results: dict, seconds: float) -> None:
@@ -79,8 +82,8 @@ def write_report(report: Report, config, results: dict, seconds: float) -> None:
     report.add_section("Which heads flip with the switch word")
     report.add_text(
         "A head resolves a pair from the sentence's last token when it prefers each twin's own referent. The "
-        "heads that do so on the most test pairs, with how well they tracked the switch word on the selection "
-        "pairs (mean of the smaller twin preference, score units):"
+        "heads that do so on the most test pairs, with their count on the selection pairs and how well they "
+        "tracked the switch word there (mean of the smaller twin preference, score units):"
     )
     report.add_table("overview", pd.DataFrame(results["overview"]), caption="Top heads, all layers")
     out = {"heads": {}, "overview": results["overview"]}

@@ -19,9 +19,9 @@ and the preference measured again; the baseline removes, ``--random-draws`` time
 norm per top component. Reported per head over the test twins: the change of the preference (score units, mean
 with a 95% bootstrap interval), the pooled fraction left, and the fractions shrunk and flipped (95% Wilson
 intervals); the query and key groups' pooled shares of the preference. Heads: ``--heads`` (default the
-agreement heads L25H2 and L26H2) plus the ``--top-heads`` heads that track the switch word best on a selection
-half of the schemas (largest mean over pairs of the smaller twin preference); all are analysed on the other
-half, plus the seed's own pair, on the pairs where the head is right in both twins.
+agreement heads L25H2 and L26H2) plus the ``--top-heads`` heads right in both twins on the most pairs of a
+selection half of the schemas (ties: the larger mean over pairs of the smaller twin preference); all are
+analysed on the other half, plus the seed's own pair, on the pairs where the head is right in both twins.
 
 Run time: see ``studies/qk/README.md`` (measured, with the command); the manifest records each run's.
 """
