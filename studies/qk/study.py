@@ -178,9 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     items = load_items(config.data)  # a bad file is refused before the model loads
     torch.manual_seed(config.seed)
     model = run.load(config.model)
-    results = run_study(model, config, items, not run.args.quiet)
     model_path = PACKAGED_MODELS[config.model].location() if config.model in PACKAGED_MODELS else config.model
-    report = run.report(
+    report = run.report(  # made before the run, so that the manifest's wall time covers it
         "Why heads attend where they do",
         subtitle="QK attribution of the pronoun's resolution on Winograd twins",
         config=config,
@@ -190,5 +189,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         device=str(model.device),
         dtype=model.dtype,
     )
+    results = run_study(model, config, items, not run.args.quiet)
     write_report(report, config, results, time.perf_counter() - clock)
     return run.finish(report)
