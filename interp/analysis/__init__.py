@@ -1,5 +1,5 @@
 """Analysis over a model and its activations: decompositions, attribution, patching, head scores, probes,
-steering.
+steering, and QK attribution (why a head attends where it does).
 
 The statistics reports put next to these numbers (Wilson intervals, the exact binomial test, Holm's
 correction) are in :mod:`interp.analysis.stats`.
@@ -27,6 +27,8 @@ from interp.analysis.logit_attribution import component_table, direct_logit_attr
 from interp.analysis.norms import apply_norm, linearise_norm
 from interp.analysis.patching import Slot, hook_names_for, patch, run_patched
 from interp.analysis.probes import ProbeResult, probe_layers, train_probe
+from interp.analysis.qk import QKAttribution, qk_attribution, qk_names
+from interp.analysis.qk_difference import QKDifference, qk_key_difference, qk_twin_difference
 from interp.analysis.sources import attention_norms, source_contributions
 from interp.analysis.stats import (
     binomial_test,
@@ -48,6 +50,8 @@ from interp.analysis.steering_sweep import steering_sweep
 __all__ = [
     "MissingHooksError",
     "ProbeResult",
+    "QKAttribution",
+    "QKDifference",
     "Slot",
     "Steer",
     "SteeringVector",
@@ -78,6 +82,10 @@ __all__ = [
     "patch",
     "previous_token_scores",
     "probe_layers",
+    "qk_attribution",
+    "qk_key_difference",
+    "qk_names",
+    "qk_twin_difference",
     "repeated_tokens",
     "run_patched",
     "source_contributions",

@@ -37,6 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="the head shown first, from 0 (default: the head that attends most, as for --layer)",
     )
+    p.add_argument(
+        "--twin",
+        default=None,
+        help="a twin text; the 'why here' section also splits what changed in it (default: none)",
+    )
     p.add_argument("--out", default="explain.html", help="the HTML file to write")
     add_device_arguments(p)
     p.set_defaults(fn=run)

@@ -75,6 +75,7 @@ def attention_view(
     layer: int | None = None,
     head: int | None = None,
     progress: bool = False,
+    twin: str | None = None,
 ) -> AttentionView:
     """Explain how ``model`` attends from one token of ``text``, as a view for notebooks and files.
 
@@ -86,11 +87,12 @@ def attention_view(
         head: the head shown first; default: the head that sends most attention from the token to any key
             other than the first and itself.
         progress: show a progress bar.
+        twin: a twin text, whose change of the score "why here" splits too.
 
     Example:
         >>> view = attention_view(model, "The animal didn't cross the street because it was too tired",
         ...                       token="it")  # doctest: +SKIP
         >>> view.save("explain.html")  # doctest: +SKIP
     """
-    data = explain_data(model, text, token=token, layer=layer, head=head, progress=progress)
+    data = explain_data(model, text, token=token, layer=layer, head=head, progress=progress, twin=twin)
     return AttentionView(data)

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from hooks import ActivationCache
 from interp.analysis import logit_lens, source_contributions
+from interp.report.explain_why import why_here
 from interp.report.explainer_page import render_explainer, save_page
 
 TOP_K = 16
@@ -133,6 +134,7 @@ def explain_data(
     layer: int | None = None,
     head: int | None = None,
     progress: bool = False,
+    twin: str | None = None,
 ) -> dict[str, Any]:
     """Everything the explainer page shows, as plain data (tensors become nested lists when serialised).
 
@@ -143,6 +145,8 @@ def explain_data(
         layer: the layer shown first; default: see :func:`choose_head`.
         head: the head shown first; default: see :func:`choose_head`.
         progress: show a progress bar over layers.
+        twin: a twin text ("... too wide" for "... too tired"); "why here" then also splits the change of
+            the score to the strongest key between the two texts.
 
     Raises:
         ValueError: the model has no tokenizer, the text is empty or too long, or no token matches.
@@ -178,6 +182,7 @@ def explain_data(
         "row": rows,
         **per_layer,
         "lens": _lens(model, cache, query),
+        "why": why_here(model, text, query, layer, head, rows[layer, head], twin),
     }
 
 
@@ -310,7 +315,13 @@ def explain_main(args: argparse.Namespace) -> int:
     _check_range("layer", args.layer, model.cfg.n_layers)  # before the forward pass
     _check_range("head", args.head, model.cfg.n_heads)
     data = explain_data(
-        model, args.text, token=args.token, layer=args.layer, head=args.head, progress=not quiet
+        model,
+        args.text,
+        token=args.token,
+        layer=args.layer,
+        head=args.head,
+        progress=not quiet,
+        twin=getattr(args, "twin", None),
     )
     path = save_page(render_explainer(data), args.out)
     if not quiet:

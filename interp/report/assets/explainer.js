@@ -336,6 +336,7 @@
     renderQK();
     renderMixture();
     renderResidual();
+    renderWhy();
   }
 
   function renderQCos() {
@@ -527,6 +528,48 @@
       col.appendChild(ol);
       lens.appendChild(col);
     });
+  }
+
+  function pairTable(title, pairs) {
+    var wrap = el("div", "why-block");
+    wrap.appendChild(el("h3", null, title));
+    var table = el("table"), head = el("tr");
+    ["query part", "key part", "term", "share"].forEach(function (t) { head.appendChild(el("th", null, t)); });
+    table.appendChild(head);
+    pairs.forEach(function (p) {
+      var tr = el("tr");
+      tr.appendChild(el("td", "mono", p.query));
+      tr.appendChild(el("td", "mono", p.key));
+      tr.appendChild(el("td", null, fmt(p.value)));
+      tr.appendChild(el("td", null, fmt(100 * p.share, 2) + "%"));
+      table.appendChild(tr);
+    });
+    wrap.appendChild(table);
+    return wrap;
+  }
+
+  function renderWhy() {
+    var box = clear($("why-view")), W = D.why;
+    if (!W) { return; }
+    if (S.layer !== W.layer || S.head !== W.head) {
+      box.appendChild(el("p", "note", "Computed for layer " + W.layer + " head " + W.head + " only; run " +
+        "interp explain with --layer " + S.layer + " --head " + S.head + " to see this head's."));
+      return;
+    }
+    W.keys.forEach(function (k, i) {
+      box.appendChild(pairTable((i === 0 ? "strongest key " : "runner-up ") + tokLabel(k.key) + " (" + k.key +
+        "): score " + fmt(k.score), k.pairs));
+    });
+    if (W.difference) {
+      box.appendChild(pairTable("why " + tokLabel(W.keys[0].key) + " rather than " + tokLabel(W.keys[1].key) +
+        ": difference " + fmt(W.difference.total), W.difference.pairs));
+    }
+    if (W.twin && W.twin.note) {
+      box.appendChild(el("p", "note", "Twin: " + W.twin.note));
+    } else if (W.twin) {
+      box.appendChild(pairTable("what changed in the twin \u201c" + W.twin.text + "\u201d (score there " +
+        fmt(W.twin.score) + "): change " + fmt(W.twin.total), W.twin.pairs));
+    }
   }
 
   renderStatic();

@@ -1,0 +1,226 @@
+"""Differences of attention scores, split the same way: why this key rather than that one, and what changed
+between twin prompts.
+
+A difference of two scores is a difference of two matrices, and the matrices are made comparable by giving
+each component a *role* that does not depend on where the score was taken: a component written at the query
+(key) position plays the role "at the query (key)", whichever position that is; a head's write split by
+source keeps its source position, mapped into the first prompt. ``matrix[i, j]`` of the difference is the
+first score's term for roles ``(i, j)`` minus the second's (a role one side lacks, such as a feature active at
+only one key, counts as zero there), so the matrix sums to the difference exactly.
+
+Twin prompts ("... because it was too tired" / "... too wide") are aligned by character spans: a token of the
+first text maps to the token of the second covering the same characters, counted from the start inside the
+common prefix of the two texts and from the end inside their common suffix (special tokens map by order).
+The differing words in the middle map to nothing; their components appear on their own side.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from hooks import ActivationCache
+from interp.analysis.qk import QKAttribution, qk_attribution, qk_names
+from interp.analysis.qk_matrix import QKMatrix
+from interp.analysis.qk_parts import Component
+from interp.analysis.qk_prompt import Prompt, as_prompt
+
+
+@dataclass(frozen=True, kw_only=True)
+class QKDifference(QKMatrix):
+    """``first.score - second.score`` split into query-role x key-role terms; ``matrix.sum()`` is it.
+
+    Attributes:
+        first, second: the two attributions.
+    """
+
+    first: QKAttribution
+    second: QKAttribution
+
+    @property
+    def difference(self) -> float:
+        """``first.score - second.score``."""
+        return self.first.score - self.second.score
+
+
+@torch.no_grad()
+def qk_key_difference(
+    model: nn.Module,
+    tokens: Any,
+    layer: int,
+    head: int,
+    query: int,
+    key: int,
+    other_key: int,
+    *,
+    transcoders: Any = None,
+    cache: ActivationCache | None = None,
+    by_source: bool = True,
+) -> QKDifference:
+    """``score(query, key) - score(query, other_key)`` of one head, split into terms ("why 'animal' rather
+    than 'street'"). Arguments as in :func:`~interp.analysis.qk.qk_attribution`; one forward serves both."""
+    prompt = as_prompt(model, tokens)
+    if key == other_key:
+        raise ValueError(f"key and other_key are both {key}; a key difference needs two different keys")
+    if cache is None:
+        names = qk_names(model, layer, by_source=by_source, transcoders=transcoders)
+        _, cache = model.run_with_cache(prompt.ids, prompt.mask, names_filter=names)
+    kwargs = dict(transcoders=transcoders, cache=cache, by_source=by_source)
+    first = qk_attribution(model, prompt, layer, head, query, key, **kwargs)
+    second = qk_attribution(model, prompt, layer, head, query, other_key, **kwargs)
+    return _difference(first, second, {p: p for p in range(prompt.ids.shape[1])})
+
+
+@torch.no_grad()
+def qk_twin_difference(
+    model: nn.Module,
+    text: str,
+    twin: str,
+    layer: int,
+    head: int,
+    query: int,
+    key: int,
+    *,
+    transcoders: Any = None,
+    by_source: bool = True,
+) -> QKDifference:
+    """One head's score from ``query`` to ``key`` in ``text`` minus the aligned score in ``twin`` ("what
+    changed when 'tired' became 'wide'").
+
+    Args:
+        text, twin: the two prompts (the model's tokenizer reads them).
+        query, key: positions in ``text``'s tokens; the twin's are the tokens covering the same characters.
+
+    Raises:
+        ValueError: the query or key token has no token covering the same characters in ``twin``.
+    """
+    if getattr(model, "tokenizer", None) is None:
+        raise ValueError(
+            "qk_twin_difference aligns the twins by characters and needs a model with a tokenizer"
+        )
+    first_prompt, second_prompt = as_prompt(model, text), as_prompt(model, twin)
+    align = align_twins(first_prompt, second_prompt)
+    mapped = []
+    for what, pos in (("query", query), ("key", key)):
+        pos = first_prompt.check_position(pos, what)
+        if pos not in align:
+            raise ValueError(
+                f"{what} token {pos} {first_prompt.tokens[pos]!r} of the first text has no token covering the "
+                f"same characters in the twin; choose a token in the texts' common prefix or suffix"
+            )
+        mapped.append(align[pos])
+    kwargs = dict(transcoders=transcoders, by_source=by_source)
+    first = qk_attribution(model, text, layer, head, query, key, **kwargs)
+    second = qk_attribution(model, twin, layer, head, mapped[0], mapped[1], **kwargs)
+    return _difference(first, second, {b: a for a, b in align.items()})
+
+
+def align_twins(first: Prompt, second: Prompt) -> dict[int, int]:
+    """Positions of ``first`` -> positions of ``second`` whose tokens cover the same characters."""
+    if first.text is None or second.text is None or first.offsets is None or second.offsets is None:
+        raise ValueError("twin alignment needs both prompts as text")
+    a, b = first.text, second.text
+    prefix = len(os.path.commonprefix([a, b]))
+    suffix = len(os.path.commonprefix([a[prefix:][::-1], b[prefix:][::-1]]))
+    shift = len(b) - len(a)
+    spans = {tuple(span): pos for pos, span in _real_spans(second).items()}
+    special_b = _special(second)
+    align: dict[int, int] = {}
+    for pos, (start, end) in _real_spans(first).items():
+        if end <= prefix:
+            target = spans.get((start, end))
+        elif start >= len(a) - suffix:
+            target = spans.get((start + shift, end + shift))
+        else:
+            target = None
+        if target is not None:
+            align[pos] = target
+    for pos_a, pos_b in zip(_special(first), special_b, strict=False):
+        align[pos_a] = pos_b
+    return align
+
+
+def _real_spans(prompt: Prompt) -> dict[int, tuple[int, int]]:
+    spans = prompt.offsets.tolist()
+    real = prompt.mask[0].tolist() if prompt.mask is not None else [1] * len(spans)
+    return {p: tuple(s) for p, (s, r) in enumerate(zip(spans, real, strict=True)) if r and s[1] > s[0]}
+
+
+def _special(prompt: Prompt) -> list[int]:
+    """Real positions covering no character (BOS, ``[CLS]``...), in order."""
+    spans = _real_spans(prompt)
+    real = prompt.mask[0].tolist() if prompt.mask is not None else [1] * prompt.ids.shape[1]
+    return [p for p, r in enumerate(real) if r and p not in spans]
+
+
+def _role(component: Component, at: int, sources: dict[int, int]) -> tuple:
+    """What a component is, independent of where the score was taken (see the module docstring)."""
+    written = "here" if component.position == at else component.position
+    source = component.source
+    if source is not None:
+        source = sources.get(source, ("unaligned", source))
+    return (
+        component.kind,
+        written,
+        component.layer,
+        component.head,
+        source,
+        component.feature,
+        component.name,
+    )
+
+
+def _difference(first: QKAttribution, second: QKAttribution, sources: dict[int, int]) -> QKDifference:
+    """``first - second`` on the union of roles; ``sources`` maps the second prompt's positions to the first's."""
+    identity = {p: p for p in range(first.prompt.ids.shape[1])}
+    rows, row_labels = _union(
+        first.query_components, first.query, second.query_components, second.query, identity, sources
+    )
+    cols, col_labels = _union(
+        first.key_components, first.key, second.key_components, second.key, identity, sources
+    )
+    matrix = torch.zeros(len(row_labels), len(col_labels), dtype=torch.float64)
+    for attribution, (r, c), sign in ((first, (rows[0], cols[0]), 1.0), (second, (rows[1], cols[1]), -1.0)):
+        matrix.index_put_(
+            (torch.tensor(r)[:, None], torch.tensor(c)[None, :]),
+            sign * attribution.matrix.double(),
+            accumulate=True,
+        )
+    return QKDifference(
+        matrix=matrix.float(),
+        query_components=tuple(row_labels),
+        key_components=tuple(col_labels),
+        first=first,
+        second=second,
+    )
+
+
+def _union(
+    first: tuple[Component, ...],
+    first_at: int,
+    second: tuple[Component, ...],
+    second_at: int,
+    first_sources: dict[int, int],
+    second_sources: dict[int, int],
+) -> tuple[tuple[list[int], list[int]], list[Component]]:
+    """Indices of each side's components into the union of their roles, and one component per role."""
+    index: dict[tuple, int] = {}
+    shown: list[Component] = []
+    picks: tuple[list[int], list[int]] = ([], [])
+    for side, (components, at, sources) in enumerate(
+        ((first, first_at, first_sources), (second, second_at, second_sources))
+    ):
+        for component in components:
+            role = _role(component, at, sources)
+            if role not in index:
+                index[role] = len(shown)
+                shown.append(component)
+            elif side == 1 and shown[index[role]].token != component.token:
+                old = shown[index[role]]
+                shown[index[role]] = replace(old, token=f"{old.token}|{component.token}")
+            picks[side].append(index[role])
+    return picks, shown

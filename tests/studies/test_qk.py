@@ -1,0 +1,135 @@
+"""The qk study on a tiny random Llama: the seed's pair and Winograd twins located, heads chosen on half the
+schemas, every preference split exactly, the intervention's clean row equal to the split's total, the report
+written through the one writer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from interp.load import load
+from studies.coreference.data import load_items
+from studies.qk import analysis
+from studies.qk.measure import SEED, intervene, run_twin, split_preference
+from studies.qk.study import QKConfig, main, run_study, twin_pairs_of
+from tests.studies.tiny_lm import tiny_llama_folder
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    items = load_items("winograd")
+    return tiny_llama_folder(
+        tmp_path_factory.mktemp("qk") / "llama", [i.sentence for i in items] + list(SEED)
+    )
+
+
+@pytest.fixture(scope="module")
+def model(folder):
+    return load(folder)
+
+
+def test_the_seed_pair_is_located_by_characters(model):
+    config = QKConfig(pairs=2)
+    pairs = twin_pairs_of(model, config, load_items("winograd"))
+    assert len(pairs) == 3 and pairs[0][0] == ("seed",)
+    tired, wide = pairs[0][1]
+    tokens = model.to_str_tokens(SEED[0])
+    assert tokens[tired.query] == "." and "The animal".endswith(tokens[tired.referent])
+    assert "the street".endswith(tokens[tired.foil]) and (wide.referent, wide.foil) == (
+        tired.foil,
+        tired.referent,
+    )
+    assert "".join(tokens[p] for p in sorted(tired.switch)).strip() == "tired"
+    assert "".join(tokens[p] for p in sorted(tired.pronoun)).strip() == "it"
+
+
+def test_split_and_intervention_agree_with_the_run(model):
+    pairs = twin_pairs_of(model, QKConfig(pairs=1), load_items("winograd"))
+    twin = pairs[0][1][0]
+    run_twin(model, twin)
+    split = split_preference(model, twin, 1, 2, top=3)
+    assert split["total"] == pytest.approx(float(twin.preference[1, 2]), rel=1e-4, abs=1e-6)
+    assert sum(split["query_terms"].values()) == pytest.approx(split["total"], rel=1e-4, abs=1e-6)
+    assert sum(split["key_terms"].values()) == pytest.approx(split["total"], rel=1e-4, abs=1e-6)
+    top = split["top_index"]
+    assert [v for _, v in split["top"]] == sorted((v for _, v in split["top"]), reverse=True)
+    after = intervene(model, twin, 1, 2, split["parts"], [top, []])
+    assert after[0] == pytest.approx(split["total"], rel=1e-4, abs=1e-6)  # the clean row
+    assert after[2] == pytest.approx(after[0], rel=1e-5, abs=1e-6)  # removing nothing changes nothing
+    assert after[1] != pytest.approx(after[0], rel=1e-3)
+    random_sets = analysis.matched_random(split["parts"], top, 3, np.random.default_rng(0))
+    assert all(len(s) == len(top) and not set(s) & set(top) for s in random_sets)
+
+
+def test_study_end_to_end(folder, tmp_path):
+    out = tmp_path / "report"
+    args = ["--model", str(folder), "--pairs", "8", "--heads", "L1H0", "--top-heads", "2", "--top", "2"]
+    assert main([*args, "--random-draws", "2", "--out", str(out), "--quiet"]) == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    heads = results["heads"]
+    assert "L1H0" in heads and len(heads) == 3
+    for name, head in heads.items():
+        assert 0 <= head["n_flipping_pairs"] <= head["n_test_pairs"]
+        assert head["verdict"].startswith(name)
+        if head["summary"]:
+            assert 0.0 <= head["summary"]["top"]["flipped"] <= 1.0
+            assert head["summary"]["top"]["n"] == 2 * head["n_flipping_pairs"]
+    assert (out / "index.html").stat().st_size > 0 and (out / "manifest.json").exists()
+
+
+def test_records_hold_exact_splits(model):
+    """A random model rarely flips with the switch word, so every head is made to count as right in both twins;
+    the records then hold the real preference, its exact split and the intervention."""
+    config = QKConfig(pairs=2, top=2, random_draws=3)
+    pairs = twin_pairs_of(model, config, load_items("winograd"))
+    for _, twins, _ in pairs:
+        for twin in twins:
+            run_twin(model, twin)
+            twin.preference = np.abs(twin.preference) + 1e-3
+    result = analysis.head_result(model, pairs, [0, 1], 1, 2, config, np.random.default_rng(0))
+    assert result["n_flipping_pairs"] == 2 and result["seed_flips"]
+    records = result["records"]
+    assert len(records) == 4 and records[0]["text"] == SEED[0]
+    for r in records:
+        assert r["qk_total"] == pytest.approx(r["preference"], rel=1e-4, abs=1e-6)
+        assert len(r["after_random"]) == 3 and np.isfinite(r["after_top"])
+    summary = result["summary"]
+    assert summary["n_twins"] == 4 and summary["top"]["n"] == 4 and summary["random"]["n"] == 12
+    change = np.mean([r["after_top"] - r["preference"] for r in records])
+    assert summary["top"]["change"] == pytest.approx(change)
+    assert summary["top"]["change_ci"][0] <= change <= summary["top"]["change_ci"][1]
+    left = np.mean([r["after_top"] for r in records]) / np.mean([r["preference"] for r in records])
+    assert summary["top"]["left"] == pytest.approx(left)
+    shares = summary["query_shares"]
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-4)  # the groups split the pooled preference
+
+
+def test_an_encoder_is_refused():
+    from tests.report.test_explain import tiny_model
+
+    with pytest.raises(ValueError, match="the qk study reads a causal language model"):
+        run_study(tiny_model(causal=False), QKConfig(), load_items("winograd"))
+
+
+def test_overview_counts_heads_right_in_both_twins(model):
+    pairs = twin_pairs_of(model, QKConfig(pairs=3), load_items("winograd"))
+    for _, twins, _ in pairs:
+        for twin in twins:
+            run_twin(model, twin)
+    rows = analysis.overview(pairs, [1], [0, 2, 3], top=4)
+    assert len(rows) == 4 and all(r["of"] == 3 for r in rows)
+    counts = [r["right in both (test pairs)"] for r in rows]
+    assert counts == sorted(counts, reverse=True)
+    first = rows[0]["head"]
+    layer, head = int(first[1 : first.index("H")]), int(first[first.index("H") + 1 :])
+    expected = sum(
+        bool(a.preference[layer, head] > 0 and b.preference[layer, head] > 0)
+        for _, (a, b), _ in pairs[:1] + pairs[2:]
+    )
+    assert counts[0] == expected
+    a, b = pairs[1][1]
+    assert rows[0]["tracking (selection)"] == pytest.approx(
+        min(a.preference[layer, head], b.preference[layer, head])
+    )
