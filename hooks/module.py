@@ -53,7 +53,8 @@ class HookedModule(nn.Module):
 
         Args:
             fwd_hooks: ``(names_filter, fn)`` pairs; ``fn(activation, hook)`` returns ``None`` or a tensor of
-                the same shape, dtype and device that replaces the activation.
+                the same shape and dtype that replaces the activation (moved to the activation's device when
+                it is on another one).
             bwd_hooks: the same for gradients of the named activations.
         """
         added: list[tuple[list[HookFn], HookFn]] = []
