@@ -24,7 +24,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from interp.arguments import ArgumentParser, non_negative_int, positive_int
+from interp.arguments import ArgumentParser, add_placement_arguments, non_negative_int, positive_int
 
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM}
 
@@ -47,9 +47,10 @@ def _cmd_study(args: argparse.Namespace) -> int:
 
 def _cmd_explain(args: argparse.Namespace) -> int:
     from interp.load.instantiate import parse_device, parse_dtype
-    from interp.preflight import check_output_file
+    from interp.preflight import check_output_file, check_placement
 
     check_output_file(args.out, flag="--out", suffixes=(".html", ".htm"), example="explain.html")
+    check_placement(args)
     parse_device(args.device)
     parse_dtype(args.dtype)
     if not args.text.strip():
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", type=non_negative_int, default=None, help="the head shown first (from 0)")
     p.add_argument("--out", default="explain.html", help="the HTML file to write")
     p.add_argument("--device", default=None)
+    add_placement_arguments(p)
     p.add_argument("--dtype", default=None)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=_cmd_explain)
@@ -113,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--positions", default="all", help="'all', 'last', or comma-separated indices")
     p.add_argument("--shard-rows", type=positive_int, default=4096)
     p.add_argument("--device", default=None)
+    add_placement_arguments(p)
     p.add_argument("--dtype", default=None)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=_cmd_cache)
@@ -140,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip-first", type=int, default=1, help="tokens at the start of each window left out of training"
     )
     t.add_argument("--device", default=None)
+    add_placement_arguments(t)
     t.add_argument("--dtype", default=None)
     t.add_argument("--quiet", action="store_true")
     t.set_defaults(fn=_cmd_sae)

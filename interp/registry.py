@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 
-from interp.arguments import ArgumentParser
+from interp.arguments import ArgumentParser, add_placement_arguments
 
 GROUP = "interp.studies"
 
@@ -108,6 +108,7 @@ def study_parser(
         )
     parser.add_argument("--out", default=f"reports/{name}", help="report folder to write")
     parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cpu)")
+    add_placement_arguments(parser)
     parser.add_argument("--dtype", default=None, help="float32 (default), bfloat16, float16")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")

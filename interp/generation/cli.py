@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from interp.arguments import add_placement_arguments
+
 
 def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``interp generate``."""
@@ -33,17 +35,19 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
         "--steer-positions", choices=("all", "new"), default="all", help="steer every token or only new ones"
     )
     p.add_argument("--device", default=None)
+    add_placement_arguments(p)
     p.add_argument("--dtype", default=None)
 
 
 def generate_main(args: argparse.Namespace) -> int:
     """Run ``interp generate``; returns the exit status."""
     from interp.load import load
+    from interp.preflight import check_placement
 
     sampling = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
     sampling = {k: v for k, v in sampling.items() if v is not None}
     _preflight(args, sampling)
-    model = load(args.model, device=args.device, dtype=args.dtype)
+    model = load(args.model, device=args.device, dtype=args.dtype, **check_placement(args))
     hooks = [] if args.steer is None else [_steering_hook(model, args)]
 
     def show(row: int, text: str) -> None:

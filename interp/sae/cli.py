@@ -122,10 +122,12 @@ def windows(
 def sae_main(args: argparse.Namespace) -> int:
     """Run ``interp sae train`` (see the module docstring)."""
     from interp.load import load
+    from interp.preflight import check_placement
     from interp.sae.splice import hook_width
     from interp.sae.train import TrainSettings, train
     from interp.store import cache_activations
 
+    placement = check_placement(args)
     TrainSettings(
         d_sae=args.d_sae, architecture=args.architecture, k=args.k, batch_size=args.train_batch_size
     )
@@ -140,7 +142,7 @@ def sae_main(args: argparse.Namespace) -> int:
         device = args.device
         if distributed.is_distributed() and device in (None, "cuda"):
             device = distributed.device()
-        model = load(args.model, device=device, dtype=args.dtype)
+        model = load(args.model, device=device, dtype=args.dtype, **placement)
         hooks = model.resolve(args.hook)
         if len(hooks) != 1:
             raise ValueError(f"--hook {args.hook!r} selects {len(hooks)} hooks; name one hook")

@@ -128,14 +128,16 @@ def check_args(args: argparse.Namespace) -> tuple[list[Any], list[str], str | li
 def cache_main(args: argparse.Namespace) -> int:
     """Run ``interp cache``; under ``torchrun`` each rank takes its share of the batches."""
     from interp.load import load
+    from interp.preflight import check_placement
     from interp.store.cache import cache_activations
 
     items, hooks, positions = check_args(args)
+    placement = check_placement(args)
     with distributed.session():
         device = args.device
         if distributed.is_distributed() and (device is None or device == "cuda"):
             device = distributed.device()
-        model = load(args.model, device=device, dtype=args.dtype)
+        model = load(args.model, device=device, dtype=args.dtype, **placement)
         store = cache_activations(
             model,
             items,
