@@ -9,8 +9,11 @@ import pytest
 import torch
 
 import interp
+from interp.analysis.attribution import attribution_patch
 from interp.analysis.patching import patch
+from interp.circuits import eap, logit_difference
 from interp.sae import SAE, SAEConfig
+from tests.circuits.models import tiny_pairs
 from tests.load.builders import byte_level_bpe, save_folder, tiny_llama
 
 pytest.importorskip("accelerate")
@@ -83,6 +86,28 @@ def test_patching_gives_the_same_table(whole, dispatched):
     got = patch(dispatched, TOKENS, CORRUPT, hooks, metric, positions=[1, 3, 6])
     assert expected["delta"].abs().max() > 0.01  # the patches do something
     assert got.equals(expected)
+
+
+def test_attribution_patching_gives_the_same_gradients(whole, dispatched):
+    """Backward passes run through blocks whose weights are loaded from disk for the forward only."""
+
+    def metric(logits: torch.Tensor) -> torch.Tensor:
+        return (logits[:, -1, 5] - logits[:, -1, 6]).mean()
+
+    hooks = "blocks.{layer}.attn.hook_z"
+    expected = attribution_patch(whole, TOKENS, CORRUPT, metric, hooks, by="head")
+    got = attribution_patch(dispatched, TOKENS, CORRUPT, metric, hooks, by="head")
+    assert expected["delta"].abs().max() > 1e-3
+    assert got.equals(expected)
+
+
+def test_edge_attribution_gives_the_same_scores(whole, dispatched):
+    """EAP splits every block's inputs per head while it runs: new hook points inside dispatched blocks."""
+    pairs = tiny_pairs(whole, n=2)
+    expected = eap(whole, pairs, logit_difference).scores
+    got = eap(dispatched, pairs, logit_difference).scores
+    assert expected.abs().max() > 0
+    assert torch.equal(got, expected)
 
 
 def test_a_hook_edit_acts_identically(whole, dispatched):
