@@ -7,29 +7,17 @@ import argparse
 import pytest
 
 from interp.arguments import ArgumentParser, add_placement_arguments
-from interp.cli import main
 from interp.registry import study_parser
 from interp.study import StudyInputError, start
-from tests.load.builders import byte_level_bpe, save_folder, tiny_llama
-from tests.load.families import embolden
+from tests import test_cli_generate as generate_cli
 
 pytest.importorskip("accelerate")
-PROMPT = "The cat sat on the mat"
+PROMPT = generate_cli.PROMPT
 ON_DISK = '{"embed": "cpu", "blocks.0": "disk", "blocks.1": "cpu", "ln_final": "cpu", "unembed": "disk"}'
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    backend = byte_level_bpe()
-    reference = tiny_llama(backend.get_vocab_size())
-    embolden(reference)
-    return save_folder(reference, backend, tmp_path_factory.mktemp("cli") / "tiny")
-
-
-def _run(capsys, *argv) -> tuple[int, str, str]:
-    status = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return status, out.out, out.err
+folder = generate_cli.folder  # the same tiny checkpoint, and the same way of running a command
+_run = generate_cli._run
 
 
 def _parse(*argv: str) -> argparse.Namespace:
