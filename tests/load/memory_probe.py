@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device-map", default=None, help="a JSON object: module -> device")
     parser.add_argument("--offload-folder", default=None)
     parser.add_argument("--warmup", default=None, help="a tiny folder loaded and run the same way first")
+    parser.add_argument("--dtype", default=None, help="the dtype to load in (default: float32)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     import interp
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     tokens = torch.tensor([[1, 2, 3, 4]])
     device_map = json.loads(args.device_map) if args.device_map else None
     kwargs = {"device_map": device_map, "offload_folder": args.offload_folder} if device_map else {}
+    kwargs["dtype"] = args.dtype
     if args.warmup:  # libraries' first-use costs (lazy imports, allocator pools) are not the model's
         with torch.no_grad():
             interp.load(args.warmup, **kwargs)(tokens)

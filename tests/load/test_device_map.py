@@ -172,3 +172,11 @@ def test_tied_embeddings_keep_the_unembedding_with_the_embedding(tied_folder, tm
     with torch.no_grad():
         assert torch.equal(model(TOKENS), whole(TOKENS))
     assert "disk" in model.hf_device_map.values()
+
+
+def test_a_bfloat16_model_is_placed_the_same(folder, tmp_path):
+    whole = interp.load(folder, dtype="bfloat16")
+    model = interp.load(folder, dtype="bfloat16", device_map=MIXED, offload_folder=tmp_path)
+    assert model.dtype == torch.bfloat16 and model.blocks[0].attn.W_Q.dtype == torch.bfloat16
+    with torch.no_grad():
+        assert torch.equal(model(TOKENS), whole(TOKENS))
