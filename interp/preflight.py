@@ -100,7 +100,7 @@ def check_placement(args: Any) -> dict[str, Any]:
         ValueError: one line naming what was wrong (as ``device_map``, ``max_memory``, ``offload_folder``) and
             what would do instead.
     """
-    from interp.load.placement import check_request
+    from interp.load.placement_request import check_request
 
     device_map = getattr(args, "device_map", None)
     max_memory, folder = getattr(args, "max_memory", None), getattr(args, "offload_folder", None)
