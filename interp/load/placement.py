@@ -31,7 +31,7 @@ from torch import nn
 from interp.load.assign import assign_state
 from interp.load.placement_request import Request, check_request
 
-__all__ = ["check_request", "dispatch", "plan"]
+__all__ = ["Request", "check_request", "dispatch", "plan"]
 
 
 def plan(model: nn.Module, request: Request, dtype: torch.dtype) -> dict[str, int | str]:
