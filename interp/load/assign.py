@@ -87,3 +87,17 @@ def placed_like(
         return tensor
     out = torch.empty_strided(like.shape, like.stride(), dtype=dtype, device=device)
     return out.copy_(tensor)
+
+
+def storage_order(tensor: torch.Tensor) -> list[int]:
+    """The dimensions of ``tensor`` from outermost to innermost in memory (``[1, 0]`` for a transpose).
+
+    ``tensor.permute(order).contiguous()`` is then a copy-free view for a tensor stored densely, and
+    ``.permute(inverse)`` of it gives back the tensor's own shape and strides.
+    """
+    return sorted(range(tensor.ndim), key=lambda d: (-tensor.stride(d), d))
+
+
+def inverse_order(order: list[int]) -> list[int]:
+    """The permutation that undoes ``order``."""
+    return [order.index(d) for d in range(len(order))]

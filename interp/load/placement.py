@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from interp.load.assign import assign_state
+from interp.load.assign import assign_state, inverse_order, storage_order
 from interp.load.placement_request import Request, check_request
 
 __all__ = ["Request", "check_request", "dispatch", "plan"]
@@ -177,11 +177,6 @@ def dispatch(
     return model
 
 
-def storage_order(tensor: torch.Tensor) -> list[int]:
-    """The dimensions of ``tensor`` from outermost to innermost in memory (``[1, 0]`` for a transpose)."""
-    return sorted(range(tensor.ndim), key=lambda d: (-tensor.stride(d), d))
-
-
 class _InLayout(Mapping):
     """accelerate's offloaded weights, each read back as the permuted view the model's parameter is."""
 
@@ -193,8 +188,9 @@ class _InLayout(Mapping):
         order = self.orders.get(key)
         if order is None:
             return tensor
-        inverse = [order.index(d) for d in range(len(order))]
-        return tensor.permute(inverse)  # stored [outermost, ..., innermost] -> the parameter's shape
+        return tensor.permute(
+            inverse_order(order)
+        )  # stored [outermost, ..., innermost] -> the parameter's shape
 
     def __iter__(self):
         return iter(self.weights)
