@@ -84,7 +84,8 @@ class HookedModule(nn.Module):
 
         Args:
             fwd_hooks: ``(names_filter, fn)`` pairs; ``fn(activation, hook)`` returns ``None`` or a tensor of
-                the same shape, dtype and device that replaces the activation.
+                the same shape and dtype that replaces the activation (moved to the activation's device when
+                it is on another one).
             bwd_hooks: the same for gradients of the named activations.
             order: where the functions run among those at each point. ``"normal"`` functions run in the
                 order they were attached; ``"first"`` ones before them all (a splice that replaces an

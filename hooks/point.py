@@ -96,14 +96,15 @@ class HookPoint(nn.Module):
         for what, got, want in (
             ("shape", tuple(out.shape), tuple(like.shape)),
             ("dtype", out.dtype, like.dtype),
-            ("device", out.device, like.device),
         ):
             if got != want:
                 raise HookEditError(
                     f"hook {fn_name!r} on {self.name!r} returned a tensor with {what} {got}; "
                     f"the activation has {what} {want}"
                 )
-        return out
+        # On a model spread over devices a hook may compute its replacement anywhere (a patch cached on the
+        # CPU, a direction on the first GPU): it is moved to where the activation lives.
+        return out if out.device == like.device else out.to(like.device)
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}"

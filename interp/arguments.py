@@ -8,6 +8,7 @@ problem and where the help is, instead of the usage block followed by the error.
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any, NoReturn
 
 
@@ -105,8 +106,65 @@ def add_command(
 
 
 def add_device_arguments(parser: argparse.ArgumentParser, *, quiet: bool = True) -> None:
-    """``--device``, ``--dtype`` (and ``--quiet``), worded the same for every command and study."""
+    """``--device``, ``--dtype``, the placement flags (and ``--quiet``), worded the same for every command and study."""
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps ... (default: cpu)")
     parser.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: float32)")
+    add_placement_arguments(parser)
     if quiet:
         parser.add_argument("--quiet", action="store_true", help="print no progress")
+
+
+def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--device-map``, ``--max-memory`` and ``--offload-folder``: a model spread over devices with accelerate.
+
+    Read them back with :func:`interp.preflight.check_placement`, which turns them into ``interp.load``'s
+    keywords after checking them.
+    """
+    parser.add_argument(
+        "--device-map",
+        type=device_map_arg,
+        default=None,
+        help="'auto' (blocks fill the GPUs, then the CPU, then disk; needs accelerate) or a JSON object of "
+        "module -> device, instead of --device (default: none, the model on one device)",
+    )
+    parser.add_argument(
+        "--max-memory",
+        type=memory_budgets,
+        default=None,
+        help="with --device-map auto: the most each device may hold, e.g. 0=20GiB,1=20GiB,cpu=60GiB "
+        "(default: what each device has free)",
+    )
+    parser.add_argument(
+        "--offload-folder",
+        default=None,
+        help="with --device-map: where the weights placed on disk go (default: none; needed when any go to disk)",
+    )
+
+
+def device_map_arg(text: str) -> str | dict:
+    """An argparse ``type``: ``auto``, or a JSON object such as ``{"embed": 0, "blocks.0": 0, "blocks.1": "cpu"}``."""
+    if text == "auto":
+        return text
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}; give 'auto' or a JSON object of module -> device, such as "
+            '\'{"embed": "cpu", "blocks.0": "cpu", "blocks.1": "disk", "ln_final": "cpu", "unembed": "cpu"}\''
+        )
+    return value
+
+
+def memory_budgets(text: str) -> dict[int | str, str]:
+    """An argparse ``type``: ``0=20GiB,cpu=60GiB`` -> ``{0: "20GiB", "cpu": "60GiB"}`` (GPUs by index)."""
+    budgets: dict[int | str, str] = {}
+    for part in text.split(","):
+        device, sep, size = part.strip().partition("=")
+        if not sep or not device or not size:
+            raise argparse.ArgumentTypeError(
+                f"{part.strip()!r} in {text!r}; write DEVICE=SIZE pairs, comma separated, e.g. 0=20GiB,cpu=60GiB"
+            )
+        budgets[int(device) if device.isdigit() else device] = size
+    return budgets

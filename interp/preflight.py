@@ -13,6 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 
 def check_output_file(
@@ -215,3 +216,37 @@ def _devices() -> str:
     return (
         f"this torch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}"
     )
+
+
+def check_placement(args: Any) -> dict[str, Any]:
+    """``interp.load``'s placement keywords from ``--device-map``, ``--max-memory`` and ``--offload-folder``.
+
+    Checked before any model loads: the devices named, the sizes, that the folder can be written, and that
+    ``--device`` is not given as well (a device map places the model).
+
+    Returns:
+        ``{}`` when no device map was asked for; otherwise ``device_map``, ``max_memory`` and
+        ``offload_folder`` for :func:`interp.load`.
+
+    Raises:
+        ValueError: one line naming what was wrong (as ``device_map``, ``max_memory``, ``offload_folder``) and
+            what would do instead.
+    """
+    from interp.load.placement_request import check_request
+
+    device_map = getattr(args, "device_map", None)
+    max_memory, folder = getattr(args, "max_memory", None), getattr(args, "offload_folder", None)
+    if device_map is None:
+        if max_memory is not None or folder is not None:
+            flag = "--max-memory" if max_memory is not None else "--offload-folder"
+            raise ValueError(f"{flag} goes with --device-map; add --device-map auto")
+        return {}
+    if getattr(args, "device", None) is not None:
+        raise ValueError(f"--device {args.device} and --device-map: give one; a device map places the model")
+    try:
+        check_request(device_map, max_memory, folder)
+    except ImportError as err:
+        raise ValueError(f"--device-map: {err}") from None
+    except TypeError as err:
+        raise ValueError(str(err)) from None
+    return {"device_map": device_map, "max_memory": max_memory, "offload_folder": folder}

@@ -42,7 +42,7 @@ import torch
 
 from interp import distributed, preflight
 from interp.load import load
-from interp.preflight import find_model
+from interp.preflight import check_placement, find_model
 from interp.registry import StudyParser
 from interp.report import Report, check_report_folder
 
@@ -75,6 +75,7 @@ class StudyRun:
     skipped: dict[str, str] = field(default_factory=dict)
     command: list[str]
     started: float
+    placement: dict[str, Any] = field(default_factory=dict)
 
     @property
     def model(self) -> str | None:
@@ -82,8 +83,8 @@ class StudyRun:
         return self.models[0] if self.models else None
 
     def load(self, name_or_path: str):
-        """``interp.load`` of a model, on the run's device and in its dtype."""
-        return load(name_or_path, device=self.device, dtype=self.dtype)
+        """``interp.load`` of a model, on the run's device (or its ``--device-map``) and in its dtype."""
+        return load(name_or_path, device=self.device, dtype=self.dtype, **self.placement)
 
     def report(
         self,
@@ -167,6 +168,7 @@ def start(parser: StudyParser, argv: Sequence[str] | None = None) -> StudyRun:
         raise StudyInputError(str(err)) from err
     device = check_device(args.device, parser.study, parser.cpu_only)
     dtype = check_dtype(args.dtype, parser.study, parser.cpu_only)
+    placement = _check_placement(args, parser.study, parser.cpu_only)
     models, skipped = _check_models(parser, args)
     for name, reason in skipped.items():
         if not args.quiet:
@@ -180,6 +182,7 @@ def start(parser: StudyParser, argv: Sequence[str] | None = None) -> StudyRun:
         skipped=skipped,
         command=command,
         started=time.perf_counter(),
+        placement=placement,
     )
 
 
@@ -204,6 +207,16 @@ def check_device(value: str | None, study: str = "this", cpu_only: str | None = 
     """
     try:
         return preflight.check_device(value, study, cpu_only)
+    except ValueError as err:
+        raise StudyInputError(str(err)) from err
+
+
+def _check_placement(args: argparse.Namespace, study: str, cpu_only: str | None) -> dict[str, Any]:
+    """``interp.load``'s placement keywords from ``--device-map`` and its companions, checked."""
+    if cpu_only is not None and args.device_map is not None:
+        raise StudyInputError(f"the {study} study runs on the CPU only ({cpu_only}); drop --device-map")
+    try:
+        return check_placement(args)
     except ValueError as err:
         raise StudyInputError(str(err)) from err
 

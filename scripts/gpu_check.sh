@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: the test suite on the GPU, a bfloat16-vs-float32 check on the packaged models,
+# a model split between the GPU and the CPU (and disk) against the whole model (scripts/device_split.py),
 # and the benchmarks (forward overhead, generation, SAE training, circuits, the coreference study), each under
 # a time limit, about 12 minutes in all. Results go to $OUT (default: gpu-check/).
 set -uo pipefail
@@ -21,4 +22,5 @@ timeout 180 python benchmarks/overhead.py --device cuda --dtype bfloat16 --round
 timeout 90 python benchmarks/generate.py --device cuda --dtype bfloat16 --batch-sizes 1,8 --rounds 3 --out "$out/generate-cuda-bf16.json" 2>&1 | tail -25 | tee "$out/generate.txt"
 timeout 60 python benchmarks/sae.py --device cuda --rows 1000000 --d-in 576 --d-sae 16384 --k 32 --steps 100 --out "$out/sae-cuda.json" 2>&1 | tail -15 | tee "$out/sae.txt"
 timeout 60 python benchmarks/circuits.py --device cuda --dtype bfloat16 --pairs 64 --out "$out/circuits-cuda.json" 2>&1 | tail -15 | tee "$out/circuits.txt"
+timeout 150 python scripts/device_split.py --device cuda --dtype bfloat16 --out "$out/device-split.json" 2>&1 | grep -v "offloaded to" | tail -6 | tee "$out/device_split.txt"
 timeout 120 python benchmarks/study.py --out "$out/study-cuda.json" -- --device cuda --dtype bfloat16 2>&1 | tail -5 | tee "$out/study.txt"

@@ -89,11 +89,12 @@ def check_args(args: argparse.Namespace) -> tuple[list[Any], list[str], str | li
     Returns:
         The data items, the hook names and the positions.
     """
-    from interp.preflight import check_command
+    from interp.preflight import check_command, check_placement
     from interp.store import read_items
     from interp.store.batches import check_positions
     from interp.store.folder import check_folder
 
+    check_placement(args)  # the placement flags, before the model is looked for
     check_command(out=args.out, device=args.device, dtype=args.dtype, model=args.model, data=args.data)
     out = Path(args.out).expanduser()
     positions = check_positions(parse_positions(args.positions))
@@ -114,14 +115,16 @@ def run(args: argparse.Namespace) -> int:
     """Check the command, then cache; under ``torchrun`` each rank takes its share of the batches."""
     from interp import distributed
     from interp.load import load
+    from interp.preflight import check_placement
     from interp.store.cache import cache_activations
 
     items, hooks, positions = check_args(args)
+    placement = check_placement(args)
     with distributed.session():
         device = args.device
         if distributed.is_distributed() and (device is None or device == "cuda"):
             device = distributed.device()
-        model = load(args.model, device=device, dtype=args.dtype)
+        model = load(args.model, device=device, dtype=args.dtype, **placement)
         store = cache_activations(
             model,
             items,

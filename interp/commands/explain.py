@@ -49,8 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the command, then write the page."""
-    from interp.preflight import check_command
+    from interp.preflight import check_command, check_placement
 
+    check_placement(args)  # the placement flags, before the model is looked for
     check_command(
         out=args.out,
         out_file=((".html", ".htm"), "explain.html"),

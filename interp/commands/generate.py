@@ -86,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
     """Check the command, load the model, stream the text."""
     vector = preflight(args)
     from interp.load import load
+    from interp.preflight import check_placement
 
-    model = load(args.model, device=args.device, dtype=args.dtype)
+    model = load(args.model, device=args.device, dtype=args.dtype, **check_placement(args))
     hooks = [] if vector is None else [_steering_hook(model, vector, args)]
 
     def show(row: int, text: str) -> None:
@@ -123,7 +124,7 @@ def preflight(args: argparse.Namespace) -> Any:
     """Everything that can be checked before the model loads; returns the steering vector read, or ``None``."""
     from interp.generation.sampling import check_sampling
     from interp.generation.stopping import check_stop_strings
-    from interp.preflight import check_command
+    from interp.preflight import check_command, check_placement
 
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens {args.max_new_tokens}: give at least 1")
@@ -136,6 +137,7 @@ def preflight(args: argparse.Namespace) -> Any:
         )
     check_sampling(args.sample, sampling.get("temperature", 1.0), args.top_k, args.top_p, args.seed)
     check_stop_strings(args.stop, tokenizer=True)  # the model's tokenizer is checked once it loads
+    check_placement(args)  # the placement flags, before the model is looked for
     check_command(device=args.device, dtype=args.dtype, model=args.model)
     if args.steer is None:
         given = [flag for key, flag in STEERING_FLAGS.items() if getattr(args, key) is not None]

@@ -83,8 +83,12 @@ def add_train_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument(
         "--hook", default=None, help="the hook an SAE reads, e.g. blocks.6.hook_resid_post (default: none)"
     )
-    t.add_argument("--layers", default=None, help="transcoders: layers to train, comma separated (default: all)")
-    t.add_argument("--input-site", default="ln2.hook_normalized", help="transcoders: the hook read in a block")
+    t.add_argument(
+        "--layers", default=None, help="transcoders: layers to train, comma separated (default: all)"
+    )
+    t.add_argument(
+        "--input-site", default="ln2.hook_normalized", help="transcoders: the hook read in a block"
+    )
     t.add_argument("--output-site", default="hook_mlp_out", help="transcoders: the hook written in a block")
     t.add_argument("--d-sae", type=int, required=True, help="number of latents (features per layer)")
     t.add_argument(
@@ -126,10 +130,11 @@ def preflight(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], dict
         The corpus's texts, the run's settings (as recorded in ``run.json``) and the earlier run in ``--out``
         to resume, or ``None``.
     """
-    from interp.preflight import check_command
+    from interp.preflight import check_command, check_placement
     from interp.sae.training import TrainSettings
     from interp.store import read_corpus
 
+    check_placement(args)  # the placement flags, before the model is looked for
     check_command(out=args.out, device=args.device, dtype=args.dtype, model=args.model, data=args.data)
     try:
         TrainSettings(**training_settings(args))
@@ -143,7 +148,9 @@ def preflight(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], dict
     if args.kind == "sae" and args.hook is None:
         raise ValueError("--hook is required for an SAE (--kind sae); e.g. --hook blocks.6.hook_resid_post")
     if args.kind != "sae" and args.hook is not None:
-        raise ValueError(f"--hook is for SAEs; --kind {args.kind} reads --input-site and writes --output-site")
+        raise ValueError(
+            f"--hook is for SAEs; --kind {args.kind} reads --input-site and writes --output-site"
+        )
     texts = read_corpus(args.data)
     settings = _settings(args, hashlib.sha256(Path(args.data).read_bytes()).hexdigest())
     return texts, settings, check_out(Path(args.out).expanduser(), settings)
@@ -189,7 +196,9 @@ def _settings(args: argparse.Namespace, data_sha: str) -> dict[str, Any]:
     settings = {"data_sha256": data_sha, **{k: getattr(args, k) for k in keys}}
     kind = getattr(args, "kind", "sae")
     if kind != "sae":  # an SAE run's record stays as it was, so earlier runs still resume
-        settings.update(kind=kind, layers=args.layers, input_site=args.input_site, output_site=args.output_site)
+        settings.update(
+            kind=kind, layers=args.layers, input_site=args.input_site, output_site=args.output_site
+        )
     return settings
 
 
@@ -265,6 +274,9 @@ def run(args: argparse.Namespace) -> int:
     texts, settings, earlier = preflight(args)
     from interp import distributed
     from interp.load import load
+    from interp.preflight import check_placement
+
+    placement = check_placement(args)
     from interp.sae.formats import save
     from interp.sae.splice import hook_width
     from interp.sae.training import train
@@ -275,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
         device = args.device
         if distributed.is_distributed() and device in (None, "cuda"):
             device = distributed.device()
-        model = load(args.model, device=device, dtype=args.dtype)
+        model = load(args.model, device=device, dtype=args.dtype, **placement)
         if args.kind != "sae":
             return _transcoders(model, args, texts, settings, out)
         hook = _check_hook(model, args, earlier, out)

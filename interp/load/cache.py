@@ -3,7 +3,9 @@
 Entries are safetensors files (never pickles) in ``$INTERP_CACHE``, else ``$XDG_CACHE_HOME/interp``, else
 ``~/.cache/interp``. Each is keyed by the SHA-256 of the source file's bytes plus :data:`FORMAT` (bump it when
 a conversion changes), and holds the converted state dict, with the config and the tokenizer as JSON in the
-header. Hashing 100 MB takes a fraction of a second, still too long to repeat on each load, so digests are
+header. Each tensor is stored in its memory order (a transposed weight as the transpose, with the permutation
+in the header) and read back as the same view, so the model takes the tensors over without copying them.
+Hashing 100 MB takes a fraction of a second, still too long to repeat on each load, so digests are
 remembered by (path, size, mtime). Files are written under a temporary name and renamed, so a reader never
 sees half an entry; a damaged entry is deleted and rebuilt; a cache that cannot be written only warns.
 """
@@ -21,9 +23,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from interp.config import TransformerConfig
+from interp.load.assign import inverse_order, storage_order
 from interp.tokens import Tokenizer
 
-FORMAT = "1"
+FORMAT = "2"  # 2: tensors stored in their memory order, so loading assigns them without a copy
 _CHUNK = 1 << 20
 
 
@@ -73,6 +76,8 @@ def read_entry(digest: str) -> tuple[TransformerConfig, dict[str, torch.Tensor],
         with safe_open(path, framework="pt") as f:
             meta = f.metadata()
             state = {name: f.get_tensor(name) for name in f.keys()}
+        for name, order in json.loads(meta["orders"]).items():
+            state[name] = state[name].permute(inverse_order(order))  # the layout it was converted in
         cfg = TransformerConfig(**json.loads(meta["config"]))
         return cfg, state, Tokenizer.from_json(meta["tokenizer"])
     except Exception as err:  # any damage means: rebuild
@@ -87,11 +92,15 @@ def write_entry(
     """Store a converted checkpoint; warns instead of failing if the cache cannot be written."""
     path = entry_path(digest)
     meta = {"format": FORMAT, "config": json.dumps(cfg.to_dict()), "tokenizer": tokenizer.to_json()}
-    tensors, seen = {}, set()
+    tensors, seen, orders = {}, set(), {}
     for name, tensor in state.items():  # safetensors refuses tensors that share memory
-        tensor = tensor.detach().contiguous()
+        order = storage_order(tensor.detach())
+        if order != sorted(order):
+            orders[name] = order
+        tensor = tensor.detach().permute(order).contiguous()  # in its memory order: no copy when dense
         tensors[name] = tensor.clone() if tensor.data_ptr() in seen else tensor
         seen.add(tensor.data_ptr())
+    meta["orders"] = json.dumps(orders)
     try:
         _write_atomic(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
     except OSError as err:

@@ -32,6 +32,12 @@ class LayerMask:
             return self.allowed
         return torch.ones(n_query, n_key, dtype=torch.bool, device=device).tril(n_key - n_query)
 
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> LayerMask:
+        """This mask on ``device`` (itself when already there): a block on another device moves its inputs."""
+        if self.allowed is None or self.allowed.device == torch.device(device):
+            return self
+        return LayerMask(self.allowed.to(device, non_blocking=non_blocking), self.is_causal)
+
 
 @dataclass
 class Masks:

@@ -306,12 +306,13 @@ def _lens(model: Any, cache: ActivationCache, query: int) -> list[dict[str, Any]
 def explain_main(args: argparse.Namespace) -> int:
     """The ``interp explain`` command: write the explainer page for ``args.text``."""
     from interp.load import load
+    from interp.preflight import check_placement
 
     quiet = bool(getattr(args, "quiet", False))
     if not quiet:
         print(f"loading {args.model} ...", file=sys.stderr)
     kwargs = {key: getattr(args, key) for key in ("device", "dtype") if getattr(args, key, None)}
-    model = load(args.model, **kwargs)
+    model = load(args.model, **kwargs, **check_placement(args))
     _check_range("layer", args.layer, model.cfg.n_layers)  # before the forward pass
     _check_range("head", args.head, model.cfg.n_heads)
     data = explain_data(

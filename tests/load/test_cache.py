@@ -85,3 +85,14 @@ def test_unwritable_cache_only_warns(tmp_path, monkeypatch, gguf_path):
 def test_use_cache_false_writes_nothing(cache_dir, gguf_path):
     load_checkpoint(gguf_path, use_cache=False)
     assert not cache_dir.exists()
+
+
+def test_cached_tensors_keep_their_memory_layout(cache_dir, gguf_path):
+    """Tensors come back with the strides they were converted in, so a model takes them over without a copy."""
+    _, state, _ = load_checkpoint(gguf_path)
+    _, cached, _ = load_checkpoint(gguf_path)
+    transposed = [name for name, t in state.items() if not t.is_contiguous()]
+    assert transposed  # the per-head weights are views in nn.Linear's layout
+    for name, tensor in state.items():
+        assert cached[name].stride() == tensor.stride(), name
+        assert torch.equal(cached[name], tensor), name
