@@ -14,8 +14,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from hooks.aliases import HookAliases
 from hooks.cache import ActivationCache
-from hooks.names import NamesFilter, UnknownHookError, layer_of, resolve_names, unknown_hook_message
+from hooks.names import NamesFilter, UnknownHookError, layer_of, unknown_hook_message
 from hooks.point import HookFn, HookPoint
 
 HookSpec = Sequence[tuple[NamesFilter, HookFn]]
@@ -43,9 +44,25 @@ class HookedModule(nn.Module):
         """Every hook name, in the order the forward pass reaches them."""
         return list(self.hook_dict)
 
+    def add_hook(self, name: NamesFilter, fn: HookFn, dir: str = "fwd", is_permanent: bool = False) -> None:
+        """Attach ``fn`` to every hook ``name`` selects until :meth:`reset_hooks` (see ``HookPoint.add_hook``)."""
+        for hook_name in self.resolve(name):
+            self.hook_dict[hook_name].add_hook(fn, dir=dir, is_permanent=is_permanent)
+
+    def reset_hooks(self, including_permanent: bool = False) -> None:
+        """Remove every hook attached with :meth:`add_hook` (permanent ones too if ``including_permanent``)."""
+        for point in self.hook_dict.values():
+            point.remove_hooks("both", including_permanent=including_permanent)
+
+    def hook_aliases(self) -> HookAliases:
+        """Second names of this module's hook points (none here; models that answer to another library's
+        names override this). See :mod:`hooks.aliases`."""
+        return HookAliases()
+
     def resolve(self, names_filter: NamesFilter) -> list[str]:
-        """The hook names a filter selects; raises on an unknown name or an empty match."""
-        return resolve_names(names_filter, list(self.hook_dict))
+        """The hook names a filter selects (aliases map to their canonical names); raises on an unknown name
+        or an empty match."""
+        return self.hook_aliases().resolve(names_filter, list(self.hook_dict))
 
     @contextlib.contextmanager
     def hooks(self, fwd_hooks: HookSpec = (), bwd_hooks: HookSpec = ()) -> Iterator[HookedModule]:
@@ -138,7 +155,7 @@ class HookedModule(nn.Module):
         with self.hooks([*fwd_hooks, (self.resolve(names_filter), save)]):
             out = self(*args, **kwargs)
         ordered = {name: store[name] for name in self.hook_dict if name in store}
-        return out, ActivationCache(ordered, n_layers=self.cache_n_layers)
+        return out, ActivationCache(ordered, n_layers=self.cache_n_layers, aliases=self.hook_aliases())
 
 
 def _pairs(spec: Any, argument: str) -> list[tuple[NamesFilter, HookFn]]:

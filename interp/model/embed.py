@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -30,7 +32,8 @@ class Embed(nn.Module):
 
 
 class Unembed(nn.Module):
-    """Logits ``x @ W_U + b_U``; with tied embeddings ``W_U`` is a view of ``embed.W_E`` transposed.
+    """Logits ``x @ W_U + b_U``; with tied embeddings ``W_U`` is a view of ``embed.W_E`` transposed (not a
+    parameter of its own, so the state dict lists the matrix once; :meth:`untie` gives it its own copy).
 
     With ``cfg.logit_softcap`` (Gemma 2) the logits become ``cap * tanh(logits / cap)`` before ``hook_out``, so
     the hook holds the logits the model outputs, the ones to patch and compare against.
@@ -39,7 +42,9 @@ class Unembed(nn.Module):
     def __init__(self, cfg: TransformerConfig, embed: Embed) -> None:
         super().__init__()
         self._embed = (embed,)  # a plain reference, so the tied weight is not listed twice
-        self.W_U = None if cfg.tie_embeddings else param_in_layout((cfg.d_model, cfg.d_vocab), (1, 0))
+        self.tied = cfg.tie_embeddings
+        if not self.tied:
+            self.W_U = param_in_layout((cfg.d_model, cfg.d_vocab), (1, 0))
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab))
         self.softcap = cfg.logit_softcap
         self.hook_in = HookPoint()  # [batch, pos, d_model]
@@ -48,7 +53,20 @@ class Unembed(nn.Module):
     @property
     def weight(self) -> torch.Tensor:
         """``W_U`` as ``[d_model, d_vocab]``, whether tied or not."""
-        return self._embed[0].W_E.T if self.W_U is None else self.W_U
+        return self._embed[0].W_E.T if self.tied else self.W_U
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "W_U" and self.__dict__.get("tied"):
+            return self._embed[0].W_E.T  # [d_model, d_vocab], a view of the embedding
+        return super().__getattr__(name)
+
+    def untie(self) -> None:
+        """Give ``W_U`` its own parameter, a copy of the tied matrix, so it can change without ``W_E``."""
+        if self.tied:
+            w_u = param_in_layout(tuple(self.weight.shape), (1, 0))
+            w_u.data.copy_(self.weight.detach())
+            self.tied = False
+            self.W_U = w_u
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = F.linear(self.hook_in(x), self.weight.T, self.b_U)  # [batch, pos, d_vocab]

@@ -16,7 +16,9 @@ import torch
 from torch import nn
 
 from hooks import HookedModule, HookPoint
+from hooks.aliases import HookAliases
 from interp.config import TransformerConfig
+from interp.model.aliases import transformer_lens_aliases
 from interp.model.block import Block
 from interp.model.embed import Embed, MLMHead, Unembed
 from interp.model.kv_cache import KVCache
@@ -226,6 +228,11 @@ class HookedTransformer(HookedModule):
                 block.split_inputs(False)
             for name in added:
                 self.hook_dict.pop(name, None)
+
+    def hook_aliases(self) -> HookAliases:
+        """TransformerLens 3's canonical names (``blocks.3.hook_in``, ``blocks.3.attn.hook_out``...) as aliases
+        of this model's hook points; see :mod:`interp.model.aliases`."""
+        return transformer_lens_aliases(self.cfg, tuple(self.hook_dict))
 
     def _register_points(self, names: list[str]) -> None:
         """Add hook points created after construction to ``hook_dict``, keeping it in forward order."""

@@ -29,7 +29,13 @@ CORRECT, INCORRECT = 42, 17
 def checkpoint() -> transformers.GPT2LMHeadModel:
     """GPT-2 with random weights large enough to matter, and random LayerNorm gains and biases."""
     cfg = transformers.GPT2Config(
-        n_layer=LAYERS, n_embd=D, n_head=HEADS, vocab_size=VOCAB, n_positions=CTX, bos_token_id=0, eos_token_id=0
+        n_layer=LAYERS,
+        n_embd=D,
+        n_head=HEADS,
+        vocab_size=VOCAB,
+        n_positions=CTX,
+        bos_token_id=0,
+        eos_token_id=0,
     )
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(cfg).eval()
@@ -70,14 +76,27 @@ def tokenizer(folder: Path) -> None:
 
 def tl_model(hf: transformers.GPT2LMHeadModel, process: bool) -> HookedTransformer:
     cfg = HookedTransformerConfig(
-        n_layers=LAYERS, d_model=D, n_heads=HEADS, d_head=D // HEADS, d_mlp=4 * D, d_vocab=VOCAB, n_ctx=CTX,
-        act_fn="gelu_new", normalization_type="LN", eps=hf.config.layer_norm_epsilon,
-        original_architecture="GPT2LMHeadModel", default_prepend_bos=False, device="cpu",
+        n_layers=LAYERS,
+        d_model=D,
+        n_heads=HEADS,
+        d_head=D // HEADS,
+        d_mlp=4 * D,
+        d_vocab=VOCAB,
+        n_ctx=CTX,
+        act_fn="gelu_new",
+        normalization_type="LN",
+        eps=hf.config.layer_norm_epsilon,
+        original_architecture="GPT2LMHeadModel",
+        default_prepend_bos=False,
+        device="cpu",
     )
     model = HookedTransformer(cfg)
     model.load_and_process_state_dict(
-        convert_gpt2_weights(hf, cfg), fold_ln=process, center_writing_weights=process,
-        center_unembed=process, fold_value_biases=process,
+        convert_gpt2_weights(hf, cfg),
+        fold_ln=process,
+        center_writing_weights=process,
+        center_unembed=process,
+        fold_value_biases=process,
     )
     return model.eval()
 
@@ -105,7 +124,9 @@ def main() -> None:
         "accumulated_raw": lambda: cache.accumulated_resid(incl_mid=True, return_labels=True),
         "decompose": lambda: cache.decompose_resid(apply_ln=True, return_labels=True),
         "decompose_raw": lambda: cache.decompose_resid(return_labels=True),
-        "decompose_l1_mlp": lambda: cache.decompose_resid(layer=1, mlp_input=True, apply_ln=True, return_labels=True),
+        "decompose_l1_mlp": lambda: cache.decompose_resid(
+            layer=1, mlp_input=True, apply_ln=True, return_labels=True
+        ),
         "heads": lambda: cache.stack_head_results(incl_remainder=True, apply_ln=True, return_labels=True),
         "heads_raw_l1": lambda: cache.stack_head_results(layer=1, return_labels=True),
     }
