@@ -1,0 +1,136 @@
+"""The rest of the face: tokens helpers, return types, persistent hooks, stacked weights, folding, bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import interp.compat.transformer_lens as transformer_lens
+from interp.compat.transformer_lens import utils
+from tests.compat.models import gqa_model, tl_model
+
+TEXT = "After John and Mary went to the store, Mary gave a bottle of milk to"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tl_model(process=True)
+
+
+def test_get_act_name_follows_transformer_lens_3():
+    assert utils.get_act_name("in", 3) == "blocks.3.hook_in"
+    assert utils.get_act_name("resid_pre", torch.tensor(2)) == "blocks.2.hook_resid_pre"
+    assert utils.get_act_name("attn", 1) == "blocks.1.attn.hook_pattern"
+    assert utils.get_act_name("normalized", 27, "ln2") == "blocks.27.ln2.hook_normalized"
+    assert utils.get_act_name("blocks.0.hook_in") == "blocks.0.hook_in"
+    assert transformer_lens.utilities.get_act_name("k6") == "blocks.6.attn.hook_k"
+
+
+def test_tokens_helpers(model):
+    tokens = model.to_tokens(TEXT)
+    assert isinstance(tokens, torch.Tensor) and tokens.shape == (1, 17)
+    assert len(model.to_tokens(TEXT)[0]) == 17
+    ids, mask = model.to_tokens(["The cat", "The cat sat on the mat"], return_mask=True)
+    assert ids.shape == mask.shape == (2, 7) and mask[0].tolist() == [1, 1, 1, 0, 0, 0, 0]
+    assert model.to_str_tokens(tokens)[:3] == ["<|endoftext|>", "After", " John"]
+    assert model.to_string(tokens[0, 2]) == " John"
+    assert model.to_string(tokens[0, 1:3]) == "After John"
+    assert model.to_string(tokens[:, 1:3]) == ["After John"]
+    assert model.to_string(2 * [5]) == model.to_string(torch.tensor([5, 5]))
+    john = model.to_single_token(" John")
+    assert tokens[0, 2] == john
+    assert model.get_token_position(" Mary", TEXT) == 4
+    assert model.get_token_position(" Mary", TEXT, mode="last") == 10
+    assert model.get_token_position(" Mary", TEXT, prepend_bos=False) == 3
+
+
+def test_text_input_and_prepend_bos(model):
+    assert model("The cat sat").shape == (1, 4, 64)
+    assert model("The cat sat", prepend_bos=False).shape == (1, 3, 64)
+    assert_close(model("The cat sat"), model(model.to_tokens("The cat sat")))
+    loss = model(["The cat", "The cat sat on the mat"], return_type="loss")
+    tokens, mask = model.to_tokens(["The cat", "The cat sat on the mat"], return_mask=True)
+    per_token = model.loss_fn(model(tokens, attention_mask=mask), tokens, per_token=True)
+    keep = (mask[:, 1:] * mask[:, :-1]).bool()
+    assert_close(loss, per_token[keep].mean())
+
+
+def test_bad_input_says_what_to_do(model):
+    with pytest.raises(ValueError, match=r"it is 2 tokens.*prepend_bos=False"):
+        model.to_single_token(" John Mary")
+    with pytest.raises(ValueError, match="return_type='logits'"):
+        transformer_lens.HookedTransformer.from_interp(gqa_model(lm_head="none", tie_embeddings=False))(
+            torch.tensor([[1, 2]]), return_type="loss"
+        )
+    with pytest.raises(ValueError, match="expected 'logits', 'loss', 'both' or None"):
+        model(torch.tensor([[1, 2]]), return_type="logit")
+
+
+def test_persistent_hooks_and_hook_layer(model):
+    seen: list[int] = []
+    model.blocks[1].attn.hook_pattern.add_hook(lambda x, hook: seen.append(hook.layer()))
+    model.add_hook("blocks.0.hook_in", lambda x, hook: seen.append(hook.layer))
+    model(torch.tensor([[1, 2, 3]]))
+    model(torch.tensor([[1, 2, 3]]))
+    assert seen == [0, 1, 0, 1]
+    model.reset_hooks()
+    model(torch.tensor([[1, 2, 3]]))
+    assert seen == [0, 1, 0, 1]
+    assert not any(point.active for point in model.hook_dict.values())
+
+
+def test_run_with_cache_remove_batch_dim(model):
+    tokens = model.to_tokens(TEXT)
+    _, batched = model.run_with_cache(tokens)
+    _, single = model.run_with_cache(tokens, remove_batch_dim=True)
+    assert_close(single["pattern", 0, "attn"], batched["pattern", 0][0])
+    assert_close(single["resid_pre", torch.tensor(1)], batched["blocks.1.hook_resid_pre"][0])
+    stack = single.accumulated_resid(apply_ln=True)
+    assert_close(stack, batched.accumulated_resid(apply_ln=True)[:, 0])
+
+
+def test_stacked_weights_and_ungroup():
+    model = transformer_lens.HookedTransformer.from_interp(gqa_model())
+    assert model.W_Q.shape == (2, 4, 16, 4) and model.W_K.shape == (2, 2, 16, 4)
+    assert model.W_O.shape == (2, 4, 4, 16) and model.W_gate.shape == (2, 16, 64) and model.b_Q is None
+    model.set_ungroup_grouped_query_attention(True)
+    assert model.W_K.shape == (2, 4, 16, 4)
+    assert torch.equal(model.W_K[1, 3], model.blocks[1].attn.W_K[1])  # query head 3 reads key head 1
+    qk = model.QK[1, 2].AB
+    assert_close(qk, model.blocks[1].attn.W_Q[2] @ model.blocks[1].attn.W_K[1].T)
+    assert model.unembed.W_U is not None and torch.equal(model.unembed.W_U, model.embed.W_E.T)
+    names = dict(model.tl_named_parameters())
+    assert names["unembed.W_U"] is not None and torch.equal(names["unembed.W_U"], model.embed.W_E.T)
+
+
+def test_folding_keeps_the_function_of_a_gqa_rmsnorm_tied_model():
+    tokens = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
+    plain = gqa_model()
+    before = plain(tokens).log_softmax(-1)
+    w_e = plain.embed.W_E.detach().clone()
+    model = transformer_lens.HookedTransformer.from_interp(plain).process_weights(
+        center_writing_weights=False
+    )
+    assert_close(model(tokens).log_softmax(-1), before, atol=1e-5, rtol=1e-5)
+    assert torch.equal(model.embed.W_E, w_e)  # untied before folding: the embedding is unchanged
+    assert_close(model.blocks[0].ln1.gain, torch.ones(16))
+
+
+def test_hooked_root_module():
+    class Square(transformer_lens.HookedRootModule):
+        def __init__(self):
+            super().__init__()
+            self.hook_in = transformer_lens.HookPoint()
+            self.hook_out = transformer_lens.HookPoint()
+            self.setup()
+
+        def forward(self, x):
+            return self.hook_out(self.hook_in(x) ** 2)
+
+    module = Square()
+    out, cache = module.run_with_cache(torch.tensor(3.0))
+    assert out.item() == 9.0 and cache["hook_in"].item() == 3.0
+    assert (
+        module.run_with_hooks(torch.tensor(3.0), fwd_hooks=[("hook_in", lambda x, h: x + 1)]).item() == 16.0
+    )
