@@ -30,7 +30,7 @@ def test_a_hook_under_an_alias_fires_at_the_canonical_point_once(model):
     for alias, canonical in model.hook_aliases().names.items():
         seen: list[tuple[str, str]] = []
 
-        def record(x, hook, tag):
+        def record(x, hook, tag, seen=seen):
             seen.append((tag, hook.name))
 
         hooks = [
