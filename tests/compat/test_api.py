@@ -134,3 +134,14 @@ def test_hooked_root_module():
     assert (
         module.run_with_hooks(torch.tensor(3.0), fwd_hooks=[("hook_in", lambda x, h: x + 1)]).item() == 16.0
     )
+
+
+def test_generate_text_in_text_out(model):
+    prompt = "After John and Mary"
+    text = model.generate(prompt, max_new_tokens=4, do_sample=False, verbose=False)
+    tokens = model.to_tokens(prompt)
+    for _ in range(4):  # greedy decoding by full forwards
+        tokens = torch.cat([tokens, model(tokens)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    expected = model.to_string(tokens[0])
+    assert isinstance(text, str) and text == expected
+    assert torch.equal(model.generate(model.to_tokens(prompt), max_new_tokens=4, do_sample=False), tokens)

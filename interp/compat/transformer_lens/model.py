@@ -15,6 +15,7 @@ import torch
 
 import interp
 from interp.compat.transformer_lens.cache import ActivationCache
+from interp.compat.transformer_lens.config import ConfigView
 from interp.compat.transformer_lens.factored_matrix import FactoredMatrix
 from interp.compat.transformer_lens.tokens import TokenMethods
 from interp.compat.transformer_lens.utils import lm_cross_entropy_loss
@@ -77,6 +78,8 @@ class HookedTransformer(TokenMethods, interp.HookedTransformer):
         if not isinstance(model, interp.HookedTransformer):
             raise TypeError(f"from_interp takes an interp HookedTransformer, got {type(model).__name__}")
         model.__class__ = cls
+        if not isinstance(model.cfg, ConfigView):
+            model.cfg = ConfigView(model.cfg, model)  # cfg.device and TransformerLens's field names
         return model
 
     def process_weights(
@@ -116,8 +119,12 @@ class HookedTransformer(TokenMethods, interp.HookedTransformer):
     ) -> Any:
         """Logits, the loss, both, or ``None`` (``return_type``) of token ids or text.
 
-        With ``stop_at_layer`` the stream entering that block is returned, whatever ``return_type`` says.
+        With ``stop_at_layer`` the stream entering that block is returned, whatever ``return_type`` says. A
+        tensor as the second positional argument is interp's ``attention_mask`` (interp's own callers, such as
+        ``generate``, pass it there).
         """
+        if isinstance(return_type, torch.Tensor):
+            attention_mask, return_type = return_type, "logits"
         if return_type not in _RETURN_TYPES:
             raise ValueError(f"return_type={return_type!r}; expected 'logits', 'loss', 'both' or None")
         if return_type in ("loss", "both") and (self.unembed is None or self.head is not None):
@@ -174,6 +181,57 @@ class HookedTransformer(TokenMethods, interp.HookedTransformer):
     ) -> Any:
         """Run with hooks for this call only (they are removed at the end whatever ``reset_hooks_end`` says)."""
         return super().run_with_hooks(*args, fwd_hooks=fwd_hooks, bwd_hooks=bwd_hooks, **kwargs)
+
+    def generate(
+        self,
+        input: Any = "",
+        max_new_tokens: int = 10,
+        stop_at_eos: bool = True,
+        eos_token_id: int | None = None,
+        do_sample: bool = True,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        temperature: float = 1.0,
+        freq_penalty: float = 0.0,
+        use_past_kv_cache: bool = True,
+        prepend_bos: bool | None = None,
+        padding_side: str | None = None,
+        return_type: str = "input",
+        verbose: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        """TransformerLens's ``generate``: text in, text out (prompt and continuation), or ids in, ids out.
+
+        Runs :func:`interp.generate.generate`; ``return_type`` is ``"input"`` (the type given), ``"str"`` or
+        ``"tokens"``. Keyword arguments interp's generate takes (``fwd_hooks``, ``seed``...) pass through.
+        """
+        from interp.generate import generate  # the sampling loop sits above the model layer
+
+        if freq_penalty:
+            raise ValueError("freq_penalty is not supported by interp's generate; pass freq_penalty=0")
+        if return_type not in ("input", "str", "tokens"):
+            raise ValueError(f"return_type={return_type!r}; expected 'input', 'str' or 'tokens'")
+        text_in, one_text = isinstance(input, (str, list)), isinstance(input, str)
+        if text_in:  # interp's Tokens, left-padded, so generate does not re-tokenize
+            input = self._need_tokenizer().to_tokens(input, prepend_bos=prepend_bos, padding_side="left")
+        out = generate(
+            self,
+            input,
+            max_new_tokens,
+            do_sample=do_sample,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            stop_at_eos=stop_at_eos,
+            eos_token_id=eos_token_id,
+            use_kv_cache=use_past_kv_cache,
+            progress=False,
+            **kwargs,
+        )
+        if return_type == "tokens" or (return_type == "input" and not text_in):
+            return out.tokens
+        rows = [self.to_string(row[m.bool()]) for row, m in zip(out.tokens, out.mask, strict=True)]
+        return rows[0] if one_text else rows
 
     # Weights, stacked over layers.
 
