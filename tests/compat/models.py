@@ -3,6 +3,7 @@ interp configs built in the test."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import torch
 from safetensors.torch import load_file
 
 import interp.compat.transformer_lens as transformer_lens
-from interp import HookedTransformer, TransformerConfig
+from interp import HookedTransformer
+from tests.analysis.models import CONFIGS
 
 GOLDEN = Path(__file__).parent / "golden"
 CHECKPOINT = str(GOLDEN / "tiny_gpt2")
@@ -25,25 +27,10 @@ def golden_labels() -> dict[str, list[str]]:
 
 
 def gqa_model(**overrides) -> HookedTransformer:
-    """Two Llama-style layers: RMSNorm, rotary, grouped-query attention (4 query heads, 2 key/value heads)."""
-    kwargs = dict(
-        n_layers=2,
-        d_model=16,
-        n_heads=4,
-        n_kv_heads=2,
-        d_vocab=40,
-        n_ctx=12,
-        norm="rmsnorm",
-        positional="rotary",
-        mlp="gated",
-        act="silu",
-        attn_bias=False,
-        mlp_bias=False,
-        tie_embeddings=True,
-        seed=3,
-    )
-    kwargs.update(overrides)
-    model = HookedTransformer(TransformerConfig(**kwargs))
+    """The analysis tests' Llama-style config (RMSNorm, rotary, 4 query heads on 2 key/value heads, d_model 32)
+    with tied embeddings and random norm gains, so that folding has something to fold."""
+    cfg = dataclasses.replace(CONFIGS["llama"], **{"tie_embeddings": True, "seed": 3, **overrides})
+    model = HookedTransformer(cfg)
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith(".w"):

@@ -92,10 +92,10 @@ def test_run_with_cache_remove_batch_dim(model):
 
 def test_stacked_weights_and_ungroup():
     model = transformer_lens.HookedTransformer.from_interp(gqa_model())
-    assert model.W_Q.shape == (2, 4, 16, 4) and model.W_K.shape == (2, 2, 16, 4)
-    assert model.W_O.shape == (2, 4, 4, 16) and model.W_gate.shape == (2, 16, 64) and model.b_Q is None
+    assert model.W_Q.shape == (2, 4, 32, 8) and model.W_K.shape == (2, 2, 32, 8)
+    assert model.W_O.shape == (2, 4, 8, 32) and model.W_gate.shape == (2, 32, 128) and model.b_Q is None
     model.set_ungroup_grouped_query_attention(True)
-    assert model.W_K.shape == (2, 4, 16, 4)
+    assert model.W_K.shape == (2, 4, 32, 8)
     assert torch.equal(model.W_K[1, 3], model.blocks[1].attn.W_K[1])  # query head 3 reads key head 1
     qk = model.QK[1, 2].AB
     assert_close(qk, model.blocks[1].attn.W_Q[2] @ model.blocks[1].attn.W_K[1].T)
@@ -114,7 +114,7 @@ def test_folding_keeps_the_function_of_a_gqa_rmsnorm_tied_model():
     )
     assert_close(model(tokens).log_softmax(-1), before, atol=1e-5, rtol=1e-5)
     assert torch.equal(model.embed.W_E, w_e)  # untied before folding: the embedding is unchanged
-    assert_close(model.blocks[0].ln1.gain, torch.ones(16))
+    assert_close(model.blocks[0].ln1.gain, torch.ones(32))
 
 
 def test_hooked_root_module():
