@@ -43,6 +43,8 @@ def expand_short_name(key: str | tuple, n_layers: int | None = None) -> str:
         return f"hook_{short}"
     if short not in _SHORT:
         raise UnknownHookError(f"unknown short name {short!r}; known: {sorted(_SHORT)}")
+    if rest and isinstance(rest[0], torch.Tensor) and rest[0].ndim == 0 and not rest[0].is_floating_point():
+        rest[0] = int(rest[0])  # a layer index held in a 0-d tensor
     if not rest or not isinstance(rest[0], int):
         raise TypeError(f"{key!r}: the second element must be a layer index")
     layer = rest[0]

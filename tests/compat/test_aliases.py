@@ -86,3 +86,10 @@ def test_no_alias_where_the_words_mean_another_place():
     aliases = post.hook_aliases().names
     assert "blocks.0.attn.hook_out" not in aliases and "blocks.0.ln2.hook_in" not in aliases
     assert aliases["blocks.0.hook_in"] == "blocks.0.hook_resid_pre"
+
+
+def test_interp_cache_takes_a_tensor_layer_index():
+    _, cache = gqa_model().run_with_cache(TOKENS, names_filter="blocks.1.attn.hook_pattern")
+    assert type(cache).__module__ == "hooks.cache"
+    assert torch.equal(cache["pattern", torch.tensor(1)], cache["blocks.1.attn.hook_pattern"])
+    assert torch.equal(cache["blocks.1.attn.hook_pattern"], cache["pattern", -1])
