@@ -145,3 +145,12 @@ def test_generate_text_in_text_out(model):
     expected = model.to_string(tokens[0])
     assert isinstance(text, str) and text == expected
     assert torch.equal(model.generate(model.to_tokens(prompt), max_new_tokens=4, do_sample=False), tokens)
+
+
+def test_induction_loss(model):
+    loss = transformer_lens.evals.induction_loss(model, batch_size=2, subseq_len=8)
+    generator = torch.Generator().manual_seed(0)
+    first = torch.randint(min(100, 63), 64, (2, 8), generator=generator)
+    tokens = torch.cat([torch.zeros(2, 1, dtype=torch.long), first, first], dim=1)
+    per_token = utils.lm_cross_entropy_loss(model(tokens), tokens, per_token=True)
+    assert_close(loss, per_token[:, 9:].mean())

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from interp.compat.transformer_lens import hook_points, utils
+from interp.compat.transformer_lens import evals, hook_points, utils
 from interp.compat.transformer_lens.cache import ActivationCache
 from interp.compat.transformer_lens.factored_matrix import FactoredMatrix
 from interp.compat.transformer_lens.hook_points import HookedRootModule, HookPoint
@@ -28,6 +28,7 @@ utilities = utils
 __all__ = [
     "ActivationCache",
     "FactoredMatrix",
+    "evals",
     "HookPoint",
     "HookedRootModule",
     "HookedTransformer",
@@ -46,6 +47,7 @@ _SUBMODULES = (
     "ActivationCache",
     "HookedTransformer",
     "model_bridge",
+    "evals",
 )
 
 
