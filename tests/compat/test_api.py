@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -154,3 +157,17 @@ def test_induction_loss(model):
     tokens = torch.cat([torch.zeros(2, 1, dtype=torch.long), first, first], dim=1)
     per_token = utils.lm_cross_entropy_loss(model(tokens), tokens, per_token=True)
     assert_close(loss, per_token[:, 9:].mean())
+
+
+@pytest.mark.slow  # a fresh interpreter imports interp
+def test_install_makes_import_transformer_lens_give_the_face():
+    code = (
+        "import interp.compat.transformer_lens as t; t.install(); import transformer_lens.utilities as utils; "
+        "from transformer_lens.hook_points import HookPoint; from transformer_lens.HookedRootModule import "
+        "HookedRootModule; from transformer_lens.model_bridge import TransformerBridge; "
+        "from transformer_lens import FactoredMatrix, HookedTransformer, evals; "
+        "assert HookedTransformer is t.HookedTransformer and HookPoint is t.HookPoint; "
+        "print(utils.get_act_name('in', 0))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "blocks.0.hook_in"
