@@ -171,3 +171,14 @@ def test_install_makes_import_transformer_lens_give_the_face():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "blocks.0.hook_in"
+
+
+def test_cfg_view(model):
+    import copy
+
+    assert model.cfg.device == torch.device("cpu") and model.cfg.normalization_type == "LN"
+    assert model.cfg.n_layers == 2 and model.cfg.act_fn == "gelu_new" and model.cfg.n_key_value_heads is None
+    twin = copy.deepcopy(model)
+    assert twin.cfg == model.cfg and twin.cfg._model_ref is twin
+    with pytest.raises(AttributeError, match="frozen"):
+        model.cfg.n_layers = 3

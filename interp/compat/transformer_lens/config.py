@@ -8,7 +8,6 @@ attribute from the config itself; it compares and hashes as the config does.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import torch
@@ -24,9 +23,13 @@ class ConfigView:
 
     def __init__(self, cfg: TransformerConfig, model: torch.nn.Module) -> None:
         object.__setattr__(self, "_cfg", cfg)
-        object.__setattr__(self, "_model", weakref.ref(model))
+        object.__setattr__(
+            self, "_model_ref", model
+        )  # a plain reference, so copies of the model copy the view
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # private and dunder lookups (copy, pickle) must not reach the config
+            raise AttributeError(name)
         return getattr(self._cfg, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -41,11 +44,11 @@ class ConfigView:
 
     @property
     def device(self) -> torch.device:
-        return self._model().device
+        return self._model_ref.device
 
     @property
     def dtype(self) -> torch.dtype:
-        return self._model().dtype
+        return self._model_ref.dtype
 
     @property
     def n_key_value_heads(self) -> int | None:
@@ -77,7 +80,7 @@ class ConfigView:
 
     @property
     def default_prepend_bos(self) -> bool:
-        tokenizer = self._model().tokenizer
+        tokenizer = self._model_ref.tokenizer
         return bool(tokenizer is not None and tokenizer.prepends_bos)
 
     def __eq__(self, other: object) -> bool:
