@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -43,22 +41,19 @@ class Unembed(nn.Module):
         super().__init__()
         self._embed = (embed,)  # a plain reference, so the tied weight is not listed twice
         self.tied = cfg.tie_embeddings
-        if not self.tied:
-            self.W_U = param_in_layout((cfg.d_model, cfg.d_vocab), (1, 0))
+        if not self.tied:  # registered directly: W_U is also a property of the class (see below)
+            self._parameters["W_U"] = param_in_layout((cfg.d_model, cfg.d_vocab), (1, 0))
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab))
         self.softcap = cfg.logit_softcap
         self.hook_in = HookPoint()  # [batch, pos, d_model]
         self.hook_out = HookPoint()  # [batch, pos, d_vocab]
 
     @property
-    def weight(self) -> torch.Tensor:
-        """``W_U`` as ``[d_model, d_vocab]``, whether tied or not."""
-        return self._embed[0].W_E.T if self.tied else self.W_U
+    def W_U(self) -> torch.Tensor:
+        """``[d_model, d_vocab]``: the parameter, or with tied embeddings a view of ``embed.W_E`` transposed."""
+        return self._embed[0].W_E.T if self.tied else self._parameters["W_U"]
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "W_U" and self.__dict__.get("tied"):
-            return self._embed[0].W_E.T  # [d_model, d_vocab], a view of the embedding
-        return super().__getattr__(name)
+    weight = W_U
 
     def untie(self) -> None:
         """Give ``W_U`` its own parameter, a copy of the tied matrix, so it can change without ``W_E``."""
@@ -66,7 +61,7 @@ class Unembed(nn.Module):
             w_u = param_in_layout(tuple(self.weight.shape), (1, 0))
             w_u.data.copy_(self.weight.detach())
             self.tied = False
-            self.W_U = w_u
+            self._parameters["W_U"] = w_u
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = F.linear(self.hook_in(x), self.weight.T, self.b_U)  # [batch, pos, d_vocab]
