@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 
 import torch
 
+from hooks.aliases import HookAliases
 from hooks.names import UnknownHookError, unknown_hook_message
 
 # Short names, as in the convention most interpretability users know: cache["pattern", 3].
@@ -42,6 +43,8 @@ def expand_short_name(key: str | tuple, n_layers: int | None = None) -> str:
         return f"hook_{short}"
     if short not in _SHORT:
         raise UnknownHookError(f"unknown short name {short!r}; known: {sorted(_SHORT)}")
+    if rest and isinstance(rest[0], torch.Tensor) and rest[0].ndim == 0 and not rest[0].is_floating_point():
+        rest[0] = int(rest[0])  # a layer index held in a 0-d tensor
     if not rest or not isinstance(rest[0], int):
         raise TypeError(f"{key!r}: the second element must be a layer index")
     layer = rest[0]
@@ -62,12 +65,15 @@ class ActivationCache(Mapping[str, torch.Tensor]):
     torch.Size([1, 2, 3, 3])
     """
 
-    def __init__(self, data: dict[str, torch.Tensor], n_layers: int | None = None) -> None:
+    def __init__(
+        self, data: dict[str, torch.Tensor], n_layers: int | None = None, aliases: HookAliases | None = None
+    ) -> None:
         self._data = dict(data)
         self.n_layers = n_layers
+        self.aliases = aliases if aliases is not None else HookAliases()
 
     def __getitem__(self, key: str | tuple) -> torch.Tensor:
-        name = expand_short_name(key, self.n_layers)
+        name = self.aliases.canonical(expand_short_name(key, self.n_layers))
         try:
             return self._data[name]
         except KeyError:
@@ -81,7 +87,8 @@ class ActivationCache(Mapping[str, torch.Tensor]):
 
     def __contains__(self, key: object) -> bool:
         try:
-            return expand_short_name(key, self.n_layers) in self._data  # type: ignore[arg-type]
+            name = self.aliases.canonical(expand_short_name(key, self.n_layers))  # type: ignore[arg-type]
+            return name in self._data
         except (TypeError, KeyError):
             return False
 
@@ -98,7 +105,7 @@ class ActivationCache(Mapping[str, torch.Tensor]):
 
     def to(self, device: str | torch.device) -> ActivationCache:
         """A new cache with every tensor moved to ``device``."""
-        return ActivationCache({k: v.to(device) for k, v in self._data.items()}, self.n_layers)
+        return ActivationCache({k: v.to(device) for k, v in self._data.items()}, self.n_layers, self.aliases)
 
     def stack(self, short: str, layers: range | None = None) -> torch.Tensor:
         """One activation stacked across layers: ``cache.stack("pattern")`` is ``[layer, batch, head, q, k]``."""

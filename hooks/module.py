@@ -14,8 +14,9 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from hooks.aliases import HookAliases
 from hooks.cache import ActivationCache
-from hooks.names import NamesFilter, UnknownHookError, layer_of, resolve_names, unknown_hook_message
+from hooks.names import NamesFilter, UnknownHookError, layer_of, unknown_hook_message
 from hooks.point import HookFn, HookPoint
 
 HookSpec = Sequence[tuple[NamesFilter, HookFn]]
@@ -30,51 +31,40 @@ class HookedModule(nn.Module):
     """
 
     hook_dict: dict[str, HookPoint]
-    hook_aliases: dict[str, str] = {}  # noqa: RUF012 - replaced per instance by setup_hooks
     cache_n_layers: int | None = None
 
     def setup_hooks(self) -> None:
-        """Name every HookPoint below this module by its module path and index them.
-
-        A submodule may name some of its children twice: ``hook_alias_of = {"ln1": "ln1_post"}`` makes every
-        ``...ln1.X`` a second name of the HookPoint ``...ln1_post.X`` (the same object in :attr:`hook_dict`,
-        so the two cannot drift), as TransformerLens names a family's norms. :meth:`hook_names` lists each
-        point once, by its own name; an alias is used where it is asked for by name.
-        """
+        """Name every HookPoint below this module by its module path and index them."""
         self.hook_dict = {}
         for path, module in self.named_modules():
             if isinstance(module, HookPoint):
                 module.name = path
                 module.layer = layer_of(path)
                 self.hook_dict[path] = module
-        self.add_hook_aliases()
-
-    def add_hook_aliases(self) -> None:
-        """Add to :attr:`hook_dict` the second names submodules declare in ``hook_alias_of``."""
-        self.hook_aliases = {}
-        for path, module in self.named_modules():
-            for alias, target in getattr(module, "hook_alias_of", {}).items():
-                base = f"{path}." if path else ""
-                prefix = f"{base}{target}."
-                for name in [n for n in self.hook_dict if n.startswith(prefix)]:
-                    self.hook_aliases[f"{base}{alias}.{name[len(prefix) :]}"] = name
-        self.hook_dict.update({alias: self.hook_dict[name] for alias, name in self.hook_aliases.items()})
 
     def hook_names(self) -> list[str]:
-        """Every hook name, in the order the forward pass reaches them (each point once, by its own name)."""
-        return [name for name in self.hook_dict if name not in self.hook_aliases]
+        """Every hook name, in the order the forward pass reaches them."""
+        return list(self.hook_dict)
+
+    def add_hook(self, name: NamesFilter, fn: HookFn, dir: str = "fwd", is_permanent: bool = False) -> None:
+        """Attach ``fn`` to every hook ``name`` selects until :meth:`reset_hooks` (see ``HookPoint.add_hook``)."""
+        for hook_name in self.resolve(name):
+            self.hook_dict[hook_name].add_hook(fn, dir=dir, is_permanent=is_permanent)
+
+    def reset_hooks(self, including_permanent: bool = False) -> None:
+        """Remove every hook attached with :meth:`add_hook` (permanent ones too if ``including_permanent``)."""
+        for point in self.hook_dict.values():
+            point.remove_hooks("both", including_permanent=including_permanent)
+
+    def hook_aliases(self) -> HookAliases:
+        """Second names of this module's hook points (none here; models that answer to another library's
+        names override this). See :mod:`hooks.aliases`."""
+        return HookAliases()
 
     def resolve(self, names_filter: NamesFilter) -> list[str]:
-        """The hook names a filter selects; raises on an unknown name or an empty match.
-
-        An alias is kept only where the filter does not also select the point by its own name, so that a
-        glob never selects one point twice.
-        """
-        names = resolve_names(names_filter, list(self.hook_dict))
-        if not self.hook_aliases:
-            return names
-        chosen = set(names)
-        return [n for n in names if n not in self.hook_aliases or self.hook_aliases[n] not in chosen]
+        """The hook names a filter selects (aliases map to their canonical names); raises on an unknown name
+        or an empty match."""
+        return self.hook_aliases().resolve(names_filter, list(self.hook_dict))
 
     @contextlib.contextmanager
     def hooks(
@@ -178,10 +168,8 @@ class HookedModule(nn.Module):
         names = self.resolve(names_filter)
         with self.hooks([*fwd_hooks, (names, save)]):
             out = self(*args, **kwargs)
-        for alias in (n for n in names if n in self.hook_aliases):  # asked for by its second name
-            store[alias] = store.pop(self.hook_aliases[alias])
         ordered = {name: store[name] for name in self.hook_dict if name in store}
-        return out, ActivationCache(ordered, n_layers=self.cache_n_layers)
+        return out, ActivationCache(ordered, n_layers=self.cache_n_layers, aliases=self.hook_aliases())
 
 
 def _pairs(spec: Any, argument: str) -> list[tuple[NamesFilter, HookFn]]:

@@ -24,10 +24,18 @@ class UnknownHookError(KeyError):
         return str(self.args[0])
 
 
-def layer_of(name: str) -> int | None:
+class LayerIndex(int):
+    """A block index that can also be called, so ``hook.layer`` and TransformerLens's ``hook.layer()`` both
+    give it."""
+
+    def __call__(self) -> int:
+        return int(self)
+
+
+def layer_of(name: str) -> LayerIndex | None:
     """The block index in a hook name (``blocks.3.attn.hook_q`` -> 3), or ``None``."""
     match = _LAYER.search(name)
-    return int(match.group(1)) if match else None
+    return LayerIndex(match.group(1)) if match else None
 
 
 def unknown_hook_message(name: str, valid: Iterable[str]) -> str:

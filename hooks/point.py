@@ -46,6 +46,37 @@ class HookPoint(nn.Module):
         self.fwd_fns: list[HookFn] = []
         self.bwd_fns: list[HookFn] = []
         self.pinned: dict[int, str] = {}  # id(fn) -> "first" | "last", for functions attached with an order
+        self.persistent: list[tuple[str, HookFn, bool]] = []  # what add_hook attached: (dir, fn, permanent)
+
+    def add_hook(
+        self, fn: HookFn, dir: str = "fwd", is_permanent: bool = False, prepend: bool = False
+    ) -> None:
+        """Attach ``fn`` until :meth:`remove_hooks` (a persistent hook; prefer ``model.hooks(...)``, which cleans
+        up by itself). ``is_permanent`` hooks survive ``remove_hooks`` unless ``including_permanent``."""
+        if dir not in ("fwd", "bwd"):
+            raise ValueError(f"dir={dir!r}; expected 'fwd' or 'bwd'")
+        if not callable(fn):
+            raise TypeError(f"hook for {self.name!r} is {fn!r}, which is not callable")
+        fns = self.fwd_fns if dir == "fwd" else self.bwd_fns
+        fns.insert(0 if prepend else len(fns), fn)
+        self.persistent.append((dir, fn, is_permanent))
+
+    def remove_hooks(self, dir: str = "fwd", including_permanent: bool = False) -> None:
+        """Remove the hooks :meth:`add_hook` attached in direction ``dir`` (``"fwd"``, ``"bwd"`` or ``"both"``)."""
+        if dir not in ("fwd", "bwd", "both"):
+            raise ValueError(f"dir={dir!r}; expected 'fwd', 'bwd' or 'both'")
+        kept = []
+        for entry in self.persistent:
+            hook_dir, fn, permanent = entry
+            if dir in (hook_dir, "both") and (including_permanent or not permanent):
+                fns = self.fwd_fns if hook_dir == "fwd" else self.bwd_fns
+                for i in range(len(fns) - 1, -1, -1):
+                    if fns[i] is fn:
+                        del fns[i]
+                        break
+            else:
+                kept.append(entry)
+        self.persistent = kept
 
     @property
     def active(self) -> bool:

@@ -317,23 +317,27 @@ def test_output_norms_answer_to_transformer_lens_names_as_the_same_points():
     model = HookedTransformer(
         TransformerConfig(n_layers=2, d_model=8, n_heads=2, d_vocab=10, n_ctx=6, norm_placement="output")
     )
+    aliases = model.hook_aliases()
     for layer in range(2):
         for tl, own in (("ln1", "ln1_post"), ("ln2", "ln2_post")):
             for leaf in ("hook_scale", "hook_normalized"):
                 alias, name = f"blocks.{layer}.{tl}.{leaf}", f"blocks.{layer}.{own}.{leaf}"
-                assert model.hook_dict[alias] is model.hook_dict[name]
+                assert aliases.canonical(alias) == name and model.resolve(alias) == [name]
                 assert alias not in model.hook_names() and name in model.hook_names()
     ids = torch.tensor([[1, 2, 3]])
     _, everything = model.run_with_cache(ids)
     _, by_alias = model.run_with_cache(ids, names_filter=["blocks.1.ln2.hook_normalized"])
-    assert list(by_alias.keys()) == ["blocks.1.ln2.hook_normalized"]
+    assert list(by_alias.keys()) == ["blocks.1.ln2_post.hook_normalized"]  # each point cached once, by its name
     torch.testing.assert_close(
         by_alias["blocks.1.ln2.hook_normalized"], everything["blocks.1.ln2_post.hook_normalized"]
     )
-    assert "blocks.1.ln2.hook_normalized" not in everything.keys()  # each point cached once
-    zeroed = model.run_with_hooks(ids, fwd_hooks=[("blocks.1.ln2.hook_normalized", lambda x, hook: x * 0)])
+    fired = []
+    zeroed = model.run_with_hooks(
+        ids, fwd_hooks=[("blocks.1.ln2.hook_normalized", lambda x, hook: fired.append(hook.name) or x * 0)]
+    )
     same = model.run_with_hooks(ids, fwd_hooks=[("blocks.1.ln2_post.hook_normalized", lambda x, hook: x * 0)])
+    assert fired == ["blocks.1.ln2_post.hook_normalized"]  # the very point, once
     torch.testing.assert_close(zeroed, same)
     assert not torch.allclose(zeroed, model(ids))
     pre_norm = HookedTransformer(TransformerConfig(n_layers=1, d_model=8, n_heads=2, d_vocab=10, n_ctx=6))
-    assert pre_norm.hook_aliases == {}
+    assert pre_norm.resolve("blocks.0.ln1.hook_scale") == ["blocks.0.ln1.hook_scale"]  # its own norm, no alias

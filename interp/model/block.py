@@ -60,8 +60,6 @@ class Block(nn.Module):
         self.hook_resid_post = HookPoint()
         self.n_heads, self.n_kv_heads = cfg.n_heads, cfg.n_kv_heads
         self.split = False
-        # With the norms on the sublayers' outputs only (OLMo 2), TransformerLens names them ln1 and ln2.
-        self.hook_alias_of = {"ln1": "ln1_post", "ln2": "ln2_post"} if placement == "output" else {}
 
     _SPLIT = ("hook_q_input", "hook_k_input", "hook_v_input", "hook_mlp_in")
 

@@ -30,7 +30,8 @@ class Embed(nn.Module):
 
 
 class Unembed(nn.Module):
-    """Logits ``x @ W_U + b_U``; with tied embeddings ``W_U`` is a view of ``embed.W_E`` transposed.
+    """Logits ``x @ W_U + b_U``; with tied embeddings ``W_U`` is a view of ``embed.W_E`` transposed (not a
+    parameter of its own, so the state dict lists the matrix once; :meth:`untie` gives it its own copy).
 
     With ``cfg.logit_softcap`` (Gemma 2) the logits become ``cap * tanh(logits / cap)`` before ``hook_out``, so
     the hook holds the logits the model outputs, the ones to patch and compare against.
@@ -39,16 +40,28 @@ class Unembed(nn.Module):
     def __init__(self, cfg: TransformerConfig, embed: Embed) -> None:
         super().__init__()
         self._embed = (embed,)  # a plain reference, so the tied weight is not listed twice
-        self.W_U = None if cfg.tie_embeddings else param_in_layout((cfg.d_model, cfg.d_vocab), (1, 0))
+        self.tied = cfg.tie_embeddings
+        if not self.tied:  # registered directly: W_U is also a property of the class (see below)
+            self._parameters["W_U"] = param_in_layout((cfg.d_model, cfg.d_vocab), (1, 0))
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab))
         self.softcap = cfg.logit_softcap
         self.hook_in = HookPoint()  # [batch, pos, d_model]
         self.hook_out = HookPoint()  # [batch, pos, d_vocab]
 
     @property
-    def weight(self) -> torch.Tensor:
-        """``W_U`` as ``[d_model, d_vocab]``, whether tied or not."""
-        return self._embed[0].W_E.T if self.W_U is None else self.W_U
+    def W_U(self) -> torch.Tensor:
+        """``[d_model, d_vocab]``: the parameter, or with tied embeddings a view of ``embed.W_E`` transposed."""
+        return self._embed[0].W_E.T if self.tied else self._parameters["W_U"]
+
+    weight = W_U
+
+    def untie(self) -> None:
+        """Give ``W_U`` its own parameter, a copy of the tied matrix, so it can change without ``W_E``."""
+        if self.tied:
+            w_u = param_in_layout(tuple(self.weight.shape), (1, 0))
+            w_u.data.copy_(self.weight.detach())
+            self.tied = False
+            self._parameters["W_U"] = w_u
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = F.linear(self.hook_in(x), self.weight.T, self.b_U)  # [batch, pos, d_vocab]

@@ -16,7 +16,9 @@ import torch
 from torch import nn
 
 from hooks import HookedModule, HookPoint
+from hooks.aliases import HookAliases
 from interp.config import TransformerConfig
+from interp.model.aliases import transformer_lens_aliases
 from interp.model.block import Block
 from interp.model.embed import Embed, MLMHead, Unembed
 from interp.model.kv_cache import KVCache
@@ -227,13 +229,17 @@ class HookedTransformer(HookedModule):
             for name in added:
                 self.hook_dict.pop(name, None)
 
+    def hook_aliases(self) -> HookAliases:
+        """TransformerLens 3's canonical names (``blocks.3.hook_in``, ``blocks.3.attn.hook_out``...) as aliases
+        of this model's hook points; see :mod:`interp.model.aliases`."""
+        return transformer_lens_aliases(self.cfg, tuple(self.hook_dict))
+
     def _register_points(self, names: list[str]) -> None:
         """Add hook points created after construction to ``hook_dict``, keeping it in forward order."""
         points = {name: self.get_submodule(name) for name in names}
         order = [path for path, module in self.named_modules() if isinstance(module, HookPoint)]
         merged = {**self.hook_dict, **points}
         self.hook_dict = {name: merged[name] for name in order if name in merged}
-        self.add_hook_aliases()
 
     def generate(self, input: Any, max_new_tokens: int, **kwargs: Any) -> Any:
         """Generate text with hooks in place: :func:`interp.generate.generate` with this model.

@@ -41,7 +41,14 @@ def test_every_asset_is_declared_as_package_data_and_read_through_resources():
     patterns = config["tool"]["setuptools"]["package-data"]["interp.report.assets"]
     files = [p for p in resources.files("interp.report.assets").iterdir() if p.name != "__init__.py"]
     names = sorted(p.name for p in files if not p.name.startswith("__"))
-    assert names == ["explainer.css", "explainer.html", "explainer.js", "report.css", "report.js"]
+    assert names == [
+        "explainer.css",
+        "explainer.html",
+        "explainer.js",
+        "patterns.css",
+        "report.css",
+        "report.js",
+    ]
     for name in names:
         assert any(fnmatch(name, pattern) for pattern in patterns), name
         assert read_asset(name) == (ROOT / "interp" / "report" / "assets" / name).read_text(encoding="utf-8")
