@@ -20,10 +20,27 @@ from typing import Any
 from interp.config import TransformerConfig
 from interp.hf import from_hf
 from interp.load import load
-from interp.model import HookedTransformer
+from interp.model import HookedTransformer, extensions
 
 __all__ = ["HookedTransformer", "TransformerConfig", "from_hf", "load"]
 __version__ = "0.1.0"
+
+
+def _generate() -> Any:
+    from interp.generate import generate
+
+    return generate
+
+
+def _spliced() -> Any:
+    from interp.sae import spliced
+
+    return spliced
+
+
+# The model's methods that packages above it implement (see interp.model.extensions).
+extensions.register("generate", _generate)
+extensions.register("saes", _spliced)
 
 
 def __getattr__(name: str) -> Any:
