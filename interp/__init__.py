@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 
 
 def _generate() -> Any:
-    from interp.generate import generate
+    from interp.generation import generate
 
     return generate
 
@@ -45,10 +45,12 @@ extensions.register("saes", _spliced)
 
 def __getattr__(name: str) -> Any:
     """Import a subpackage or module the first time it is used as an attribute (PEP 562)."""
+    if name == "generate":  # the public function, from the package that implements it
+        return _generate()
     if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f"{__name__}.{name}")  # also binds it on this package
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*__all__, "__version__", *(m.name for m in pkgutil.iter_modules(__path__))})
+    return sorted({*__all__, "__version__", "generate", *(m.name for m in pkgutil.iter_modules(__path__))})

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("compat", ("interp.compat",)),
     ("circuits", ("interp.circuits",)),
     ("sae", ("interp.sae",)),
-    ("generation", ("interp.generation", "interp.generate")),
+    ("generation", ("interp.generation",)),
     # The explainer page and attention_view draw what analysis functions compute, so report sits above them.
     ("report", ("interp.report",)),
     ("analysis", ("interp.analysis",)),

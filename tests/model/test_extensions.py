@@ -10,10 +10,10 @@ from interp.model import extensions
 
 
 def test_the_registry_hands_out_the_implementing_functions():
-    import interp.generate
+    import interp.generation
     import interp.sae
 
-    assert extensions.implementation("generate") is interp.generate.generate
+    assert extensions.implementation("generate") is interp.generation.generate is interp.generate
     assert extensions.implementation("saes") is interp.sae.spliced
 
 
