@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from interp.analysis.checks import as_scalar, check_same_shape
+from interp.analysis.effect import normalised_effect
 from interp.analysis.patching import (
     TOKEN_BUDGET,
     Metric,
@@ -122,7 +123,7 @@ def verify_top_k(
     )
     out = top.rename(columns={"delta": "attribution_delta", "value": "attribution"}).reset_index(drop=True)
     out["patched_delta"] = [v - corrupt for v in values]
-    out["patched"] = out["patched_delta"] / (clean - corrupt) if clean != corrupt else float("nan")
+    out["patched"] = normalised_effect(out["patched_delta"], clean, corrupt, what="the patched recovery")
     return out
 
 

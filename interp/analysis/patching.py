@@ -11,7 +11,6 @@ has a different slot patched.
 
 from __future__ import annotations
 
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from torch import nn
 
 from hooks import ActivationCache
 from interp.analysis.checks import as_scalar, check_indices, check_same_shape
+from interp.analysis.effect import normalised_effect
 from interp.analysis.slots import slot_axes, slot_mask, slots_of
 
 Metric = Callable[[torch.Tensor], torch.Tensor]
@@ -146,14 +146,6 @@ def slot_frame(
     model: nn.Module, slots: Sequence[Slot], by: str, deltas: Sequence[float], clean: float, corrupt: float
 ) -> pd.DataFrame:
     """One row per slot: ``hook, layer, [position], [head], delta, value = delta / (clean - corrupt)``."""
-    denom = clean - corrupt
-    if abs(denom) <= 1e-12 * max(1.0, abs(clean)):
-        warnings.warn(
-            f"the metric is {clean} on both the clean and the corrupt run, so the normalised recovery is "
-            "undefined (value is NaN); choose inputs or a metric that tell the runs apart",
-            stacklevel=3,
-        )
-        denom = float("nan")
     frame = pd.DataFrame(
         {
             "hook": [s.hook for s in slots],
@@ -163,7 +155,7 @@ def slot_frame(
             "delta": list(deltas),
         }
     )
-    frame["value"] = frame["delta"] / denom
+    frame["value"] = normalised_effect(frame["delta"], clean, corrupt, what="the normalised recovery")
     drop = [c for c, keep in (("position", "position" in by), ("head", "head" in by)) if not keep]
     frame = frame.drop(columns=drop)
     frame.attrs.update(clean_metric=clean, corrupt_metric=corrupt)

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from interp.analysis.effect import normalised_effect
 from interp.sae.module import SAE
 
 Metric = Callable[[torch.Tensor], torch.Tensor]
@@ -72,8 +73,7 @@ def feature_attribution(
             "delta": [*per_feature.tolist(), error],
         }
     )
-    gap = clean - corrupt
-    frame["value"] = frame["delta"] / gap if gap != 0 else float("nan")
+    frame["value"] = normalised_effect(frame["delta"], clean, corrupt, what="the normalised attribution")
     frame.attrs.update(clean_metric=clean, corrupt_metric=corrupt)
     return frame
 
