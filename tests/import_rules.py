@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "interp.config",
             "interp.tokens",
-            "interp.files",
+            "interp.atomic",
             "interp.distributed",
             "interp.registry",
             "interp.arguments",
