@@ -10,7 +10,7 @@ the real effect of patching a set of features, for :func:`feature_attribution`'s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -18,9 +18,8 @@ import torch
 
 from interp.analysis.conditions import run_conditions
 from interp.analysis.effect import normalised_effect
+from interp.analysis.patching import Metric
 from interp.sae.module import SAE
-
-Metric = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _names(sae: SAE) -> tuple[str, str]:
