@@ -14,6 +14,10 @@ def test_no_import_points_up_the_layers():
     assert import_rules.layer_violations(ROOT) == []
 
 
+def test_no_study_imports_another():
+    assert import_rules.study_crossings(ROOT) == []
+
+
 def test_no_import_closes_a_circle():
     assert import_rules.circles(ROOT) == []
 
@@ -79,4 +83,16 @@ def test_a_module_outside_every_layer_is_reported(tmp_path):
     assert import_rules.layer_violations(tmp_path, layers, packages=("interp",)) == [
         "interp/__init__.py is in no layer; add its package to LAYERS",
         "interp/utils.py is in no layer; add its package to LAYERS",
+    ]
+
+
+def test_a_planted_import_of_one_study_by_another_is_named(tmp_path):
+    root = _copy_sources(tmp_path)
+    study = root / "studies" / "steering" / "measure.py"
+    study.write_text(study.read_text() + "\n\ndef _planted():\n    from studies.coreference import causal\n")
+    lines = study.read_text().count("\n")
+
+    assert import_rules.study_crossings(root) == [
+        f"studies/steering/measure.py:{lines} imports studies.coreference.causal (studies/coreference/causal.py): "
+        "a study imports another study; share it through studies/data/"
     ]

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from interp.circuits import draw_circuit
-from interp.report import Report
+from interp.report import Report, table_records
 
 TARGET_EDGES, TARGET_FAITHFULNESS, TARGET_PEARSON = 300, 0.85, 0.9
 ANCHORS = (
@@ -19,10 +18,6 @@ ANCHORS = (
     "Pearson 0.88-0.98 across tasks (EAP: 0.34-0.84)."
 )
 NAME_ATTENTION = 0.3  # a head "attends to the name" when this much of its read-position attention goes there
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return frame.replace({np.nan: None}).to_dict(orient="records")
 
 
 def _f(value) -> str:
@@ -171,8 +166,10 @@ def write_report(report: Report, model, config, results: dict, seconds: float) -
     report.add_results(
         {
             "graph": {"nodes": len(graph.nodes), "edges": graph.n_edges, "inputs": len(graph.inputs)},
-            "curve": _records(curves[["method", "ranking", "split", "requested", "edges", "faithfulness"]]),
-            "areas": _records(areas),
+            "curve": table_records(
+                curves[["method", "ranking", "split", "requested", "edges", "faithfulness"]]
+            ),
+            "areas": table_records(areas),
             "circuit": {
                 "method": method,
                 "requested": chosen.requested,
@@ -182,10 +179,10 @@ def write_report(report: Report, model, config, results: dict, seconds: float) -
                 "faithfulness_test": chosen.faithfulness_test,
                 "nodes": circuit.nodes,
             },
-            "attribution_vs_exact": _records(correlations),
-            "heads": _records(results["heads"]),
-            "people": _records(results["people"]),
-            "mlp_positions": _records(results["mlps"]),
+            "attribution_vs_exact": table_records(correlations),
+            "heads": table_records(results["heads"]),
+            "people": table_records(results["people"]),
+            "mlp_positions": table_records(results["mlps"]),
             "pairs": {
                 "scoring": len(pairs["scoring"]),
                 "test": len(pairs["test"]),

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from interp.report import Report, figures
+from interp.report import Report, figures, table_records
 from interp.sae.features import add_feature_section
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return frame.replace({np.nan: None}).to_dict(orient="records")
 
 
 def write_report(report: Report, model, config, corpus, results: dict, seconds: float) -> None:
@@ -146,10 +141,10 @@ def _layer_section(report: Report, model, config, r: dict) -> dict:
         max_features=6, histograms=3,
     )  # fmt: skip
     return {
-        "quality": _records(q),
-        "separating": _records(sep),
+        "quality": table_records(q),
+        "separating": table_records(sep),
         "ablation": a,
-        "attribution": _records(att),
+        "attribution": table_records(att),
         "density_top": r["density_top"],
         "history_last": r["history"][-1],
     }

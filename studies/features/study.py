@@ -121,8 +121,8 @@ def run_study(
     from interp.sae.features import feature_stats, logit_effects
     from interp.sae.train import train
     from interp.store import cache_activations
-    from studies.coreference.causal import make_pairs
-    from studies.coreference.data import load_items, split_by_schema, twin_pairs
+    from studies.data.load import load_items, split_by_schema, twin_pairs
+    from studies.data.pairs import make_pairs
     from studies.features import measure
 
     bad = [layer for layer in config.layers if not 0 <= layer < model.cfg.n_layers]
@@ -213,7 +213,7 @@ def _ablation_summary(effects: np.ndarray, pairs: Sequence, seed: int) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study and write the report; returns 0."""
-    from studies.coreference.data import data_path as coreference_data_path
+    from studies.data.load import data_path as coreference_data_path
     from studies.features.data import load_corpus
     from studies.features.report import write_report
 

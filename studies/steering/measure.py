@@ -20,7 +20,7 @@ from interp.analysis import (
     steering_vectors,
     wilson_interval,
 )
-from studies.coreference.data import twin_pairs
+from studies.data.load import twin_pairs
 
 FEMININE = frozenset({"she", "her", "herself", "hers"})
 PLURAL = frozenset({"they", "their", "them", "themselves", "theirs"})

@@ -15,7 +15,7 @@ from interp.circuits import Circuit, Graph
 from interp.load import PACKAGED_MODELS
 from interp.report import validate_manifest, validate_results
 from studies.circuits.study import main
-from studies.coreference.data import load_items
+from studies.data.load import load_items
 
 ARGS = ["--pairs", "6", "--test-pairs", "6", "--exact-pairs", "2", "--exact-edges", "6", "--exact-top", "2",
         "--steps", "2", "--batch-size", "4", "--sizes", "5,10", "--quiet"]  # fmt: skip

@@ -15,8 +15,8 @@ import sys
 import pytest
 import torch
 
-from studies.coreference.data import load_items
-from studies.coreference.texts import question_prompt, substitute
+from studies.data.load import load_items
+from studies.data.texts import question_prompt, substitute
 
 ARGS = ["--limit", "12", "--patch-pairs", "4", "--top-k", "2", "--batch-size", "4", "--quiet"]
 TIMEOUT = 300  # seconds; a hang fails the test instead of blocking the suite
