@@ -22,22 +22,22 @@ def test_no_import_closes_a_circle():
     assert import_rules.circles(ROOT) == []
 
 
-def _copy_sources(tmp_path: Path) -> Path:
+def _plant(tmp_path: Path, module: str, statement: str) -> int:
+    """Copy the sources to ``tmp_path`` and add ``statement`` inside a function of ``module``; its line."""
     for package in import_rules.PACKAGES:
         shutil.copytree(
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
         )
-    return tmp_path
+    path = tmp_path / module
+    path.write_text(path.read_text() + f"\n\ndef _planted():\n    {statement}\n")
+    return path.read_text().count("\n")
 
 
 def test_a_planted_upward_import_inside_a_function_is_named_with_both_files(tmp_path):
-    root = _copy_sources(tmp_path)
-    block = root / "interp" / "model" / "block.py"
-    block.write_text(block.read_text() + "\n\ndef _planted():\n    from interp.analysis import patching\n")
-    lines = block.read_text().count("\n")
+    line = _plant(tmp_path, "interp/model/block.py", "from interp.analysis import patching")
 
-    assert import_rules.layer_violations(root) == [
-        f"interp/model/block.py:{lines} imports interp.analysis.patching (interp/analysis/patching.py): "
+    assert import_rules.layer_violations(tmp_path) == [
+        f"interp/model/block.py:{line} imports interp.analysis.patching (interp/analysis/patching.py): "
         "layer 'model' may not import 'analysis' above it"
     ]
 
@@ -87,12 +87,9 @@ def test_a_module_outside_every_layer_is_reported(tmp_path):
 
 
 def test_a_planted_import_of_one_study_by_another_is_named(tmp_path):
-    root = _copy_sources(tmp_path)
-    study = root / "studies" / "steering" / "measure.py"
-    study.write_text(study.read_text() + "\n\ndef _planted():\n    from studies.coreference import causal\n")
-    lines = study.read_text().count("\n")
+    line = _plant(tmp_path, "studies/steering/measure.py", "from studies.coreference import causal")
 
-    assert import_rules.study_crossings(root) == [
-        f"studies/steering/measure.py:{lines} imports studies.coreference.causal (studies/coreference/causal.py): "
+    assert import_rules.study_crossings(tmp_path) == [
+        f"studies/steering/measure.py:{line} imports studies.coreference.causal (studies/coreference/causal.py): "
         "a study imports another study; share it through studies/data/"
     ]

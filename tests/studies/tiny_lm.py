@@ -1,5 +1,8 @@
 """A tiny random Llama saved as a Hugging Face folder, with a byte-level BPE trained on given texts, so a
-study runs end to end through ``interp.load`` in seconds (any text tokenizes: the alphabet is every byte)."""
+study runs end to end through ``interp.load`` in seconds (any text tokenizes: the alphabet is every byte).
+
+The one factory of the studies' tests for such folders; a test that needs another shape or initialisation
+passes ``LlamaConfig`` fields as keywords."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ import pytest
 import torch
 
 
-def tiny_llama_folder(path: Path, texts: list[str], vocab_size: int = 600) -> Path:
+def tiny_llama_folder(path: Path, texts: list[str], vocab_size: int = 600, **config_fields) -> Path:
+    """Write the model and ``tokenizer.json`` to ``path`` (seeded: the same arguments give the same weights)."""
     pytest.importorskip("transformers")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -24,7 +28,7 @@ def tiny_llama_folder(path: Path, texts: list[str], vocab_size: int = 600) -> Pa
     )
     backend.train_from_iterator(texts, trainer)
     torch.manual_seed(0)
-    config = LlamaConfig(
+    fields = dict(
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=4,
@@ -36,6 +40,7 @@ def tiny_llama_folder(path: Path, texts: list[str], vocab_size: int = 600) -> Pa
         eos_token_id=0,
         pad_token_id=1,
     )
+    config = LlamaConfig(**{**fields, **config_fields})
     path.mkdir(parents=True, exist_ok=True)
     LlamaForCausalLM(config).eval().save_pretrained(path)
     backend.save(str(path / "tokenizer.json"))
