@@ -67,7 +67,7 @@ def _sync() -> None:
 def _setup(args):
     import interp
     from studies.circuits.data import build_pairs, sample
-    from studies.coreference.data import load_items, twin_pairs
+    from studies.data.load import load_items, twin_pairs
 
     torch.set_num_threads(args.threads)
     model = interp.load(args.model, device=args.device, dtype=args.dtype)

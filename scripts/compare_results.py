@@ -28,8 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = ("scaling", "position", "residual", "heads", "recurrence", "coreference")
 STUDY_ARGS = {"coreference": ["--limit", "40"]}
-IGNORE = ("*.train_s", "*.ms", "headline.LSTM cell loop / transformer pass*")
-"""Keys that hold wall-clock times: the recurrence study's training and forward times."""
+IGNORE = ("*.train_s", "*.ms", "headline.LSTM cell loop / transformer pass*", "*.timings_s.*")
+"""Keys that hold wall-clock times: the recurrence study's training and forward times, the steering study's
+stage times."""
 
 RUN = """
 import importlib, sys

@@ -327,7 +327,9 @@ def test_output_norms_answer_to_transformer_lens_names_as_the_same_points():
     ids = torch.tensor([[1, 2, 3]])
     _, everything = model.run_with_cache(ids)
     _, by_alias = model.run_with_cache(ids, names_filter=["blocks.1.ln2.hook_normalized"])
-    assert list(by_alias.keys()) == ["blocks.1.ln2_post.hook_normalized"]  # each point cached once, by its name
+    assert list(by_alias.keys()) == [
+        "blocks.1.ln2_post.hook_normalized"
+    ]  # each point cached once, by its name
     torch.testing.assert_close(
         by_alias["blocks.1.ln2.hook_normalized"], everything["blocks.1.ln2_post.hook_normalized"]
     )
@@ -340,4 +342,6 @@ def test_output_norms_answer_to_transformer_lens_names_as_the_same_points():
     torch.testing.assert_close(zeroed, same)
     assert not torch.allclose(zeroed, model(ids))
     pre_norm = HookedTransformer(TransformerConfig(n_layers=1, d_model=8, n_heads=2, d_vocab=10, n_ctx=6))
-    assert pre_norm.resolve("blocks.0.ln1.hook_scale") == ["blocks.0.ln1.hook_scale"]  # its own norm, no alias
+    assert pre_norm.resolve("blocks.0.ln1.hook_scale") == [
+        "blocks.0.ln1.hook_scale"
+    ]  # its own norm, no alias

@@ -13,6 +13,7 @@ from interp.analysis.ablation import ablate, ablation_hooks
 from interp.analysis.attribution import attribution_patch, verify_top_k
 from interp.analysis.checks import MissingHooksError
 from interp.analysis.decompose import decompose_names, decompose_resid
+from interp.analysis.effect import normalised_effect
 from interp.analysis.head_scores import (
     duplicate_token_scores,
     first_token_scores,
@@ -79,6 +80,7 @@ __all__ = [
     "logit_lens",
     "logit_lens_top",
     "mean_interval",
+    "normalised_effect",
     "patch",
     "previous_token_scores",
     "probe_layers",

@@ -16,6 +16,8 @@ import torch
 from torch import nn
 
 from interp.analysis.checks import as_scalar, check_same_shape
+from interp.analysis.conditions import run_conditions
+from interp.analysis.effect import normalised_effect
 from interp.analysis.patching import (
     TOKEN_BUDGET,
     Metric,
@@ -122,7 +124,7 @@ def verify_top_k(
     )
     out = top.rename(columns={"delta": "attribution_delta", "value": "attribution"}).reset_index(drop=True)
     out["patched_delta"] = [v - corrupt for v in values]
-    out["patched"] = out["patched_delta"] / (clean - corrupt) if clean != corrupt else float("nan")
+    out["patched"] = normalised_effect(out["patched_delta"], clean, corrupt, what="the patched recovery")
     return out
 
 
@@ -142,7 +144,6 @@ def _patch_in_batch(
     """
     if clean_tokens.ndim == 1:
         clean_tokens, corrupt_tokens = clean_tokens[None], corrupt_tokens[None]
-    batch = clean_tokens.shape[0]
     if batch_size is None:
         batch_size = max(1, TOKEN_BUDGET // clean_tokens.numel() - 2)
     if batch_size < 1:
@@ -156,19 +157,17 @@ def _patch_in_batch(
         for i, slot in enumerate(chunk):
             by_hook.setdefault(slot.hook, []).append((2 + i, slot))
 
-        def from_clean(act: torch.Tensor, hook, n=n, by_hook=by_hook) -> torch.Tensor:
-            copies = act.unflatten(0, (n, batch))  # [copy, batch, ...]
+        def from_clean(copies: torch.Tensor, hook, n=n, by_hook=by_hook) -> torch.Tensor:
+            # copies: [copy, batch, ...]
             mask = torch.zeros((n, *copies.shape[2:]), dtype=torch.bool)  # [copy, ...] (same for every row)
             for i, slot in by_hook[hook.name]:
-                mask[i] = slot_mask(hook.name, act.shape, slot.position, slot.head)[0]
-            mask = mask[:, None].to(act.device)  # [copy, 1, ...]
-            return torch.where(mask, copies[:1], copies).flatten(0, 1)
+                mask[i] = slot_mask(hook.name, copies.shape[1:], slot.position, slot.head)[0]
+            mask = mask[:, None].to(copies.device)  # [copy, 1, ...]
+            return torch.where(mask, copies[:1], copies)
 
-        tokens = torch.cat([clean_tokens, corrupt_tokens.repeat(n - 1, 1)])
-        mask = None if attention_mask is None else attention_mask.reshape(batch, -1).repeat(n, 1)
         hooks = [(name, from_clean) for name in by_hook]
-        logits = model.run_with_hooks(tokens, mask, fwd_hooks=hooks)
-        parts = logits.split(batch)
+        tokens = [clean_tokens] + [corrupt_tokens] * (n - 1)
+        parts = run_conditions(model, tokens, hooks, attention_mask=attention_mask)
         clean = float(as_scalar(metric(parts[0]), "on the clean run"))
         corrupt = float(as_scalar(metric(parts[1]), "on the corrupt run"))
         values += [

@@ -11,7 +11,6 @@ has a different slot patched.
 
 from __future__ import annotations
 
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,8 @@ from torch import nn
 
 from hooks import ActivationCache
 from interp.analysis.checks import as_scalar, check_indices, check_same_shape
+from interp.analysis.conditions import run_conditions
+from interp.analysis.effect import normalised_effect
 from interp.analysis.slots import slot_axes, slot_mask, slots_of
 
 Metric = Callable[[torch.Tensor], torch.Tensor]
@@ -56,9 +57,9 @@ def check_by(by: str) -> None:
         raise ValueError(f"by={by!r}; expected one of {list(BY)}")
 
 
-def _patch_fn(source: torch.Tensor, rows: list[tuple[int, Slot]], n: int, batch: int):
+def _patch_fn(source: torch.Tensor, rows: list[tuple[int, Slot]], n: int):
     def patch_rows(act: torch.Tensor, hook) -> torch.Tensor:
-        act = act.unflatten(0, (n, batch))  # [patch, batch, ...]
+        # act: [patch, batch, ...]
         if tuple(source.shape) != tuple(act.shape[1:]):
             raise ValueError(
                 f"the source activation of {hook.name!r} has shape {tuple(source.shape)} but the target "
@@ -67,8 +68,7 @@ def _patch_fn(source: torch.Tensor, rows: list[tuple[int, Slot]], n: int, batch:
         mask = torch.zeros((n, *act.shape[1:]), dtype=torch.bool)
         for i, slot in rows:
             mask[i] = slot_mask(hook.name, act.shape[1:], slot.position, slot.head)
-        patched = torch.where(mask.to(act.device), source.to(act.device, act.dtype), act)
-        return patched.flatten(0, 1)  # [patch * batch, ...]
+        return torch.where(mask.to(act.device), source.to(act.device, act.dtype), act)
 
     return patch_rows
 
@@ -87,7 +87,6 @@ def run_slots(
     """``metric`` of the target run with each slot patched from ``source`` (one value per slot)."""
     if target_tokens.ndim == 1:
         target_tokens = target_tokens[None]
-    batch = target_tokens.shape[0]
     if batch_size is None:
         batch_size = max(1, TOKEN_BUDGET // target_tokens.numel())
     if batch_size < 1:
@@ -99,10 +98,9 @@ def run_slots(
         rows: dict[str, list[tuple[int, Slot]]] = defaultdict(list)
         for i, slot in enumerate(chunk):
             rows[slot.hook].append((i, slot))
-        hooks = [(name, _patch_fn(source[name], hook_rows, n, batch)) for name, hook_rows in rows.items()]
-        mask = None if attention_mask is None else attention_mask.reshape(batch, -1).repeat(n, 1)
-        logits = model.run_with_hooks(target_tokens.repeat(n, 1), mask, fwd_hooks=hooks)
-        for i, part in enumerate(logits.split(batch)):
+        hooks = [(name, _patch_fn(source[name], hook_rows, n)) for name, hook_rows in rows.items()]
+        parts = run_conditions(model, target_tokens, hooks, copies=n, attention_mask=attention_mask)
+        for i, part in enumerate(parts):
             values.append(float(as_scalar(metric(part), f"for the patch {chunk[i]}")))
     return values
 
@@ -146,14 +144,6 @@ def slot_frame(
     model: nn.Module, slots: Sequence[Slot], by: str, deltas: Sequence[float], clean: float, corrupt: float
 ) -> pd.DataFrame:
     """One row per slot: ``hook, layer, [position], [head], delta, value = delta / (clean - corrupt)``."""
-    denom = clean - corrupt
-    if abs(denom) <= 1e-12 * max(1.0, abs(clean)):
-        warnings.warn(
-            f"the metric is {clean} on both the clean and the corrupt run, so the normalised recovery is "
-            "undefined (value is NaN); choose inputs or a metric that tell the runs apart",
-            stacklevel=3,
-        )
-        denom = float("nan")
     frame = pd.DataFrame(
         {
             "hook": [s.hook for s in slots],
@@ -163,7 +153,7 @@ def slot_frame(
             "delta": list(deltas),
         }
     )
-    frame["value"] = frame["delta"] / denom
+    frame["value"] = normalised_effect(frame["delta"], clean, corrupt, what="the normalised recovery")
     drop = [c for c, keep in (("position", "position" in by), ("head", "head" in by)) if not keep]
     frame = frame.drop(columns=drop)
     frame.attrs.update(clean_metric=clean, corrupt_metric=corrupt)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from hooks import ActivationCache
-from interp.analysis.qk_parts import Component
+from interp.analysis.qk_component import Component
 
 
 def _sources(transcoders: Any, out_layer: int) -> list[int]:

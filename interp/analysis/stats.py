@@ -145,19 +145,49 @@ def mean_interval(values: Sequence[float] | np.ndarray, z: float = 1.96) -> tupl
 
 
 def bootstrap_mean_interval(
-    values: Sequence[float] | np.ndarray, n_boot: int, seed: int, level: float = 0.95
+    values: Sequence[float] | np.ndarray,
+    n_boot: int,
+    seed: int,
+    level: float = 0.95,
+    *,
+    groups: Sequence | np.ndarray | None = None,
 ) -> tuple[float, float, float]:
     """The mean and its percentile bootstrap interval: ``n_boot`` resamples with replacement, seeded.
+
+    With ``groups`` (one label per value) a resample draws whole groups: values that are not independent
+    (the twins of one schema, the rows of one prompt) stay together, so the interval is as wide as the
+    number of groups, not of values, warrants. A resample's mean is then its values' sum over their count.
 
     >>> mean, low, high = bootstrap_mean_interval([0.0, 1.0] * 20, n_boot=200, seed=0)
     >>> mean, low < 0.5 < high
     (0.5, True)
+    >>> bootstrap_mean_interval([0.0, 1.0] * 20, n_boot=200, seed=0, groups=[0, 0] * 20)[1:]
+    (0.5, 0.5)
     """
     x = _floats(values)
     if n_boot < 1 or not 0 < level < 1:
         raise ValueError(f"n_boot={n_boot}, level={level}; give n_boot >= 1 and a level between 0 and 1")
     rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(1)  # [resample]
+    if groups is None:
+        means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(1)  # [resample]
+    else:
+        means = _group_resample_means(x, groups, n_boot, rng)
     tail = round(50 * (1 - level), 10)  # percent in each tail: 2.5 exactly for a 95% interval
     low, high = np.percentile(means, [tail, 100 - tail])
     return float(x.mean()), float(low), float(high)
+
+
+def _group_resample_means(
+    x: np.ndarray, groups: Sequence | np.ndarray, n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
+    """The means of ``n_boot`` resamples of whole groups: ``[resample]``."""
+    groups = np.asarray(groups)
+    if groups.shape != x.shape:
+        raise ValueError(
+            f"groups has shape {groups.shape} but values {x.shape}; give one group label per value"
+        )
+    labels, index = np.unique(groups, return_inverse=True)
+    sums = np.bincount(index, weights=x, minlength=len(labels))  # [group]
+    counts = np.bincount(index, minlength=len(labels))  # [group]
+    draws = rng.integers(0, len(labels), size=(n_boot, len(labels)))  # [resample, group]
+    return sums[draws].sum(axis=1) / counts[draws].sum(axis=1)

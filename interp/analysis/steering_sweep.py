@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from interp.analysis.conditions import Conditions
 from interp.analysis.steering import SteeringVector
 from interp.model.kv_cache import KVCache
 
@@ -144,28 +145,28 @@ def _run_group(
     prefix: KVCache | None,
 ) -> torch.Tensor:
     """Logits at the last token ``[len(group) * batch, d_vocab]`` with each condition's rows steered."""
-    n, k = ids.shape[0], len(group)
-    rows_mask = mask.repeat(k, 1)  # [rows, pos]
-    hooks = _row_hooks(model, group, n, rows_mask, indices)
+    stack = Conditions(copies=len(group), batch=ids.shape[0])
+    hooks = _row_hooks(model, group, stack, mask, indices)
     with model.hooks(hooks):
         if indices == "last":
-            cache = None if prefix is None else prefix.select(torch.arange(n, device=ids.device).repeat(k))
-            logits = model(ids[:, -1:].repeat(k, 1), mask[:, -1:].repeat(k, 1), kv_cache=cache)
+            rows = stack.repeat(torch.arange(stack.batch, device=ids.device))  # [rows]: each row's prompt
+            cache = None if prefix is None else prefix.select(rows)
+            logits = model(stack.repeat(ids[:, -1:]), stack.repeat(mask[:, -1:]), kv_cache=cache)
         else:
-            logits = model(ids.repeat(k, 1), rows_mask)
+            logits = model(stack.repeat(ids), stack.repeat(mask))
     return logits[:, -1]  # left padding: the last column is every row's last token
 
 
 def _row_hooks(
     model: Any,
     group: list[tuple[str, SteeringVector | None, float]],
-    n: int,
-    rows_mask: torch.Tensor,
+    stack: Conditions,
+    mask: torch.Tensor,
     indices: str | list[int],
 ) -> list[tuple[str, Callable]]:
-    """One hook per steered hook name, adding each row's own ``scale * vector`` where it should."""
+    """One hook per steered hook name, adding each condition's own ``scale * vector`` where it should."""
     names = sorted({v.hook_name for _, v, _ in group if v is not None})
-    where = None if indices in ("all", "last") else _index_mask(rows_mask, indices)  # [rows, pos]
+    where = None if indices in ("all", "last") else _index_mask(mask, indices)  # [batch, pos]
     hooks = []
     for name in names:
         parts = [
@@ -173,17 +174,17 @@ def _row_hooks(
             for _, v, scale in group
         ]
         shape = next(p for p in parts if p is not None).shape
-        delta = torch.stack([p if p is not None else torch.zeros(shape) for p in parts])  # [k, ...]
-        delta = delta.repeat_interleave(n, dim=0)  # [rows, ...], condition-major like the batch
-        hooks.append((name, _adder(delta, where)))
+        delta = torch.stack([p if p is not None else torch.zeros(shape) for p in parts])  # [copy, ...]
+        hooks.append((name, stack.hook(_adder(delta, where))))
     return hooks
 
 
 def _adder(delta: torch.Tensor, where: torch.Tensor | None) -> Callable:
     def add(x: torch.Tensor, hook: Any) -> torch.Tensor:
-        d = delta.to(x.device, x.dtype)[:, None]  # [rows, 1, ...]
+        # x: [copy, batch, pos, ...]
+        d = delta.to(x.device, x.dtype)[:, None, None]  # [copy, 1, 1, ...]
         if where is not None:
-            d = d * where.to(x.device, x.dtype).view(*where.shape, *([1] * (x.ndim - 2)))
+            d = d * where.to(x.device, x.dtype).view(1, *where.shape, *([1] * (x.ndim - 3)))
         return x + d
 
     return add

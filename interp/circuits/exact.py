@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
+from interp.analysis.conditions import Conditions
 from interp.circuits.attribution import EdgeScores
 from interp.circuits.circuit import Circuit
 from interp.circuits.pairs import Metric, Pairs, check_metric
@@ -25,15 +26,14 @@ ROWS_PER_PASS = 64
 """Rows (edges x pairs) per patched forward pass when ``edges_per_pass`` is not given."""
 
 
-def _patch_edges(spec, edits: list[tuple[int, int, int]], diff: torch.Tensor, copies: int):
-    """Forward hook subtracting ``diff[source]`` from input ``column`` in copy ``k``, for each ``(k, column,
-    source)`` of ``edits``."""
+def _patch_edges(spec, edits: list[tuple[int, int, int]], diff: torch.Tensor):
+    """Hook on the copies subtracting ``diff[source]`` from input ``column`` in copy ``k``, for each ``(k,
+    column, source)`` of ``edits``."""
 
-    def patch(x: torch.Tensor, hook) -> torch.Tensor:
-        x = x.clone()
-        view = x.view(copies, -1, *x.shape[1:])  # [copy, batch, pos, (inputs,) d_model]
+    def patch(copies: torch.Tensor, hook) -> torch.Tensor:
+        x = copies.clone()  # [copy, batch, pos, (inputs,) d_model]
         for k, column, source in edits:
-            target = view[k, :, :, column] if spec.heads else view[k]
+            target = x[k, :, :, column] if spec.heads else x[k]
             target.copy_((target.float() - diff[source]).to(x.dtype))
         return x
 
@@ -54,20 +54,19 @@ def _batch_exact(model, graph, batch: Pairs, metric: Metric, edges: list[tuple[i
         falls = []
         for start in range(0, len(edges), per_pass):
             chunk = edges[start : start + per_pass]
-            copies = len(chunk)
+            stack = Conditions(copies=len(chunk), batch=len(batch))
             edits: dict[str, list] = defaultdict(list)
             for k, (i, j) in enumerate(chunk):
                 spec = owner[j]
                 edits[spec.name].append((k, j - spec.cols.start, i))
             hooks = [
-                (spec.name, _patch_edges(spec, edits[spec.name], diff, copies))
+                (spec.name, stack.hook(_patch_edges(spec, edits[spec.name], diff)))
                 for spec in specs
                 if spec.name in edits
             ]
-            mask = None if batch.attention_mask is None else batch.attention_mask.repeat(copies, 1)
-            positions = None if batch.positions is None else batch.positions.repeat(copies)
-            logits = forward(model, batch.clean.repeat(copies, 1), mask, positions, fwd_hooks=hooks)
-            for k, part in enumerate(logits.split(len(batch))):
+            inputs = (stack.repeat(x) for x in (batch.clean, batch.attention_mask, batch.positions))
+            logits = forward(model, *inputs, fwd_hooks=hooks)
+            for k, part in enumerate(stack.split(logits)):
                 value = check_metric(metric(part, batch), batch, f"with the edge {chunk[k]} patched")
                 falls.append(float((clean_metric - value).sum()))
     return torch.tensor(falls, dtype=torch.float64)

@@ -13,7 +13,6 @@ and 100%): **CPR**, the area under the curve (higher is better), and **CMD**, th
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from interp.analysis.effect import normalised_effect
 from interp.circuits.attribution import EdgeScores
 from interp.circuits.circuit import Circuit
 from interp.circuits.pairs import Metric, Pairs, check_metric
@@ -50,15 +50,7 @@ class Evaluation:
 
 def faithfulness(value: float, full: float, corrupt: float) -> float:
     """``(value - corrupt) / (full - corrupt)``; NaN, with a warning, when the full and corrupted runs agree."""
-    denom = full - corrupt
-    if abs(denom) <= 1e-12 * max(1.0, abs(full)):
-        warnings.warn(
-            f"the metric is {full} on both the clean and the corrupted inputs, so faithfulness is undefined "
-            "(NaN); choose pairs or a metric that tell them apart",
-            stacklevel=2,
-        )
-        return float("nan")
-    return (value - corrupt) / denom
+    return normalised_effect(value - corrupt, full, corrupt, what="faithfulness")
 
 
 def _batch_values(model, circuits: Sequence[Circuit], batch: Pairs, metric: Metric) -> torch.Tensor:

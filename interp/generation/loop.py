@@ -81,7 +81,7 @@ class Loop:
                 if start and end == self.switch:  # rotary frequencies change here: rerun everything
                     self.kv_cache, start = KVCache(self.model.cfg.n_layers, capacity=self.capacity), 0
                 if points:
-                    set_step(points, self._state(step, start, end, cached=start > 0))
+                    set_step(points, self._state(step, start, self.mask[:, :end], cached=start > 0))
                 logits = self.model(
                     self.tokens[:, start:end], self.mask[:, start:end], kv_cache=self.kv_cache
                 )
@@ -99,14 +99,15 @@ class Loop:
         finally:
             bar.close()
 
-    def _state(self, step: int, start: int, end: int, *, cached: bool) -> GenerationStep:
+    def _state(self, step: int, start: int, mask: torch.Tensor, *, cached: bool) -> GenerationStep:
+        """What hooks see of pass ``step``, which runs the columns of ``mask`` [batch, end] from ``start``."""
         return GenerationStep(
             step=step,
             start=start,
-            mask=self.mask[:, start:end],
+            mask=mask[:, start:],
             prompt_lengths=self.prompt.lengths,
             cached=cached,
-            _full_mask=self.mask[:, :end],
+            _full_mask=mask,
         )
 
     def _update(self, chosen: list[int], *, last_step: bool) -> None:
@@ -149,15 +150,7 @@ class Loop:
         if padding_side == "right":
             tokens, mask = to_right_padding(tokens, mask)
         if points:
-            state = GenerationStep(
-                step=self.steps,
-                start=0,
-                mask=mask,
-                prompt_lengths=self.prompt.lengths,
-                cached=False,
-                _full_mask=mask,
-            )
-            set_step(points, state)
+            set_step(points, self._state(self.steps, 0, mask, cached=False))
         _, cache = self.model.run_with_cache(tokens, mask, names_filter=names)
         return cache
 

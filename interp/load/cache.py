@@ -22,6 +22,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from interp.atomic import write_atomic
 from interp.config import TransformerConfig
 from interp.load.assign import inverse_order, storage_order
 from interp.tokens import Tokenizer
@@ -118,10 +119,6 @@ def _read_digests(path: Path) -> dict[str, dict]:
 
 
 def _write_atomic(path: Path, write) -> None:
+    """Write through ``write(tmp)`` and rename; processes that share the cache each use their own tmp name."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(path, write, tmp=path.with_name(f".{path.name}.{os.getpid()}.tmp"))

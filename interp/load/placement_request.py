@@ -67,7 +67,7 @@ def accelerate_device(device: Any, what: str) -> int | str:
     Raises:
         ValueError: naming ``what``, when this torch cannot use the device here.
     """
-    from interp.load.instantiate import parse_device
+    from interp.load.devices import parse_device
 
     if device == "disk":
         return "disk"

@@ -53,7 +53,9 @@ def _aliases(cfg: TransformerConfig, names: tuple[str, ...]) -> HookAliases:
             aliases[f"{b}.mlp.hook_out"] = f"{b}.hook_mlp_out"
             if not cfg.parallel_attn_mlp:
                 aliases[f"{b}.ln2.hook_in"] = f"{b}.hook_resid_mid"
-        if cfg.norm_placement == "output":  # OLMo 2: TransformerLens names the sublayers' output norms ln1, ln2
+        if (
+            cfg.norm_placement == "output"
+        ):  # OLMo 2: TransformerLens names the sublayers' output norms ln1, ln2
             for norm in ("ln1", "ln2"):
                 for leaf in ("hook_scale", "hook_normalized"):
                     aliases[f"{b}.{norm}.{leaf}"] = f"{b}.{norm}_post.{leaf}"

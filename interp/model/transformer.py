@@ -18,6 +18,7 @@ from torch import nn
 from hooks import HookedModule, HookPoint
 from hooks.aliases import HookAliases
 from interp.config import TransformerConfig
+from interp.model import extensions
 from interp.model.aliases import transformer_lens_aliases
 from interp.model.block import Block
 from interp.model.embed import Embed, MLMHead, Unembed
@@ -242,14 +243,12 @@ class HookedTransformer(HookedModule):
         self.hook_dict = {name: merged[name] for name in order if name in merged}
 
     def generate(self, input: Any, max_new_tokens: int, **kwargs: Any) -> Any:
-        """Generate text with hooks in place: :func:`interp.generate.generate` with this model.
+        """Generate text with hooks in place: :func:`interp.generate` with this model.
 
         >>> out = model.generate("The capital of France is", max_new_tokens=8)  # doctest: +SKIP
         >>> out.text[0], out.tokens.shape  # doctest: +SKIP
         """
-        from interp.generate import generate  # the sampling loop sits above the model layer
-
-        return generate(self, input, max_new_tokens, **kwargs)
+        return extensions.implementation("generate")(self, input, max_new_tokens, **kwargs)
 
     # Text in, text out: thin delegations to the attached tokenizer.
 
@@ -280,7 +279,7 @@ class HookedTransformer(HookedModule):
     def dtype(self) -> torch.dtype:
         return self.embed.W_E.dtype
 
-    # Sparse dictionaries: thin delegations to interp.sae, imported when first used.
+    # Sparse dictionaries: thin delegations to interp.sae, reached through the registry (see extensions.py).
 
     def saes(self, saes: Any, *, use_error_term: bool = False) -> Any:
         """A context manager splicing sparse autoencoders or transcoders into the model for a ``with`` block.
@@ -293,11 +292,20 @@ class HookedTransformer(HookedModule):
             saes: an :class:`interp.sae.SAE` or a list of them, at different hooks.
             use_error_term: add the reconstruction error back, so outputs are unchanged unless edited.
         """
-        from interp.sae.splice import spliced
-
-        return spliced(self, saes, use_error_term=use_error_term)
+        return extensions.implementation("saes")(self, saes, use_error_term=use_error_term)
 
     def run_with_saes(self, *args: Any, saes: Any, use_error_term: bool = False, **kwargs: Any) -> Any:
         """Run the forward pass with ``saes`` spliced in for this call only (see :meth:`saes`)."""
         with self.saes(saes, use_error_term=use_error_term):
             return self(*args, **kwargs)
+
+    def transcoders(self, tc: Any, *, error: bool = False) -> Any:
+        """A context manager splicing transcoders in place of the MLPs they cover: the replacement model.
+
+        Args:
+            tc: an :class:`interp.sae.TranscoderSet` or :class:`interp.sae.CrossLayerTranscoder`.
+            error: add each layer's reconstruction error back, so outputs are unchanged unless edited.
+
+        See :mod:`interp.sae.transcoder.splice` for the hook names.
+        """
+        return extensions.implementation("transcoders")(self, tc, error=error)

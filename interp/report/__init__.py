@@ -22,7 +22,7 @@ Example:
 from interp.report.attention_view import AttentionView, attention_view
 from interp.report.manifest import sha256_file, sha256_path
 from interp.report.schema import ReportSchemaError, validate_manifest, validate_results
-from interp.report.serialize import dumps_deterministic, json_for_script, to_jsonable
+from interp.report.serialize import dumps_deterministic, json_for_script, table_records, to_jsonable
 from interp.report.writer import REPORT_ENTRIES, Report, check_report_folder
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "json_for_script",
     "sha256_file",
     "sha256_path",
+    "table_records",
     "to_jsonable",
     "validate_manifest",
     "validate_results",

@@ -92,6 +92,16 @@ def to_jsonable(obj: Any, *, digits: int = SIGNIFICANT_DIGITS, _path: str = "val
     raise TypeError(f"{_path}: cannot write a {type(obj).__module__}.{type(obj).__qualname__} as JSON")
 
 
+def table_records(frame: Any) -> list[dict]:
+    """A DataFrame's rows as result records (one dict per row), missing values as ``None``.
+
+    >>> import pandas as pd
+    >>> table_records(pd.DataFrame({"head": [1, 2], "score": [0.5, float("nan")]}))
+    [{'head': 1, 'score': 0.5}, {'head': 2, 'score': None}]
+    """
+    return frame.replace({math.nan: None}).to_dict(orient="records")
+
+
 def _key(key: Any, path: str) -> str:
     if isinstance(key, str):
         return key

@@ -24,9 +24,6 @@ Example:
     ...     logits, cache = model.run_with_cache(text, names_filter="*.hook_sae_acts_post")
 """
 
-from typing import Any
-
-from interp.model import HookedTransformer
 from interp.sae.attribution import feature_attribution, patch_features
 from interp.sae.config import SAEConfig
 from interp.sae.evaluate import evaluate
@@ -65,21 +62,3 @@ __all__ = [
     "train",
     "train_transcoders",
 ]
-
-
-def _transcoders(model: Any, tc: Transcoder, *, error: bool = False) -> Any:
-    """A context manager splicing transcoders in place of the MLPs: the replacement model.
-
-    Args:
-        tc: a :class:`TranscoderSet` or :class:`CrossLayerTranscoder`.
-        error: add each layer's reconstruction error back, so outputs are unchanged unless edited.
-
-    See :mod:`interp.sae.transcoder.splice` for the hook names.
-    """
-    return spliced_transcoders(model, tc, error=error)
-
-
-# The model layer does not import interp.sae; the package that implements the replacement model attaches the
-# method (it is imported whenever a transcoder exists, since every transcoder is built from it).
-if not hasattr(HookedTransformer, "transcoders"):
-    HookedTransformer.transcoders = _transcoders

@@ -10,15 +10,16 @@ the real effect of patching a set of features, for :func:`feature_attribution`'s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 import torch
 
+from interp.analysis.conditions import run_conditions
+from interp.analysis.effect import normalised_effect
+from interp.analysis.patching import Metric
 from interp.sae.module import SAE
-
-Metric = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _names(sae: SAE) -> tuple[str, str]:
@@ -72,8 +73,7 @@ def feature_attribution(
             "delta": [*per_feature.tolist(), error],
         }
     )
-    gap = clean - corrupt
-    frame["value"] = frame["delta"] / gap if gap != 0 else float("nan")
+    frame["value"] = normalised_effect(frame["delta"], clean, corrupt, what="the normalised attribution")
     frame.attrs.update(clean_metric=clean, corrupt_metric=corrupt)
     return frame
 
@@ -95,18 +95,17 @@ def patch_features(
     with model.saes([sae], use_error_term=True):
         _, cache = model.run_with_cache(clean_tokens, attention_mask, names_filter=acts_name)
         source = cache[acts_name]  # [batch, pos, d_sae]
-        n, batch = len(feature_sets), clean_tokens.shape[0]
+        n = len(feature_sets)
         mask = torch.zeros(n, sae.d_sae, dtype=torch.bool)
         for i, features in enumerate(feature_sets):
             mask[i, list(features)] = True
 
         def take(act: torch.Tensor, hook) -> torch.Tensor:
-            act = act.unflatten(0, (n, batch))  # [set, batch, pos, d_sae]
+            # act: [set, batch, pos, d_sae]
             m = mask.to(act.device)[:, None, None, :]
-            return torch.where(m, source.to(act.device)[None], act).flatten(0, 1)
+            return torch.where(m, source.to(act.device)[None], act)
 
-        repeated_mask = None if attention_mask is None else attention_mask.repeat(n, 1)
-        logits = model.run_with_hooks(
-            corrupt_tokens.repeat(n, 1), repeated_mask, fwd_hooks=[(acts_name, take)]
+        parts = run_conditions(
+            model, corrupt_tokens, [(acts_name, take)], copies=n, attention_mask=attention_mask
         )
-    return [float(metric(part)) for part in logits.split(batch)]
+    return [float(metric(part)) for part in parts]

@@ -25,33 +25,9 @@ from typing import Any
 import pandas as pd
 import torch
 
+from interp.sae.evaluation_batches import ce_and_logprobs, lm_batches
 from interp.sae.module import SAE
 from interp.sae.splice import check_sae_fits
-
-
-def _batches(model: Any, tokens: Any, attention_mask: torch.Tensor | None, batch_size: int):
-    if isinstance(tokens, list) and tokens and isinstance(tokens[0], tuple):  # batches (ids, mask) already
-        for ids, mask in tokens:
-            yield ids.to(model.device), mask.to(model.device)
-        return
-    if isinstance(tokens, (str, list)) and (isinstance(tokens, str) or isinstance(tokens[0], str)):
-        tokens = model.to_tokens(tokens)
-    if hasattr(tokens, "ids") and hasattr(tokens, "mask"):
-        tokens, attention_mask = tokens.ids, tokens.mask
-    if tokens.ndim == 1:
-        tokens = tokens[None]
-    mask = torch.ones_like(tokens) if attention_mask is None else attention_mask.reshape(tokens.shape)
-    for start in range(0, tokens.shape[0], batch_size):
-        yield (
-            tokens[start : start + batch_size].to(model.device),
-            mask[start : start + batch_size].to(model.device),
-        )
-
-
-def _ce_and_logprobs(logits: torch.Tensor, ids: torch.Tensor, pairs: torch.Tensor):
-    logp = logits[:, :-1].float().log_softmax(-1)[pairs]  # [n, d_vocab] at positions with a next real token
-    nll = -logp.gather(-1, ids[:, 1:][pairs][:, None]).squeeze(-1)
-    return nll, logp
 
 
 def _keep_early(clean: torch.Tensor, early: torch.Tensor):
@@ -169,7 +145,7 @@ def evaluate(
         check_sae_fits(model, sae)
     lm = bool(getattr(model.cfg, "causal", False)) and getattr(model.cfg, "lm_head", "none") != "none"
     tallies = [_Tally(sae) for sae in saes]
-    batches = list(_batches(model, tokens, attention_mask, batch_size))
+    batches = list(lm_batches(model, tokens, attention_mask, batch_size))
     for ids, mask in batches:
         names = sorted({n for s in saes for n in (s.cfg.hook_name, s.hook_name_out)})
         logits, cache = model.run_with_cache(ids, mask, names_filter=names)
@@ -178,7 +154,7 @@ def evaluate(
         early = real & (mask.long().cumsum(-1) <= skip_first)  # [batch, pos]: the untouched first tokens
         real = real & ~early
         if lm:
-            clean_nll, clean_logp = _ce_and_logprobs(logits, ids, pairs)
+            clean_nll, clean_logp = ce_and_logprobs(logits, ids, pairs)
         for sae, tally in zip(saes, tallies, strict=True):
             x = cache[sae.cfg.hook_name][real].to(sae.device)
             target = cache[sae.hook_name_out][real].to(sae.device)
@@ -189,13 +165,13 @@ def evaluate(
             keep = _keep_early(cache[sae.hook_name_out], early)
             with model.saes([sae]):
                 spliced = model.run_with_hooks(ids, mask, fwd_hooks=[(sae.hook_name_out, keep)])
-            sae_nll, sae_logp = _ce_and_logprobs(spliced, ids, pairs)
+            sae_nll, sae_logp = ce_and_logprobs(spliced, ids, pairs)
             zero = model.run_with_hooks(
                 ids, mask, fwd_hooks=[(sae.hook_name_out, _then(lambda a: torch.zeros_like(a), keep))]
             )
             tally.ce["clean"] += float(clean_nll.sum())
             tally.ce["sae"] += float(sae_nll.sum())
-            tally.ce["zero"] += float(_ce_and_logprobs(zero, ids, pairs)[0].sum())
+            tally.ce["zero"] += float(ce_and_logprobs(zero, ids, pairs)[0].sum())
             tally.kl += float((clean_logp.exp() * (clean_logp - sae_logp)).sum())
             tally.n_pred += int(pairs.sum())
     if lm:
@@ -213,6 +189,6 @@ def evaluate(
                     return torch.where(m, a, to_mean(a))
 
                 logits = model.run_with_hooks(ids, mask, fwd_hooks=[(sae.hook_name_out, restore)])
-                tally.ce["mean"] += float(_ce_and_logprobs(logits, ids, pairs)[0].sum())
+                tally.ce["mean"] += float(ce_and_logprobs(logits, ids, pairs)[0].sum())
     frame = pd.DataFrame([t.row(s, dense_threshold, lm) for s, t in zip(saes, tallies, strict=True)])
     return frame

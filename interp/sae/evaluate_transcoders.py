@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from interp.sae.evaluate import _batches, _ce_and_logprobs
+from interp.sae.evaluation_batches import ce_and_logprobs, lm_batches
 from interp.sae.transcoder import Transcoder, check_transcoder_fits
 
 
@@ -91,7 +91,7 @@ def evaluate_transcoders(
     ce = {"clean": 0.0, "replacement": 0.0, "zero": 0.0}
     kl, n_pred = 0.0, 0
     device = tc.b_dec.device
-    for ids, mask in _batches(model, tokens, attention_mask, batch_size):
+    for ids, mask in lm_batches(model, tokens, attention_mask, batch_size):
         logits, cache = model.run_with_cache(ids, mask, names_filter=names)
         real = mask.bool()
         inputs = {layer: cache[tc.input_hook(layer)][real].to(device) for layer in tc.layers}
@@ -102,10 +102,10 @@ def evaluate_transcoders(
         if not lm:
             continue
         pairs = real[:, :-1] & real[:, 1:]
-        clean_nll, clean_logp = _ce_and_logprobs(logits, ids, pairs)
+        clean_nll, clean_logp = ce_and_logprobs(logits, ids, pairs)
         with model.transcoders(tc):
             replaced = model(ids, mask)
-        rep_nll, rep_logp = _ce_and_logprobs(replaced, ids, pairs)
+        rep_nll, rep_logp = ce_and_logprobs(replaced, ids, pairs)
         zeroed = model.run_with_hooks(
             ids,
             mask,
@@ -113,7 +113,7 @@ def evaluate_transcoders(
         )
         ce["clean"] += float(clean_nll.sum())
         ce["replacement"] += float(rep_nll.sum())
-        ce["zero"] += float(_ce_and_logprobs(zeroed, ids, pairs)[0].sum())
+        ce["zero"] += float(ce_and_logprobs(zeroed, ids, pairs)[0].sum())
         kl += float((clean_logp.exp() * (clean_logp - rep_logp)).sum())
         n_pred += int(pairs.sum())
     nan = float("nan")

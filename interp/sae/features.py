@@ -59,7 +59,7 @@ def feature_stats(
 ) -> FeatureStats:
     """Top ``k`` activating tokens (with ``window`` tokens of context each side) and all activations of
     ``features``, over ``tokens`` (ids ``[batch, pos]``, a Tokens batch, or texts)."""
-    from interp.sae.evaluate import _batches
+    from interp.sae.evaluation_batches import lm_batches
 
     features = [int(f) for f in features]
     bad = [f for f in features if not 0 <= f < sae.d_sae]
@@ -70,7 +70,7 @@ def feature_stats(
     values: dict[int, list[np.ndarray]] = {f: [] for f in features}
     rows: list[tuple[torch.Tensor, torch.Tensor]] = []
     n_tokens, item0 = 0, 0
-    for ids, mask in _batches(model, tokens, attention_mask, batch_size):
+    for ids, mask in lm_batches(model, tokens, attention_mask, batch_size):
         _, cache = model.run_with_cache(ids, mask, names_filter=[sae.cfg.hook_name])
         acts = sae.encode(cache[sae.cfg.hook_name].to(sae.device))[..., chosen.to(sae.device)]  # [b, p, f]
         acts = acts.float().cpu() * mask.cpu()[..., None]

@@ -2,16 +2,16 @@
 
 A shard is written to ``NAME.tmp``, flushed and fsynced, then renamed over ``NAME`` (and the folder fsynced),
 so a file with a final name is always complete: a run killed mid-write leaves only a ``.tmp`` file, which a
-resumed run overwrites. The writer streams each tensor's bytes straight from its buffer into the file
-instead of calling ``safetensors.torch.save_file``, which first copies every tensor into one bytes object:
-that copy would double the writer's peak memory. The layout is the safetensors format (an 8-byte header
-length, a JSON header, the raw little-endian data), so every safetensors reader opens these files.
+resumed run overwrites (:func:`interp.atomic.write_atomic`). The writer streams each tensor's bytes straight
+from its buffer into the file instead of calling ``safetensors.torch.save_file``, which first copies every
+tensor into one bytes object: that copy would double the writer's peak memory. The layout is the safetensors
+format (an 8-byte header length, a JSON header, the raw little-endian data), so every safetensors reader opens
+these files.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import struct
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from interp.atomic import write_atomic
 
 _CODES = {
     torch.float64: "F64",
@@ -45,11 +47,6 @@ _NUMPY = {
 }
 
 
-def tmp_path(path: Path) -> Path:
-    """Where ``path`` is written before it is committed."""
-    return path.with_name(path.name + ".tmp")
-
-
 def write_safetensors(path: Path, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]) -> int:
     """Write ``tensors`` (contiguous CPU tensors) and string ``metadata`` to ``path`` atomically.
 
@@ -71,43 +68,23 @@ def write_safetensors(path: Path, tensors: Mapping[str, torch.Tensor], metadata:
         offset += tensor.nbytes
     encoded = json.dumps(header, separators=(",", ":")).encode()
     encoded += b" " * (-len(encoded) % 8)  # the data starts 8-byte aligned
-    tmp = tmp_path(path)
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(encoded)))
-        f.write(encoded)
-        for tensor in tensors.values():
-            f.write(_raw(tensor).data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(encoded)))
+            f.write(encoded)
+            for tensor in tensors.values():
+                f.write(_raw(tensor).data)
+
+    write_atomic(path, write)
     return 8 + len(encoded) + offset
 
 
 def write_json(path: Path, value: Any) -> None:
     """Write JSON atomically (tmp, fsync, rename)."""
-    tmp = tmp_path(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    write_atomic(
+        path, lambda tmp: tmp.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n", "utf-8")
+    )
 
 
 def read_header(path: Path) -> tuple[dict[str, Any], int]:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import torch
 
 from interp.circuits import Pairs
-from studies.coreference.data import AgreementItem, split_by_schema, twin_pairs
-from studies.coreference.forward import prepend_bos
-from studies.coreference.measure import target_ids
+from studies.data.forward import prepend_bos
+from studies.data.load import AgreementItem, split_by_schema, twin_pairs
+from studies.data.spans import target_ids
 
 
 @dataclass(frozen=True)

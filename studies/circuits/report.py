@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from interp.circuits import draw_circuit
-from interp.report import Report
+from interp.report import Report, table_records
 
 TARGET_EDGES, TARGET_FAITHFULNESS, TARGET_PEARSON = 300, 0.85, 0.9
 ANCHORS = (
@@ -19,10 +18,6 @@ ANCHORS = (
     "Pearson 0.88-0.98 across tasks (EAP: 0.34-0.84)."
 )
 NAME_ATTENTION = 0.3  # a head "attends to the name" when this much of its read-position attention goes there
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return frame.replace({np.nan: None}).to_dict(orient="records")
 
 
 def _f(value) -> str:
@@ -81,11 +76,19 @@ def exact_figure(table: pd.DataFrame) -> Figure:
 
 
 def write_report(report: Report, model, config, results: dict, seconds: float) -> None:
-    graph, pairs, chosen = results["graph"], results["pairs"], results["chosen"]
-    curves, areas, correlations = results["curves"], results["areas"], results["correlations"]
-    method = config.method
-    scores = results["scores"].all[method]
+    """The study's report: one function per section, then ``results.json``."""
+    _hypothesis_section(report, model, config, results)
+    _faithfulness_section(report, config, results)
+    _exact_section(report, results)
+    circuit = _circuit_section(report, config, results)
+    _comparison_sections(report, circuit, results)
+    _run_section(report, model, results, seconds)
+    _add_results(report, config, results, circuit)
+    report.write()
 
+
+def _hypothesis_section(report: Report, model, config, results: dict) -> None:
+    graph, pairs = results["graph"], results["pairs"]
     report.add_section("Hypothesis and metric")
     report.add_text(
         "If pronoun agreement runs through a few paths, a circuit of a few hundred edges, chosen by edge "
@@ -108,6 +111,9 @@ def write_report(report: Report, model, config, results: dict, seconds: float) -
     )
     report.add_headline("edges in the graph", graph.n_edges, note=f"{len(graph.nodes)} nodes")
 
+
+def _faithfulness_section(report: Report, config, results: dict) -> None:
+    curves, areas = results["curves"], results["areas"]
     report.add_section("Faithfulness against circuit size")
     caption = "Held-out pairs; x is edges kept after pruning to paths from input to logits."
     report.add_figure("faithfulness_curves", curves_figure(curves, config.threshold), caption=caption)
@@ -115,8 +121,11 @@ def write_report(report: Report, model, config, results: dict, seconds: float) -
     report.add_table("areas", areas, caption="MIB's CPR (area under the curve, higher is better) and CMD "
                      "(area between the curve and 1, lower is better), over the fraction of edges kept at MIB's "
                      "ten sizes (0.1% to 100%)")  # fmt: skip
-    report.add_text(_target_text(curves, method))
+    report.add_text(_target_text(curves, config.method))
 
+
+def _exact_section(report: Report, results: dict) -> None:
+    correlations = results["correlations"]
     report.add_section("Attribution against exact edge patching")
     report.add_figure("attribution_vs_exact", exact_figure(results["exact"]),
                       caption="Most uniformly sampled edges sit near 0; the strongest edges spread out")  # fmt: skip
@@ -128,6 +137,10 @@ def write_report(report: Report, model, config, results: dict, seconds: float) -
     )
     report.add_text(_exact_text(correlations))
 
+
+def _circuit_section(report: Report, config, results: dict):
+    chosen, method = results["chosen"], config.method
+    scores = results["scores"].all[method]
     report.add_section("The circuit")
     circuit = chosen.circuit
     caption = "Layers bottom to top; width |score|; colour: the input fed; dashed: negative score"
@@ -145,7 +158,10 @@ def write_report(report: Report, model, config, results: dict, seconds: float) -
     )
     report.add_headline("drawn circuit: edges", circuit.n_edges)
     report.add_headline("drawn circuit: held-out faithfulness", round(chosen.faithfulness_test, 3))
+    return circuit
 
+
+def _comparison_sections(report: Report, circuit, results: dict) -> None:
     report.add_section("Heads against the coreference study's")
     report.add_table("heads", results["heads"], caption="The circuit's heads and the coreference heads")
     report.add_text(_heads_text(results["heads"]))
@@ -162,17 +178,26 @@ def write_report(report: Report, model, config, results: dict, seconds: float) -
     )
     report.add_text(_structure_text(circuit, results))
 
+
+def _run_section(report: Report, model, results: dict, seconds: float) -> None:
     report.add_section("Run")
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in results["timer"].items())
     report.add_text(
         f"Wall time {seconds:.0f} s on {model.device} ({model.dtype}): {stages}. It is kept out of results.json "
         "so that two runs with one seed give the same bytes."
     )
+
+
+def _add_results(report: Report, config, results: dict, circuit) -> None:
+    graph, pairs, chosen, method = results["graph"], results["pairs"], results["chosen"], config.method
+    curves, areas, correlations = results["curves"], results["areas"], results["correlations"]
     report.add_results(
         {
             "graph": {"nodes": len(graph.nodes), "edges": graph.n_edges, "inputs": len(graph.inputs)},
-            "curve": _records(curves[["method", "ranking", "split", "requested", "edges", "faithfulness"]]),
-            "areas": _records(areas),
+            "curve": table_records(
+                curves[["method", "ranking", "split", "requested", "edges", "faithfulness"]]
+            ),
+            "areas": table_records(areas),
             "circuit": {
                 "method": method,
                 "requested": chosen.requested,
@@ -182,10 +207,10 @@ def write_report(report: Report, model, config, results: dict, seconds: float) -
                 "faithfulness_test": chosen.faithfulness_test,
                 "nodes": circuit.nodes,
             },
-            "attribution_vs_exact": _records(correlations),
-            "heads": _records(results["heads"]),
-            "people": _records(results["people"]),
-            "mlp_positions": _records(results["mlps"]),
+            "attribution_vs_exact": table_records(correlations),
+            "heads": table_records(results["heads"]),
+            "people": table_records(results["people"]),
+            "mlp_positions": table_records(results["mlps"]),
             "pairs": {
                 "scoring": len(pairs["scoring"]),
                 "test": len(pairs["test"]),
@@ -198,7 +223,6 @@ def write_report(report: Report, model, config, results: dict, seconds: float) -
             },
         }
     )
-    report.write()
 
 
 def _at_most(curves: pd.DataFrame, method: str, edges: int):

@@ -38,7 +38,7 @@ from interp.registry import study_parser
 from interp.study import StudyRun, start, step
 from studies.circuits import analysis, anatomy
 from studies.circuits.data import check_items, sample, split_pairs
-from studies.coreference.data import data_path, load_items
+from studies.data.load import data_path, load_items
 
 DESCRIPTION = "Circuit discovery on agreement twins: EAP and EAP-IG, exact edge patching, faithfulness."
 

@@ -1,10 +1,10 @@
 """How many items each analysis used, and why it left the others out: one table per data set.
 
 Behaviour scoring (a model with a language-model head) takes every item. The twin analyses take the pairs
-:class:`~studies.coreference.twins.Pairing` allows; attention to the candidates needs both candidates found
+:class:`~studies.data.twins.Pairing` allows; attention to the candidates needs both candidates found
 before the pronoun; attention from the switch needs a switch word; the held-out head test and the probes need
 at least two schemas. The reasons come from the notes gathered while the data were read
-(:mod:`studies.coreference.notes`).
+(:mod:`studies.data.notes`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from studies.coreference import attention, probes
-from studies.coreference.data import split_by_schema
+from studies.data.load import split_by_schema
 
 MIN_PROBE_SCHEMAS = 4
 """A probe's training side needs two items: a split of four schemas or more trains on two of them; with fewer,

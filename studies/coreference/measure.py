@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from interp.analysis import span_attention
-from studies.coreference.forward import (
+from studies.data.forward import (
     Batch,
     bos_prepended,
     has_lm_head,
@@ -32,8 +32,9 @@ from studies.coreference.forward import (
     span_sum,
     tail_sum,
 )
-from studies.coreference.items import AgreementItem, ResolutionItem
-from studies.coreference.texts import lm_eval_texts, question_prompt, sentence_end, substitute
+from studies.data.items import AgreementItem, ResolutionItem
+from studies.data.spans import agreement_spans, resolution_spans, target_ids
+from studies.data.texts import lm_eval_texts, question_prompt, substitute
 
 BY = ("weight", "norm")
 RESOLUTION_QUERIES = ("pronoun", "switch", "end", "final")
@@ -98,30 +99,6 @@ def _features(batch: Batch, model, positions: Sequence[Sequence[int]]) -> list[n
         [batch.cache[f"blocks.{layer}.hook_resid_post"] for layer in range(model.cfg.n_layers)], dim=1
     )  # [batch, layer, pos, d_model]
     return [stream[row, :, list(pos)].transpose(0, 1).float().numpy() for row, pos in enumerate(positions)]
-
-
-def _span(offset: int | None, piece: str | None) -> tuple[int, int] | None:
-    return None if offset is None or piece is None else (offset, offset + len(piece))
-
-
-def resolution_spans(item: ResolutionItem, causal: bool) -> tuple[str, dict[str, tuple[int, int] | None]]:
-    """The cached text of an item and the character spans of its roles and candidates in it (``None`` for
-    a role the item lacks)."""
-    s = item.sentence
-    text = question_prompt(item).prefix + question_prompt(item).answers[0] if causal else s
-    offsets = item.candidate_char_offsets or (None, None)
-    spans = {
-        "pronoun": (item.pronoun_char_offset, item.pronoun_end),
-        "switch": _span(item.switch_char_offset, item.switch_word),
-        "end": sentence_end(s),
-        "candidate 0": _span(offsets[0], item.candidates[0]),
-        "candidate 1": _span(offsets[1], item.candidates[1]),
-    }
-    if causal:
-        prefix = question_prompt(item).prefix
-        spans["final"] = (len(prefix) - 1, len(prefix))
-        spans["answer 0"] = (len(prefix), len(text))
-    return text, spans
 
 
 def measure_resolution(
@@ -268,31 +245,6 @@ def resolution_record(item: ResolutionItem, full, partial, question, causal: boo
     record.update({f"pred_{name}": pred for name, pred in preds.items()})
     record["correct"] = {name: pred == item.answer for name, pred in preds.items()}
     return record
-
-
-def agreement_spans(item: AgreementItem) -> dict[str, tuple[int, int] | None]:
-    a = item.antecedent_char_offset
-    d = item.distractor_char_offset
-    return {
-        "final": (len(item.prompt) - 1, len(item.prompt)),
-        "antecedent": (a, a + len(item.antecedent)),
-        "distractor": None if d is None else (d, d + len(item.distractor)),
-    }
-
-
-def target_ids(model, item: AgreementItem, bos: bool | None = None) -> list[int]:
-    """First token of each target pronoun as it follows the prompt."""
-    ids = []
-    for target in item.targets:
-        tokens = model.tokenizer.to_tokens(item.prompt + target, prepend_bos=prepend_bos(model, bos))
-        ids.append(
-            int(tokens.ids[0, tokens.span_positions(len(item.prompt), len(item.prompt) + len(target))[0]])
-        )
-    if len(set(ids)) < len(ids):
-        raise ValueError(
-            f"item {item.id!r}: targets {item.targets} start with the same token; they cannot be told apart"
-        )
-    return ids
 
 
 def measure_agreement(

@@ -15,7 +15,7 @@ import torch
 
 from interp.analysis import logit_lens_top, source_contributions
 from interp.tokens import find_span
-from studies.coreference.forward import has_lm_head, prepend_bos
+from studies.data.forward import has_lm_head, prepend_bos
 
 SEED = (
     "The animal didn't cross the street because it was too tired.",

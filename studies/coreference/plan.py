@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from studies.coreference.data import SHIPPED, DataSet, read_data
-from studies.coreference.twins import Pairing, pair_up
+from studies.data.load import SHIPPED, DataSet, read_data
+from studies.data.twins import Pairing, pair_up
 
 
 @dataclass
@@ -54,7 +54,7 @@ def take(items: list, limit: int | None) -> list:
 
 def plan(data: Sequence[str], format: str | None = None, limit: int | None = None) -> list[Planned]:
     """Read and check every data set, take ``limit`` items of each and pair the twins: all before a model
-    loads (``format``: see :func:`~studies.coreference.data.read_data`).
+    loads (``format``: see :func:`~studies.data.load.read_data`).
 
     Raises:
         FileNotFoundError, ValueError: a data set that cannot be used, naming file, line, id and rule.

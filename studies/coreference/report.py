@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from interp.report import Report, figures
+from interp.report import Report, figures, table_records
 from studies.coreference.behaviour import LABELS, PRIMARY, verdict
 from studies.coreference.findings import add_findings
 from studies.coreference.measure import BY
@@ -19,10 +19,6 @@ N_EXAMPLES = 6
 
 def _num(value) -> str:
     return "not stored" if value is None else f"{value:.3g}"
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return frame.replace({np.nan: None}).to_dict(orient="records")
 
 
 def write_report(report: Report, model, config, results: Sequence, picture: dict, seconds: float) -> None:
@@ -82,7 +78,7 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
             ci=(float(main["ci_low"]), float(main["ci_high"])),
             note="95% Wilson; the primary metric" if kind == "resolution" else "95% Wilson",
         )
-        out["behaviour"] = _records(table)
+        out["behaviour"] = table_records(table)
         examples = pd.DataFrame(result.records[:N_EXAMPLES]).drop(columns=["correct"], errors="ignore")
         report.add_table(
             f"{label}_examples", examples, caption=f"The first {N_EXAMPLES} items by id (no selection)"
@@ -123,7 +119,7 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
         f"[{best['ci_low']:.2f}, {best['ci_high']:.2f}] on {int(best['n_test'])} held-out items "
         f"(control {best['control_accuracy']:.2f}, majority class {best['chance']:.2f})."
     )
-    out["probes"] = _records(probes)
+    out["probes"] = table_records(probes)
     return out
 
 
@@ -170,7 +166,7 @@ def _attention_section(report: Report, result, out: dict) -> None:
         q: {b: np.round(acc[qi, bi], 4).tolist() for bi, b in enumerate(BY)}
         for qi, q in enumerate(result.queries)
     }
-    out["heads"] = _records(heads)
+    out["heads"] = table_records(heads)
     if a.get("heads_skipped"):
         report.add_text(f"No held-out head test: {a['heads_skipped']}.")
     significant = heads[heads["p_holm"] < 0.05] if len(heads) else heads
@@ -247,9 +243,9 @@ def _causal_section(report: Report, lm: bool, result, out: dict) -> None:
             f"{top['patched']:.2f} of the twin difference (attribution estimate {top['attribution']:.2f})."
         )
     out["resid_recovery"] = {role: np.round(resid[:, i], 4).tolist() for i, role in enumerate(a["roles"])}
-    out["resid_exact"] = _records(a["resid_exact"])
+    out["resid_exact"] = table_records(a["resid_exact"])
     out["head_recovery"] = np.round(a["z"], 4).tolist()
-    out["head_exact"] = _records(a["z_exact"])
+    out["head_exact"] = table_records(a["z_exact"])
 
 
 def _picture_section(report: Report, model, picture: dict) -> dict:
@@ -286,11 +282,11 @@ def _picture_section(report: Report, model, picture: dict) -> dict:
         "tokens": picture["tokens"],
         "max_twin_diff_it": diff,
         "norms": np.round(picture["norms"], 4).tolist(),
-        "sources": _records(picture["sources"]),
+        "sources": table_records(picture["sources"]),
     }
     if picture["lens"] is not None:
         report.add_table(
             "seed_logit_lens", picture["lens"], caption='Logit lens at "it" (tired sentence)', max_rows=40
         )
-        out["logit_lens"] = _records(picture["lens"])
+        out["logit_lens"] = table_records(picture["lens"])
     return out

@@ -47,8 +47,6 @@ from interp import distributed
 from interp.load import PACKAGED_MODELS
 from interp.registry import study_parser
 from interp.study import StudyRun, start, step
-from studies.coreference.data import FORMATS, SHIPPED, DataSet
-from studies.coreference.forward import bos_prepended, has_lm_head
 from studies.coreference.held_out import held_out_heads, probes_for
 from studies.coreference.measure import (
     AGREEMENT_QUERIES,
@@ -58,7 +56,9 @@ from studies.coreference.measure import (
     measure_resolution,
 )
 from studies.coreference.plan import Planned, plan
-from studies.coreference.twins import Pairing
+from studies.data.forward import bos_prepended, has_lm_head
+from studies.data.load import FORMATS, SHIPPED, DataSet
+from studies.data.twins import Pairing
 
 DESCRIPTION = "Pronoun coreference: behaviour, attention, patching, probes, on Winograd-style twins."
 
@@ -218,13 +218,14 @@ def analyse(
     :class:`DataResult` (others ``None``). With ``progress``, each long step says when it starts and ends."""
     from studies.coreference import attention, behaviour, causal
     from studies.coreference.coverage import coverage_table
+    from studies.data import pairs as pairs_module
 
     items, pairing = planned.data.items, planned.pairing
     kind = items[0].kind
-    roles = causal.ROLES_RESOLUTION if kind == "resolution" else causal.ROLES_AGREEMENT
+    roles = pairs_module.ROLES_RESOLUTION if kind == "resolution" else pairs_module.ROLES_AGREEMENT
     comparable = [(items[a], items[b]) for a, b in pairing.comparable]
     label = planned.label
-    pairs, kept = causal.make_pairs(model, comparable, config.patch_pairs, config.prepend_bos)
+    pairs, kept = pairs_module.make_pairs(model, comparable, config.patch_pairs, config.prepend_bos)
     with step(
         f"{label}: patching {len(pairs)} twin pairs", study="coreference", enabled=progress and bool(pairs)
     ):

@@ -7,7 +7,6 @@ fractions.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from interp.analysis.stats import bootstrap_mean_interval, wilson_interval
 from interp.sae import SAE
 from interp.sae.attribution import feature_attribution, patch_features
 from interp.sae.evaluate import evaluate
@@ -33,23 +33,16 @@ QUALITY = (
 )
 
 
-def bootstrap_ci(values: Sequence[float], seed: int, n: int = 2000, stat=np.mean) -> tuple[float, float]:
-    """95% percentile interval of ``stat`` over resamples of ``values``."""
-    values = np.asarray(values, dtype=float)
+def bootstrap_ci(values: Sequence[float], seed: int, n: int = 2000) -> tuple[float, float]:
+    """95% percentile interval of the mean over ``n`` resamples of ``values``; NaN for fewer than two."""
     if len(values) < 2:
         return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    stats = [stat(values[rng.integers(0, len(values), len(values))]) for _ in range(n)]
-    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+    return bootstrap_mean_interval(np.asarray(values, dtype=float), n, seed)[1:]
 
 
 def wilson(successes: int, n: int) -> tuple[float, float]:
-    if n == 0:
-        return (float("nan"), float("nan"))
-    z, p = 1.96, successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
+    """95% Wilson interval of ``successes`` out of ``n``; NaN with no trials."""
+    return wilson_interval(successes, n) if n else (float("nan"), float("nan"))
 
 
 def quality(model: Any, sae: SAE, windows: list, folds: int, seed: int) -> pd.DataFrame:

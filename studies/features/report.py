@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from interp.report import Report, figures
+from interp.report import Report, figures, table_records
 from interp.sae.features import add_feature_section
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return frame.replace({np.nan: None}).to_dict(orient="records")
 
 
 def write_report(report: Report, model, config, corpus, results: dict, seconds: float) -> None:
@@ -49,7 +44,28 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
 
 
 def _layer_section(report: Report, model, config, r: dict) -> dict:
+    """One layer's sections: quality, separating features, causal tests, feature cards; its results."""
     hook, name = r["hook"], f"L{r['layer']}"
+    _quality_section(report, config, r, hook, name)
+    _separating_section(report, r, hook, name)
+    _causal_section(report, config, r, hook, name)
+    add_feature_section(
+        report, f"{name}_cards", f"{hook}: the top features", r["contexts"], r["logits"],
+        intro="Top activating contexts on held-out text (the activating token marked) and direct logit effects.",
+        max_features=6, histograms=3,
+    )  # fmt: skip
+    q, sep, a, att = r["quality"], r["separating"], r["ablation"], r["attribution"]
+    return {
+        "quality": table_records(q),
+        "separating": table_records(sep),
+        "ablation": a,
+        "attribution": table_records(att),
+        "density_top": r["density_top"],
+        "history_last": r["history"][-1],
+    }
+
+
+def _quality_section(report: Report, config, r: dict, hook: str, name: str) -> None:
     report.add_section(f"{hook}: dictionary quality")
     q = r["quality"]
     report.add_table(
@@ -77,6 +93,9 @@ def _layer_section(report: Report, model, config, r: dict) -> dict:
         f"{get.loc['ce_recovered_mean', 'value']:.3f} [{get.loc['ce_recovered_mean', 'ci_low']:.3f}, "
         f"{get.loc['ce_recovered_mean', 'ci_high']:.3f}]."
     )
+
+
+def _separating_section(report: Report, r: dict, hook: str, name: str) -> None:
     report.add_section(f"{hook}: features that separate the twins")
     sep = r["separating"]
     report.add_table(
@@ -113,6 +132,9 @@ def _layer_section(report: Report, model, config, r: dict) -> dict:
                 "`--data` scale the run up."
             )
         )
+
+
+def _causal_section(report: Report, config, r: dict, hook: str, name: str) -> None:
     report.add_section(f"{hook}: causal tests")
     a = r["ablation"]
     lo, hi = a["top_ci"]
@@ -140,16 +162,3 @@ def _layer_section(report: Report, model, config, r: dict) -> dict:
         f"{att.set_index('node').loc['all features', 'attribution']:.3g}; the rows above compare each top "
         "feature's estimate with its exact patch."
     )
-    add_feature_section(
-        report, f"{name}_cards", f"{hook}: the top features", r["contexts"], r["logits"],
-        intro="Top activating contexts on held-out text (the activating token marked) and direct logit effects.",
-        max_features=6, histograms=3,
-    )  # fmt: skip
-    return {
-        "quality": _records(q),
-        "separating": _records(sep),
-        "ablation": a,
-        "attribution": _records(att),
-        "density_top": r["density_top"],
-        "history_last": r["history"][-1],
-    }

@@ -121,12 +121,7 @@ def run_study(
     Args:
         items: agreement twins (default: the shipped agreement set).
     """
-    from interp.sae.features import feature_stats, logit_effects
-    from interp.sae.training import train
     from interp.store import cache_activations, windows
-    from studies.coreference.causal import make_pairs
-    from studies.coreference.data import load_items, split_by_schema, twin_pairs
-    from studies.features import measure
 
     bad = [layer for layer in config.layers if not 0 <= layer < model.cfg.n_layers]
     if bad:
@@ -136,6 +131,25 @@ def run_study(
     n_held = max(1, len(batches) // 20)
     train_batches, held = batches[:-n_held], batches[-n_held:]
     store = cache_activations(model, train_batches, hooks, work / "activations", progress=progress)
+    pairs, select = _twin_pairs(model, config, items)
+    out = {
+        "hooks": hooks,
+        "n_train_rows": len(store),
+        "n_pairs": len(pairs),
+        "n_select": int(select.sum()),
+        "layers": [],
+    }
+    for layer, hook in zip(config.layers, hooks, strict=True):
+        out["layers"].append(_layer(model, config, store, held, pairs, select, layer, hook, progress))
+    return out
+
+
+def _twin_pairs(model, config: FeaturesConfig, items: list | None) -> tuple[list, np.ndarray]:
+    """The gendered twin pairs to measure on, and which of them select features (the rest test them)."""
+    from studies.data.load import load_items, split_by_schema, twin_pairs
+    from studies.data.pairs import make_pairs
+    from studies.features import measure
+
     items = load_items(config.twins) if items is None else items
     by_id = {x.id: x for x in items}
     pairs, _ = make_pairs(model, twin_pairs(items), 10**6)
@@ -145,52 +159,50 @@ def run_study(
     select = np.array([p.ids[0] in first_ids for p, _ in pairs])
     if select.all() or not select.any():
         select = np.arange(len(pairs)) % 2 == 0
-    out = {
-        "hooks": hooks,
-        "n_train_rows": len(store),
-        "n_pairs": len(pairs),
-        "n_select": int(select.sum()),
-        "layers": [],
+    return pairs, select
+
+
+def _layer(model, config: FeaturesConfig, store, held, pairs, select, layer: int, hook: str, progress: bool):
+    """Train one SAE at ``hook`` and measure it: quality, separating features, ablations, attribution."""
+    from interp.sae.features import feature_stats, logit_effects
+    from interp.sae.training import train
+    from studies.features import measure
+
+    clock = time.perf_counter()
+    sae = train(
+        store,
+        hook_name=hook,
+        d_sae=config.d_sae,
+        k=config.k,
+        batch_size=config.train_batch_size,
+        tokens=config.epochs * len(store),
+        seed=config.seed,
+        min_position=1,
+        progress=progress,
+    )
+    train_s = time.perf_counter() - clock
+    sample = store.tensor(hook, slice(0, min(len(store), 20000)))
+    density = measure.densities(sae, sample)
+    result = {
+        "layer": layer,
+        "hook": hook,
+        "train_seconds": train_s,
+        "history": sae.cfg.metadata["training"]["history"],
+        "quality": measure.quality(model, sae, held, 4, config.seed),
     }
-    for layer, hook in zip(config.layers, hooks, strict=True):
-        clock = time.perf_counter()
-        sae = train(
-            store,
-            hook_name=hook,
-            d_sae=config.d_sae,
-            k=config.k,
-            batch_size=config.train_batch_size,
-            tokens=config.epochs * len(store),
-            seed=config.seed,
-            min_position=1,
-            progress=progress,
-        )
-        train_s = time.perf_counter() - clock
-        sample = store.tensor(hook, slice(0, min(len(store), 20000)))
-        density = measure.densities(sae, sample)
-        result = {
-            "layer": layer,
-            "hook": hook,
-            "train_seconds": train_s,
-            "history": sae.cfg.metadata["training"]["history"],
-            "quality": measure.quality(model, sae, held, 4, config.seed),
-        }
-        acts = measure.twin_activations(model, sae, pairs)
-        separating = measure.separating_features(acts, select, config.top, config.seed)
-        result["separating"] = separating
-        test_pairs = [pair for pair, s in zip(pairs, select, strict=True) if not s]
-        top = separating["feature"].tolist()
-        random_sets = measure.matched_random(top, density, config.random_draws, config.seed)
-        effects = measure.ablation_effects(model, sae, test_pairs, [top, *random_sets])
-        result["ablation"] = _ablation_summary(effects, test_pairs, config.seed)
-        result["attribution"], result["attribution_gap"] = measure.attribution_check(
-            model, sae, test_pairs, 5
-        )
-        result["density_top"] = [float(density[f]) for f in top]
-        result["contexts"] = feature_stats(model, sae, held, top[:6], k=6, window=10)
-        result["logits"] = logit_effects(model, sae, top[:6], k=8)
-        out["layers"].append(result)
-    return out
+    acts = measure.twin_activations(model, sae, pairs)
+    separating = measure.separating_features(acts, select, config.top, config.seed)
+    result["separating"] = separating
+    test_pairs = [pair for pair, s in zip(pairs, select, strict=True) if not s]
+    top = separating["feature"].tolist()
+    random_sets = measure.matched_random(top, density, config.random_draws, config.seed)
+    effects = measure.ablation_effects(model, sae, test_pairs, [top, *random_sets])
+    result["ablation"] = _ablation_summary(effects, test_pairs, config.seed)
+    result["attribution"], result["attribution_gap"] = measure.attribution_check(model, sae, test_pairs, 5)
+    result["density_top"] = [float(density[f]) for f in top]
+    result["contexts"] = feature_stats(model, sae, held, top[:6], k=6, window=10)
+    result["logits"] = logit_effects(model, sae, top[:6], k=8)
+    return result
 
 
 def _ablation_summary(effects: np.ndarray, pairs: Sequence, seed: int) -> dict:
@@ -216,7 +228,7 @@ def _ablation_summary(effects: np.ndarray, pairs: Sequence, seed: int) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study and write the report; returns 0."""
-    from studies.coreference.data import data_path as coreference_data_path
+    from studies.data.load import data_path as coreference_data_path
     from studies.features.data import load_corpus
     from studies.features.report import write_report
 

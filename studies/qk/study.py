@@ -97,8 +97,8 @@ def parse(argv: Sequence[str] | None) -> tuple[QKConfig, StudyRun]:
 
 def twin_pairs_of(model, config: QKConfig, items: list) -> list[tuple]:
     """The seed's pair, then up to ``config.pairs`` twin pairs of ``items``, each as two located twins."""
-    from studies.coreference.data import twin_pairs
-    from studies.coreference.items import ResolutionItem
+    from studies.data.items import ResolutionItem
+    from studies.data.load import twin_pairs
     from studies.qk.measure import SEED, locate
 
     pairs = []
@@ -133,7 +133,7 @@ def run_study(model, config: QKConfig, items: list, progress: bool = False) -> d
     """Locate, run, select heads, split and intervene; returns what the report shows.
 
     Args:
-        items: the data set's items (:func:`studies.coreference.data.load_items`).
+        items: the data set's items (:func:`studies.data.load.load_items`).
     """
     from studies.qk import analysis
     from studies.qk.measure import run_twin
@@ -170,7 +170,7 @@ def run_study(model, config: QKConfig, items: list, progress: bool = False) -> d
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study and write the report; returns 0."""
-    from studies.coreference.data import data_path, load_items
+    from studies.data.load import data_path, load_items
     from studies.qk.report import write_report
 
     config, run = parse(argv)

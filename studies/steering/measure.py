@@ -13,8 +13,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.analysis import SteeringVector, steering_sweep, steering_vectors, wilson_interval
-from studies.coreference.data import twin_pairs
+from interp.analysis import (
+    SteeringVector,
+    bootstrap_mean_interval,
+    steering_sweep,
+    steering_vectors,
+    wilson_interval,
+)
+from studies.data.load import twin_pairs
 
 FEMININE = frozenset({"she", "her", "herself", "hers"})
 PLURAL = frozenset({"they", "their", "them", "themselves", "theirs"})
@@ -161,14 +167,7 @@ def bootstrap_mean(values: np.ndarray, groups: np.ndarray, n_boot: int, seed: in
     """95% percentile interval of the mean, resampling whole groups (twins of a schema together)."""
     if len(values) == 0:
         return math.nan, math.nan
-    labels, index = np.unique(groups, return_inverse=True)
-    sums = np.bincount(index, weights=values, minlength=len(labels))
-    counts = np.bincount(index, minlength=len(labels))
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(labels), size=(n_boot, len(labels)))  # [boot, group]
-    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
+    return bootstrap_mean_interval(values, n_boot, seed, groups=groups)[1:]
 
 
 def summarise_flips(frame: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:

@@ -40,7 +40,7 @@ from interp.analysis import SteeringVector
 from interp.load import PACKAGED_MODELS
 from interp.registry import study_parser
 from interp.study import StudyRun, start
-from studies.coreference.data import data_path, load_items, split_by_schema
+from studies.data.load import data_path, load_items, split_by_schema
 from studies.steering import measure
 from studies.steering.texts import CONTINUATIONS, NEUTRAL
 from studies.threads import single_thread

@@ -150,3 +150,23 @@ def test_identical_runs_warn_and_give_nan(setting):
     with pytest.warns(UserWarning, match="normalised recovery is undefined"):
         frame = patch(model, clean, clean, "blocks.0.hook_resid_pre", logit_diff, positions=[0])
     assert pd.isna(frame["value"]).all() and (frame["delta"] == 0).all()
+
+
+def test_normalised_effect_is_one_ratio_with_one_zero_test():
+    import numpy as np
+    import pandas as pd
+
+    from interp.analysis import normalised_effect
+
+    assert normalised_effect(1.5, 4.0, 1.0) == 0.5
+    frame = normalised_effect(pd.Series([0.0, 3.0]), 4.0, 1.0)
+    assert frame.tolist() == [0.0, 1.0]
+    for clean, corrupt in ((2.0, 2.0), (1e6, 1e6 - 1e-7)):  # equal, and apart by less than the tolerance
+        with pytest.warns(UserWarning, match="so the effect is undefined"):
+            assert np.isnan(normalised_effect(1.0, clean, corrupt, what="the effect"))
+    assert normalised_effect(1e-9, 1e-9, 0.0) == 1.0  # a small gap of small metrics is still a gap
+    import doctest
+
+    from interp.analysis import effect
+
+    assert doctest.testmod(effect).failed == 0

@@ -130,3 +130,24 @@ def test_mean_intervals():
     assert bootstrap_mean_interval(float32, 10, 0)[0] == float(float32.mean())
     with pytest.raises(ValueError, match=r"non-empty 1-d sequence, got shape \(0,\)"):
         mean_interval([])
+
+
+def test_bootstrap_over_groups_resamples_whole_groups():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    values, groups = rng.normal(size=30), rng.integers(0, 7, size=30).astype(str)
+    mean, low, high = bootstrap_mean_interval(values, 300, 4, groups=groups)
+    labels = sorted(set(groups))
+    draws = np.random.default_rng(4).integers(0, len(labels), size=(300, len(labels)))  # the same draws
+    naive = []
+    for row in draws:  # the values of the drawn groups, concatenated, and their plain mean
+        chosen = [v for g in row for v, label in zip(values, groups, strict=True) if label == labels[g]]
+        naive.append(sum(chosen) / len(chosen))
+    assert mean == pytest.approx(values.mean())
+    assert (low, high) == pytest.approx(tuple(np.percentile(naive, [2.5, 97.5])), rel=1e-12)
+    # each value its own group: the same interval as resampling values, up to the order of the sums
+    alone = bootstrap_mean_interval(values, 300, 4, groups=np.arange(30))
+    assert alone == pytest.approx(bootstrap_mean_interval(values, 300, 4), rel=1e-12)
+    with pytest.raises(ValueError, match=r"groups has shape \(2,\) but values \(30,\); give one group label"):
+        bootstrap_mean_interval(values, 10, 0, groups=[0, 1])

@@ -34,8 +34,8 @@ needs_minilm = pytest.mark.skipif(
 )
 
 
-def byte_level_bpe(vocab_size: int = 300) -> Backend:
-    """A GPT-2 style byte-level BPE; ids 0 and 1 are ``<|endoftext|>`` and ``<|pad|>``."""
+def byte_level_bpe(vocab_size: int = 300, texts: list[str] = CORPUS) -> Backend:
+    """A GPT-2 style byte-level BPE trained on ``texts``; ids 0 and 1 are ``<|endoftext|>`` and ``<|pad|>``."""
     backend = Backend(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
@@ -44,7 +44,7 @@ def byte_level_bpe(vocab_size: int = 300) -> Backend:
         special_tokens=["<|endoftext|>", "<|pad|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    backend.train_from_iterator(CORPUS, trainer)
+    backend.train_from_iterator(texts, trainer)
     return backend
 
 

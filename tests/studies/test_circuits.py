@@ -9,13 +9,13 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 from interp.circuits import Circuit, Graph
 from interp.load import PACKAGED_MODELS
 from interp.report import validate_manifest, validate_results
 from studies.circuits.study import main
-from studies.coreference.data import load_items
+from studies.data.load import load_items
+from tests.studies.tiny_lm import tiny_llama_folder
 
 ARGS = ["--pairs", "6", "--test-pairs", "6", "--exact-pairs", "2", "--exact-edges", "6", "--exact-top", "2",
         "--steps", "2", "--batch-size", "4", "--sizes", "5,10", "--quiet"]  # fmt: skip
@@ -25,28 +25,9 @@ TIMEOUT = 300
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """A tiny random Llama with a byte-level BPE trained on the agreement prompts."""
-    pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     texts = [item.prompt + t for item in load_items("agreement") for t in item.targets]
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=900,
-        special_tokens=["<|endoftext|>", "<|pad|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    backend.train_from_iterator(texts, trainer)
-    torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         intermediate_size=64, vocab_size=backend.get_vocab_size(), max_position_embeddings=128,
-                         bos_token_id=0, eos_token_id=0, pad_token_id=1, initializer_range=0.2)  # fmt: skip
     path = tmp_path_factory.mktemp("tiny") / "model"
-    LlamaForCausalLM(config).eval().save_pretrained(path)
-    backend.save(str(path / "tokenizer.json"))
-    return path
+    return tiny_llama_folder(path, texts, 900, max_position_embeddings=128, initializer_range=0.2)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from studies.coreference.data import (
+from studies.data.load import (
     AgreementItem,
     ResolutionItem,
     load_items,

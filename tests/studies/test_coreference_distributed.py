@@ -13,10 +13,10 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
-from studies.coreference.data import load_items
-from studies.coreference.texts import question_prompt, substitute
+from studies.data.load import load_items
+from studies.data.texts import question_prompt, substitute
+from tests.studies.tiny_lm import tiny_llama_folder
 
 ARGS = ["--limit", "12", "--patch-pairs", "4", "--top-k", "2", "--batch-size", "4", "--quiet"]
 TIMEOUT = 300  # seconds; a hang fails the test instead of blocking the suite
@@ -34,36 +34,7 @@ def corpus() -> list[str]:
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=1200,
-        special_tokens=["<|endoftext|>", "<|pad|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    backend.train_from_iterator(corpus(), trainer)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        vocab_size=backend.get_vocab_size(),
-        max_position_embeddings=256,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=1,
-    )
-    path = tmp_path_factory.mktemp("tiny") / "model"
-    LlamaForCausalLM(config).eval().save_pretrained(path)
-    backend.save(str(path / "tokenizer.json"))
-    return path
+    return tiny_llama_folder(tmp_path_factory.mktemp("tiny") / "model", corpus(), 1200)
 
 
 def run(command: list[str], cwd) -> subprocess.CompletedProcess:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from studies.coreference.data import FORMATS, load_items, read_data
+from studies.data.load import FORMATS, load_items, read_data
 
 DATA = Path(__file__).resolve().parents[2] / "studies" / "data"
 

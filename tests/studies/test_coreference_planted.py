@@ -20,8 +20,9 @@ from interp import HookedTransformer, TransformerConfig
 from interp.analysis import patch
 from interp.tokens import Tokenizer
 from studies.coreference import attention, causal
-from studies.coreference.data import load_items, split_by_schema, twin_pairs
 from studies.coreference.measure import RESOLUTION_QUERIES, measure_resolution
+from studies.data import pairs as data_pairs
+from studies.data.load import load_items, split_by_schema, twin_pairs
 
 WORDS = ["[UNK]", "[BOS]", "cat", "dog", "fox", "owl", "chased", "so", "tired", "wide", "it", "ran", "."]
 WORDS += ["In", "this", "sentence", ",", '"', "refers", "to"]
@@ -131,8 +132,9 @@ def test_attention_analysis_ranks_the_planted_head_first(setup):
 
 def test_norm_mass_matches_span_attention(setup):
     from interp.analysis import span_attention
-    from studies.coreference.forward import run_batches
-    from studies.coreference.measure import _mask, cache_names, head_masses, resolution_spans
+    from studies.coreference.measure import _mask, cache_names, head_masses
+    from studies.data.forward import run_batches
+    from studies.data.spans import resolution_spans
 
     model, items, measured = setup
     batch = next(run_batches(model, [resolution_spans(i, True)[0] for i in items[:4]], batch_size=4,
@@ -149,9 +151,9 @@ def test_norm_mass_matches_span_attention(setup):
 
 def test_patching_the_planted_head_recovers_the_metric(setup):
     model, items, _ = setup
-    pairs, kept = causal.make_pairs(model, twin_pairs(items), 4)
+    pairs, kept = data_pairs.make_pairs(model, twin_pairs(items), 4)
     assert kept == len(twin_pairs(items)) and len(pairs) == 4
-    swept = causal.sweep(model, pairs, causal.ROLES_RESOLUTION, top_heads=3)
+    swept = causal.sweep(model, pairs, data_pairs.ROLES_RESOLUTION, top_heads=3)
     recovery, verified, denominator = swept["z"], swept["z_exact"], swept["z_denominator"]
     assert denominator > 0
     planted = verified[(verified["layer"] == PLANTED[0]) & (verified["head"] == PLANTED[1])]
@@ -162,15 +164,15 @@ def test_patching_the_planted_head_recovers_the_metric(setup):
 
 def test_patching_by_position_finds_the_switch_word(setup):
     model, items, _ = setup
-    pairs, _ = causal.make_pairs(model, twin_pairs(items), 2)
-    swept = causal.sweep(model, pairs, causal.ROLES_RESOLUTION, top_positions=2)
+    pairs, _ = data_pairs.make_pairs(model, twin_pairs(items), 2)
+    swept = causal.sweep(model, pairs, data_pairs.ROLES_RESOLUTION, top_positions=2)
     recovery, exact = swept["resid"], swept["resid_exact"]
-    assert set(exact["role"]) <= set(causal.ROLES_RESOLUTION) and len(exact) == 2 * len(pairs)
+    assert set(exact["role"]) <= set(data_pairs.ROLES_RESOLUTION) and len(exact) == 2 * len(pairs)
     # attribution is a linear estimate and this model's softmax is saturated, so check exactly that the
     # whole twin difference sits at the switch word entering layer 0
     pair = pairs[0]
     frame = patch(model, pair.clean, pair.corrupt, "blocks.0.hook_resid_pre", pair.metric,
                   positions=[pair.roles.index("switch")])  # fmt: skip
     assert frame["value"].iloc[0] == pytest.approx(1.0, abs=1e-4)
-    before = [causal.ROLES_RESOLUTION.index(r) for r in ("candidate 0", "candidate 1")]
+    before = [data_pairs.ROLES_RESOLUTION.index(r) for r in ("candidate 0", "candidate 1")]
     assert np.abs(recovery[:, before]).max() == 0.0  # identical in both twins: nothing to patch

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 import interp
-from studies.coreference.data import load_items, read_data
 from studies.coreference.measure import measure_agreement, measure_resolution
-from studies.coreference.notes import DataWarning
 from studies.coreference.plan import report_labels
 from studies.coreference.study import main
+from studies.data.load import load_items, read_data
+from studies.data.notes import DataWarning
 from tests.studies import test_coreference_formats as formats
 from tests.studies.test_coreference_twins import ROWS as IMPERFECT
 from tests.studies.tiny_lm import tiny_llama_folder

@@ -13,10 +13,10 @@ import pytest
 
 from studies.coreference.behaviour import resolution_table
 from studies.coreference.coverage import coverage_table
-from studies.coreference.data import read_data, split_by_schema
-from studies.coreference.notes import DataWarning
 from studies.coreference.plan import Planned
-from studies.coreference.twins import pair_up
+from studies.data.load import read_data, split_by_schema
+from studies.data.notes import DataWarning
+from studies.data.twins import pair_up
 
 
 def item(id_, sentence, pronoun, candidates, answer, twin=None, nth=1):

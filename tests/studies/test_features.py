@@ -14,8 +14,8 @@ from tokenizers import models, pre_tokenizers
 from interp import HookedTransformer, TransformerConfig
 from interp.sae import SAE, SAEConfig
 from interp.tokens import Tokenizer
-from studies.coreference.causal import make_pairs
-from studies.coreference.data import AgreementItem, twin_pairs
+from studies.data.load import AgreementItem, twin_pairs
+from studies.data.pairs import make_pairs
 from studies.features import measure
 from studies.features.data import Corpus, kjv_paragraphs, passages
 

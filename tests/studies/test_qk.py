@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from interp.load import load
-from studies.coreference.data import load_items
+from studies.data.load import load_items
 from studies.qk import analysis
 from studies.qk.measure import SEED, intervene, run_twin, split_preference
 from studies.qk.study import QKConfig, main, run_study, twin_pairs_of

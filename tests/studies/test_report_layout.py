@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from studies.coreference.data import load_items
+from studies.data.load import load_items
 from tests.studies.test_circuits import ARGS as CIRCUITS_ARGS
 from tests.studies.test_coreference_run import _texts as coreference_texts
 from tests.studies.tiny_lm import tiny_llama_folder

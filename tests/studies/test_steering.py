@@ -20,7 +20,7 @@ from interp import HookedTransformer, TransformerConfig
 from interp.load import PACKAGED_MODELS
 from interp.report import Report, validate_manifest, validate_results
 from interp.tokens import Tokenizer
-from studies.coreference.data import load_items
+from studies.data.load import load_items
 from studies.steering.report import write_report
 from studies.steering.study import SteeringConfig, main, run_study
 

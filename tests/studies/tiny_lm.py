@@ -1,42 +1,24 @@
 """A tiny random Llama saved as a Hugging Face folder, with a byte-level BPE trained on given texts, so a
-study runs end to end through ``interp.load`` in seconds (any text tokenizes: the alphabet is every byte)."""
+study runs end to end through ``interp.load`` in seconds (any text tokenizes: the alphabet is every byte).
+
+Built from the tests' one checkpoint factory (:mod:`tests.load.builders`), narrower than its default and
+with a padding token; a test that needs another shape or initialisation passes ``LlamaConfig`` fields."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-import torch
+
+STUDY_FIELDS = dict(hidden_size=32, intermediate_size=64, max_position_embeddings=256, pad_token_id=1)
 
 
-def tiny_llama_folder(path: Path, texts: list[str], vocab_size: int = 600) -> Path:
+def tiny_llama_folder(path: Path, texts: list[str], vocab_size: int = 600, **config_fields) -> Path:
+    """Write the model and ``tokenizer.json`` to ``path`` (seeded: the same arguments give the same weights)."""
     pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tests.load.builders import byte_level_bpe, save_folder, tiny_llama
 
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<|endoftext|>", "<|pad|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    backend.train_from_iterator(texts, trainer)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        vocab_size=backend.get_vocab_size(),
-        max_position_embeddings=256,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=1,
-    )
+    backend = byte_level_bpe(vocab_size, texts)
+    model = tiny_llama(backend.get_vocab_size(), **{**STUDY_FIELDS, **config_fields})
     path.mkdir(parents=True, exist_ok=True)
-    LlamaForCausalLM(config).eval().save_pretrained(path)
-    backend.save(str(path / "tokenizer.json"))
-    return path
+    return save_folder(model, backend, path)

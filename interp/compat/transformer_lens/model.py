@@ -13,12 +13,13 @@ from typing import Any, Literal
 
 import torch
 
-import interp
 from interp.compat.transformer_lens.cache import ActivationCache
 from interp.compat.transformer_lens.config import ConfigView
 from interp.compat.transformer_lens.factored_matrix import FactoredMatrix
 from interp.compat.transformer_lens.tokens import TokenMethods
 from interp.compat.transformer_lens.utils import lm_cross_entropy_loss
+from interp.load import load
+from interp.model import HookedTransformer as _HookedTransformer
 from interp.model.fold import process_weights
 from interp.model.weights import stacked
 
@@ -26,7 +27,7 @@ ReturnType = Literal["logits", "loss", "both"] | None
 _RETURN_TYPES = ("logits", "loss", "both", None)
 
 
-class HookedTransformer(TokenMethods, interp.HookedTransformer):
+class HookedTransformer(TokenMethods, _HookedTransformer):
     """interp's transformer answering to TransformerLens's API (see :mod:`interp.compat.transformer_lens`)."""
 
     ungroup_grouped_query_attention: bool = False
@@ -54,7 +55,7 @@ class HookedTransformer(TokenMethods, interp.HookedTransformer):
                 "center_unembed, fold_value_biases"
             )
         load_kwargs = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
-        model = cls.from_interp(interp.load(model_name, **load_kwargs))
+        model = cls.from_interp(load(model_name, **load_kwargs))
         if kwargs.get("default_padding_side") and model.tokenizer is not None:
             model.tokenizer.padding_side = kwargs["default_padding_side"]
         return model.process_weights(
@@ -73,9 +74,9 @@ class HookedTransformer(TokenMethods, interp.HookedTransformer):
         return cls.from_pretrained(model_name, **flags, **kwargs)
 
     @classmethod
-    def from_interp(cls, model: interp.HookedTransformer) -> HookedTransformer:
+    def from_interp(cls, model: _HookedTransformer) -> HookedTransformer:
         """This face on an interp model already built or loaded: the same object, nothing copied."""
-        if not isinstance(model, interp.HookedTransformer):
+        if not isinstance(model, _HookedTransformer):
             raise TypeError(f"from_interp takes an interp HookedTransformer, got {type(model).__name__}")
         model.__class__ = cls
         if not isinstance(model.cfg, ConfigView):
@@ -202,10 +203,10 @@ class HookedTransformer(TokenMethods, interp.HookedTransformer):
     ) -> Any:
         """TransformerLens's ``generate``: text in, text out (prompt and continuation), or ids in, ids out.
 
-        Runs :func:`interp.generate.generate`; ``return_type`` is ``"input"`` (the type given), ``"str"`` or
+        Runs :func:`interp.generation.generate`; ``return_type`` is ``"input"`` (the type given), ``"str"`` or
         ``"tokens"``. Keyword arguments interp's generate takes (``fwd_hooks``, ``seed``...) pass through.
         """
-        from interp.generate import generate  # the sampling loop sits above the model layer
+        from interp.generation import generate
 
         if freq_penalty:
             raise ValueError("freq_penalty is not supported by interp's generate; pass freq_penalty=0")

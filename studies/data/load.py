@@ -7,10 +7,10 @@ come in the study's own JSONL formats (only the fields that say what an item is 
 benchmarks (WinoGrande, SuperGLUE WSC, the WSC XML and ``winograd_wsc`` JSONL, DPR), told apart by their
 fields. ``studies/data/README.md`` documents every format field by field.
 
-Loading always validates: reading (:mod:`~studies.coreference.formats`), filling in what can be derived
-(:mod:`~studies.coreference.derive`) and checking the rules (:mod:`~studies.coreference.rules`). A bad file
+Loading always validates: reading (:mod:`~studies.data.formats`), filling in what can be derived
+(:mod:`~studies.data.derive`) and checking the rules (:mod:`~studies.data.rules`). A bad file
 raises ``ValueError`` naming the file, line, id and broken rule; imperfect but usable items are noted by kind
-(:mod:`~studies.coreference.notes`) and left out only of the analyses they cannot serve.
+(:mod:`~studies.data.notes`) and left out only of the analyses they cannot serve.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from studies.coreference.derive import derive
-from studies.coreference.formats import FORMATS, Format, parse
-from studies.coreference.items import AgreementItem, Item, ResolutionItem
-from studies.coreference.notes import Notes
-from studies.coreference.rules import validate
-from studies.coreference.twins import twin_pairs
+from studies.data.derive import derive
+from studies.data.formats import FORMATS, Format, parse
+from studies.data.items import AgreementItem, Item, ResolutionItem
+from studies.data.notes import Notes
+from studies.data.rules import validate
+from studies.data.twins import twin_pairs
 
 SHIPPED = {"winograd": "winograd.jsonl", "agreement": "agreement.jsonl"}
 """Names of the data sets that ship with the package, and their files under ``studies/data``."""
@@ -45,7 +45,7 @@ class DataSet:
         path: the file that was read.
         format: the format it was read as.
         items: validated items, every derivable field filled in.
-        notes: imperfect items by kind (:class:`~studies.coreference.notes.Notes`).
+        notes: imperfect items by kind (:class:`~studies.data.notes.Notes`).
     """
 
     name: str
@@ -83,7 +83,7 @@ def read_data(name: str | os.PathLike[str], format: str | None = None) -> DataSe
 
     Args:
         name: ``"winograd"``, ``"agreement"`` or a path (relative or absolute).
-        format: a key of :data:`~studies.coreference.formats.FORMATS` to read a path as; ``None`` tells it
+        format: a key of :data:`~studies.data.formats.FORMATS` to read a path as; ``None`` tells it
             from the fields. Shipped data sets are always read in their own format.
 
     Raises:

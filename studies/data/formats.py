@@ -1,9 +1,9 @@
 """Reading coreference files: the format is told from the fields (or forced), and every line becomes an item.
 
 The study's own JSONL formats (resolution and agreement items) need only the fields that say what an item
-is; standard benchmark files are read by :mod:`studies.coreference.benchmarks`. A line that cannot be read
+is; standard benchmark files are read by :mod:`studies.data.benchmarks`. A line that cannot be read
 raises ``ValueError`` naming the file, the line, the item's id and what was wrong, before anything else
-happens; rules that span items (offsets, twins) are checked afterwards by :mod:`studies.coreference.rules`.
+happens; rules that span items (offsets, twins) are checked afterwards by :mod:`studies.data.rules`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from studies.coreference import benchmarks
-from studies.coreference.items import AgreementItem, Item, ResolutionItem, place
+from studies.data import benchmarks
+from studies.data.items import AgreementItem, Item, ResolutionItem, place
 
 _NULL = type(None)
 

@@ -12,7 +12,7 @@
   candidate; twins that differ on both sides of the pronoun or a candidate have no switch.
 - **Distractor position**: its first whole-word occurrence outside the antecedent.
 
-What cannot be found stays ``None`` and is noted by kind (:mod:`studies.coreference.notes`).
+What cannot be found stays ``None`` and is noted by kind (:mod:`studies.data.notes`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import difflib
 import re
 from dataclasses import replace
 
-from studies.coreference.items import AgreementItem, Item, ResolutionItem, text_of
-from studies.coreference.notes import Notes
+from studies.data.items import AgreementItem, Item, ResolutionItem, text_of
+from studies.data.notes import Notes
 
 MAX_CHANGED_WORDS = 3
 """Neighbours in a benchmark file are twins when they differ in at most this many words on either side."""

@@ -3,7 +3,7 @@ Challenge (XML and the Hugging Face ``winograd_wsc`` fields) and DPR.
 
 Each reader keeps the benchmark's own ids (WinoGrande ``qID``, SuperGLUE ``idx``); a file without ids numbers
 its items from 0 in file order, which for the WSC XML and ``winograd_wsc`` is the numbering of the Hugging Face
-dataset (``wsc273`` is items 0 to 272). No benchmark file links twins, so :mod:`studies.coreference.derive`
+dataset (``wsc273`` is items 0 to 272). No benchmark file links twins, so :mod:`studies.data.derive`
 pairs neighbours that differ in a few words. ``studies/data/README.md`` lists what each field becomes.
 """
 
@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any
 
-from studies.coreference.items import BLANK, ResolutionItem, place
+from studies.data.items import BLANK, ResolutionItem, place
 
 DERIVED = frozenset({"schema_id", "twin_id", "candidate_char_offsets", "switch_word", "switch_char_offset"})
 """What a benchmark file never gives: filled in by ``derive``."""

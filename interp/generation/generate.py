@@ -36,7 +36,7 @@ from interp.generation.loop import Loop
 from interp.generation.prompts import Prompt, make_prompt
 from interp.generation.result import Generation
 from interp.generation.sampling import TokenChooser
-from interp.generation.state import GenerationStep, active_points, set_step
+from interp.generation.state import active_points, set_step
 from interp.generation.stopping import check_stop_strings
 
 
@@ -207,6 +207,3 @@ def _attach(err: BaseException, partial: Generation) -> None:
         err.add_note(
             f"generation stopped after {steps} new token(s); they are in this exception's .generation"
         )
-
-
-__all__ = ["Generation", "GenerationStep", "generate"]

@@ -5,14 +5,14 @@ range. Across items: one kind only, unique ids, every twin id names an item of t
 do not give different schema ids. A twin link whose region the file gives (a resolution item's
 ``switch_word`` and ``switch_char_offset``; an agreement item's antecedent, always) is a claim checked as
 strictly as ever: the twin points back, has the same candidates (targets), the other answer, and text that
-differs only in that region. Links without a given region are judged instead (:mod:`studies.coreference.twins`).
+differs only in that region. Links without a given region are judged instead (:mod:`studies.data.twins`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from studies.coreference.items import AgreementItem, Item, ResolutionItem, where
+from studies.data.items import AgreementItem, Item, ResolutionItem, where
 
 MAX_REPORTED = 20
 

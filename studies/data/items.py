@@ -3,7 +3,7 @@
 A *resolution* item is a sentence with a pronoun (or a WinoGrande blank, ``_``) and two candidate
 antecedents; an *agreement* item is a prompt that stops right before a pronoun that must agree with an
 antecedent. Only the fields that say what an item is are required; the rest (schema, candidate positions,
-the switch between twins, a distractor's position) are filled in by :mod:`studies.coreference.derive` when
+the switch between twins, a distractor's position) are filled in by :mod:`studies.data.derive` when
 the file does not give them, and stay ``None`` when they cannot be found. ``derived`` names the fields that
 were filled in, so the strict rules apply to what a file gives and the lenient ones to what was inferred.
 """

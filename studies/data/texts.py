@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from studies.coreference.items import ResolutionItem
+from studies.data.items import ResolutionItem
 
 POSSESSIVE = {"his", "its", "their"}
 DETERMINERS = {"The", "A", "An", "This", "That", "These", "Those", "My", "Your", "Our"}
@@ -93,7 +93,7 @@ def candidate_in_context(candidate: str, text: str, offset: int) -> str:
 def substitute(item: ResolutionItem, index: int) -> Substitution:
     """The sentence with the pronoun replaced by candidate ``index``.
 
-    >>> from studies.coreference.data import load_items
+    >>> from studies.data.load import load_items
     >>> item = load_items("winograd")[0]
     >>> substitute(item, 1).text
     'The truck passed the bicycle because the bicycle was much faster.'
@@ -112,7 +112,7 @@ def substitute(item: ResolutionItem, index: int) -> Substitution:
 def lm_eval_option(item: ResolutionItem, index: int) -> str:
     """Candidate ``index`` as lm-eval-harness puts it in place of the pronoun (see the module docstring).
 
-    >>> from studies.coreference.items import ResolutionItem
+    >>> from studies.data.items import ResolutionItem
     >>> item = ResolutionItem(id="x", sentence="Tom hit Bob because his arm slipped.", pronoun="his",
     ...                       pronoun_char_offset=20, candidates=("The man", "Bob"), answer=0)
     >>> lm_eval_option(item, 0)
@@ -143,7 +143,7 @@ def lm_eval_texts(item: ResolutionItem, index: int) -> Continuation:
 def question_prompt(item: ResolutionItem) -> QuestionPrompt:
     """The sentence followed by `` In this sentence, "<pronoun>" refers to the``, and the two answers.
 
-    >>> from studies.coreference.data import load_items
+    >>> from studies.data.load import load_items
     >>> q = question_prompt(load_items("winograd")[0])
     >>> q.prefix[-36:], q.answers
     ('In this sentence, "it" refers to the', (' truck', ' bicycle'))

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from studies.coreference.items import Item, ResolutionItem
-from studies.coreference.notes import Notes
+from studies.data.items import Item, ResolutionItem
+from studies.data.notes import Notes
 
 
 @dataclass(frozen=True)
