@@ -1,0 +1,121 @@
+"""The local replacement model as one forward pass with the model's own hooks.
+
+Every attention pattern and every norm's divisor (``hook_pattern``, ``*.hook_scale``: the norms before and after
+sublayers, the final norm, q/k norms) is detached, and so is every transcoder output hook (the MLP's write),
+which is swapped for a leaf tensor of the same value. What is left differentiable is linear in those leaves and
+in the token embeddings (also a leaf): the stream, attention's OV path and, for transcoders with one, the skip
+connection, which is added back live (``leaf + skip(x) - skip(x).detach()`` keeps the value). The gradient of
+any linear read of the pass (a feature's pre-activation at its input hook, a logit direction at
+``unembed.hook_in``) with respect to a leaf is then that read's direct effect per unit written at the leaf.
+
+The pass runs ``batch`` copies of the prompt, so one backward pass injects a different read in every row; the
+autograd graph is kept and reused across backward passes. No per-architecture mapping is involved: the hooks
+exist on every family interp loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+FROZEN_SUFFIXES = ("hook_pattern", "hook_scale")
+
+
+@dataclass
+class FrozenRun:
+    """What the frozen forward pass of ``batch`` copies of a prompt leaves behind.
+
+    Attributes:
+        logits: ``[d_vocab]`` at the last position (row 0), detached.
+        inputs: layer -> the live transcoder input ``[batch, pos, d_model]`` (differentiable).
+        outputs: layer -> the leaf at the transcoder output hook ``[batch, pos, d_model]``.
+        skips: layer -> the skip connection's write (detached), where the transcoder has one.
+        embed: the leaf at ``hook_embed`` ``[batch, pos, d_model]``.
+        unembed_in: the live ``unembed.hook_in`` ``[batch, pos, d_model]``.
+    """
+
+    logits: torch.Tensor | None = None
+    inputs: dict[int, torch.Tensor] = field(default_factory=dict)
+    outputs: dict[int, torch.Tensor] = field(default_factory=dict)
+    skips: dict[int, torch.Tensor] = field(default_factory=dict)
+    embed: torch.Tensor | None = None
+    unembed_in: torch.Tensor | None = None
+
+    @property
+    def leaves(self) -> list[torch.Tensor]:
+        """``[embed, output of layer 0, 1, ...]``: where sources write, in the order gradients are returned."""
+        return [self.embed, *(self.outputs[layer] for layer in sorted(self.outputs))]
+
+
+def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any, batch: int) -> FrozenRun:
+    """Run ``batch`` copies of ``tokens [pos]`` through the frozen model (see the module docstring)."""
+    run = FrozenRun()
+    hooks: dict[str, list[Callable]] = {}
+
+    def add(name: str, fn: Callable) -> None:
+        hooks.setdefault(name, []).append(fn)
+
+    for name in model.hook_names():
+        if name.endswith(FROZEN_SUFFIXES):
+            add(name, lambda x, hook: x.detach())
+
+    def embed(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        run.embed = x.detach().requires_grad_(True)
+        return run.embed
+
+    add("hook_embed", embed)
+    for layer in transcoders.layers:
+        add(transcoders.input_hook(layer), _record(run.inputs, layer))
+    for layer in _output_layers(transcoders):
+        add(transcoders.output_hook(layer), _write_site(run, transcoders, layer))
+
+    def unembed_in(x: torch.Tensor, hook: Any) -> None:
+        run.unembed_in = x
+
+    add("unembed.hook_in", unembed_in)
+    fwd = [(name, _chain(fns)) for name, fns in hooks.items()]
+    with torch.enable_grad(), model.hooks(fwd):
+        logits = model(tokens[None].expand(batch, -1))  # [batch, pos, d_vocab]
+    run.logits = logits[0, -1].detach()
+    return run
+
+
+def _output_layers(transcoders: Any) -> list[int]:
+    return sorted({out for layer in transcoders.layers for out in transcoders.output_layers(layer)})
+
+
+def _record(store: dict[int, torch.Tensor], layer: int) -> Callable:
+    def record(x: torch.Tensor, hook: Any) -> None:
+        store[layer] = x
+
+    return record
+
+
+def _write_site(run: FrozenRun, transcoders: Any, layer: int) -> Callable:
+    def write(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        skip = transcoders.skip(run.inputs[layer], layer) if layer in run.inputs else None
+        if skip is None:
+            run.outputs[layer] = x.detach().requires_grad_(True)
+            return run.outputs[layer]
+        skip = skip.to(x.dtype)
+        run.skips[layer] = skip.detach()
+        run.outputs[layer] = (x - skip).detach().requires_grad_(True)
+        return run.outputs[layer] + skip
+
+    return write
+
+
+def _chain(fns: list[Callable]) -> Callable:
+    if len(fns) == 1:
+        return fns[0]
+
+    def chained(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        for fn in fns:
+            out = fn(x, hook)
+            x = x if out is None else out
+        return x
+
+    return chained
