@@ -39,6 +39,42 @@ class TinyTranscoders(nn.Module):
             nn.Parameter(0.3 * torch.randn(n, d, d, generator=g) / d**0.5) if kind == "skip" else None
         )
 
+    @classmethod
+    def from_circuit_tracer(
+        cls, cfg, tensors: dict, kind: str, input_site: str, gains=None
+    ) -> TinyTranscoders:
+        """The transcoders of a golden file (weights named as circuit-tracer holds them, ``tc.W_enc.0``...).
+        ``gains [n_layers, d_model]``: the norm gain circuit-tracer's input hook applies after the hook this
+        one reads (its ``mlp.hook_in`` is interp's ``ln2.hook_normalized`` times the gain), folded into the
+        encoder and the skip connection."""
+        n = cfg.n_layers
+        if kind == "clt":
+            w_enc, b_enc, b_dec = tensors["tc.W_enc"], tensors["tc.b_enc"], tensors["tc.b_dec"]
+            w_dec = [tensors[f"tc.W_dec.{i}"] for i in range(n)]
+            w_skip = None
+        else:
+            stack = lambda name: torch.stack([tensors[f"tc.{name}.{i}"] for i in range(n)])  # noqa: E731
+            w_enc, b_enc, b_dec = stack("W_enc"), stack("b_enc"), stack("b_dec")
+            w_dec = [tensors[f"tc.W_dec.{i}"][:, None] for i in range(n)]
+            w_skip = stack("W_skip") if kind == "skip" else None
+        if gains is not None:
+            w_enc = w_enc * gains[:, None, :]
+            w_skip = None if w_skip is None else w_skip * gains[:, None, :]
+        tc = cls(
+            cfg,
+            d_transcoder=w_enc.shape[1],
+            kind="clt" if kind == "clt" else "per-layer",
+            input_site=input_site,
+        )
+        with torch.no_grad():
+            tc.W_enc.copy_(w_enc)
+            tc.b_enc.copy_(b_enc)
+            tc.b_dec.copy_(b_dec)
+            for p, w in zip(tc.W_dec, w_dec, strict=True):
+                p.copy_(w)
+        tc.W_skip = None if w_skip is None else nn.Parameter(w_skip.clone())
+        return tc
+
     def input_hook(self, layer: int) -> str:
         return f"blocks.{layer}.{self.input_site}"
 
