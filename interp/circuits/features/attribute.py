@@ -20,7 +20,7 @@ from interp.circuits.features.frozen import FrozenRun, frozen_run
 from interp.circuits.features.graph import AttributionGraph
 from interp.circuits.features.influence import partial_influence
 from interp.circuits.features.sources import Sources, find_sources
-from interp.circuits.features.targets import Target, select
+from interp.circuits.features.targets import Target, check_targets, select
 
 LOGITS = -1  # the "layer" of a logit read
 CHUNK = 1 << 24  # elements of one gathered gradient block
@@ -53,6 +53,8 @@ def attribute(
         progress: show a progress bar.
     """
     tokens = _check(model, transcoders, prompt, max_feature_nodes, batch_size, max_logits)
+    if targets is not None:
+        check_targets(model, targets)
     was_training = model.training
     model.eval()
     try:
@@ -197,10 +199,7 @@ def _check(
         raise ValueError(f"max_feature_nodes must be a positive integer or None, got {max_feature_nodes!r}")
     check_fit(cfg, transcoders)
     model.resolve([transcoders.input_hook(layer) for layer in transcoders.layers])
-    if isinstance(prompt, str):
-        tokens = model.to_tokens(prompt).ids[0]
-    else:
-        tokens = torch.as_tensor(prompt, dtype=torch.long).flatten().to(model.embed.W_E.device)
+    tokens = prompt_ids(model, prompt)
     if len(tokens) < 2:
         raise ValueError(
             f"the prompt has {len(tokens)} token(s); it needs a special token first and at least one more"
@@ -208,6 +207,22 @@ def _check(
     if len(tokens) > cfg.n_ctx:
         raise ValueError(f"the prompt has {len(tokens)} tokens but the model's context is n_ctx={cfg.n_ctx}")
     return tokens
+
+
+def prompt_ids(model: Any, prompt: str | torch.Tensor | Sequence[int]) -> torch.Tensor:
+    """The prompt as ids ``[pos]`` starting with a special token, as circuit-tracer makes it: text is encoded
+    without special tokens, and where the model has a tokenizer and the first id is not one of its special
+    tokens, its BOS (else its padding, else its end-of-sequence) token is put first."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if isinstance(prompt, str):
+        ids = model.to_tokens(prompt, prepend_bos=False).ids[0]
+    else:
+        ids = torch.as_tensor(prompt, dtype=torch.long).flatten().to(model.embed.W_E.device)
+    if tokenizer is not None and len(ids):
+        special = [i for i in (tokenizer.bos_id, tokenizer.pad_id, tokenizer.eos_id) if i is not None]
+        if special and int(ids[0]) not in special:
+            ids = torch.cat([ids.new_tensor([special[0]]), ids])
+    return ids
 
 
 def check_fit(cfg: Any, transcoders: Any) -> None:

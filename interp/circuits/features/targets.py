@@ -54,6 +54,13 @@ def token_id(model: Any, token: str | int) -> int:
     return int(ids[0])
 
 
+def check_targets(model: Any, targets: Sequence[str | int | Target] | str | int | Target) -> None:
+    """Raise one line for a target that is not a single token, a valid id, or a :class:`Target`."""
+    for t in [targets] if isinstance(targets, (str, int, Target)) else targets:
+        if not isinstance(t, Target):
+            token_id(model, t)
+
+
 def select(
     model: Any,
     logits: torch.Tensor,
