@@ -160,7 +160,7 @@ def worker(args: argparse.Namespace) -> None:
     warm = make_rows(2 * args.batch_size, args.d_in, seed=1)
     minimal_topk(warm, args.d_sae, args.k, args.batch_size, 2, lr, args.device)
     if args.worker != "minimal":
-        from interp.sae.train import train
+        from interp.sae.training import train
 
         train(
             warm,
@@ -176,7 +176,7 @@ def worker(args: argparse.Namespace) -> None:
     if args.worker == "minimal":
         minimal_topk(x, args.d_sae, args.k, args.batch_size, args.steps, lr, args.device)
     else:
-        from interp.sae.train import train
+        from interp.sae.training import train
 
         train(
             source, d_sae=args.d_sae, k=args.k, batch_size=args.batch_size, tokens=args.steps * args.batch_size,

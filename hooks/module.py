@@ -8,8 +8,8 @@ them, also when the forward raises. Backward functions are captured on the graph
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -19,6 +19,8 @@ from hooks.names import NamesFilter, UnknownHookError, layer_of, resolve_names, 
 from hooks.point import HookFn, HookPoint
 
 HookSpec = Sequence[tuple[NamesFilter, HookFn]]
+Order = Literal["first", "normal", "last"]
+ORDERS = ("first", "normal", "last")
 
 
 class HookedModule(nn.Module):
@@ -48,28 +50,38 @@ class HookedModule(nn.Module):
         return resolve_names(names_filter, list(self.hook_dict))
 
     @contextlib.contextmanager
-    def hooks(self, fwd_hooks: HookSpec = (), bwd_hooks: HookSpec = ()) -> Iterator[HookedModule]:
+    def hooks(
+        self, fwd_hooks: HookSpec = (), bwd_hooks: HookSpec = (), *, order: Order = "normal"
+    ) -> Iterator[HookedModule]:
         """Attach hooks for the duration of a ``with`` block.
 
         Args:
             fwd_hooks: ``(names_filter, fn)`` pairs; ``fn(activation, hook)`` returns ``None`` or a tensor of
                 the same shape, dtype and device that replaces the activation.
             bwd_hooks: the same for gradients of the named activations.
+            order: where the functions run among those at each point. ``"normal"`` functions run in the
+                order they were attached; ``"first"`` ones before them all (a splice that replaces an
+                activation, so other functions see and may edit the replacement); ``"last"`` ones after them
+                all, also after normal functions attached later (a reader that must see every edit, such as
+                a transcoder reading its input).
         """
-        added: list[tuple[list[HookFn], HookFn]] = []
+        if order not in ORDERS:
+            raise ValueError(f"order={order!r}; expected one of {list(ORDERS)}")
+        added: list[tuple[HookPoint, list[HookFn], HookFn]] = []
         try:
             for spec, attr in ((fwd_hooks, "fwd_fns"), (bwd_hooks, "bwd_fns")):
                 for names_filter, fn in _pairs(spec, attr[:3] + "_hooks"):
                     if not callable(fn):
                         raise TypeError(f"hook for {names_filter!r} is {fn!r}, which is not callable")
                     for name in self.resolve(names_filter):
-                        fns = getattr(self.hook_dict[name], attr)
-                        _insert_before_last(fns, fn)
-                        added.append((fns, fn))
+                        point = self.hook_dict[name]
+                        fns = getattr(point, attr)
+                        _insert(point, fns, fn, order)
+                        added.append((point, fns, fn))
             yield self
         finally:
-            for fns, fn in reversed(added):
-                _remove_identity(fns, fn)
+            for point, fns, fn in reversed(added):
+                _remove(point, fns, fn)
 
     @contextlib.contextmanager
     def mounted(self, points: Mapping[str, HookPoint], after: str) -> Iterator[HookedModule]:
@@ -167,17 +179,27 @@ def _saver(store: dict[str, torch.Tensor], device: str | torch.device | None) ->
     return save
 
 
-def _insert_before_last(fns: list[Callable], fn: Callable) -> None:
-    """Append ``fn``, but before any trailing functions marked ``runs_last`` (a splice that must see every
-    edit made at its hook, such as a transcoder reading its input)."""
-    i = len(fns)
-    while i > 0 and getattr(fns[i - 1], "runs_last", False):
-        i -= 1
-    fns.insert(i, fn)
+def _insert(point: HookPoint, fns: list[HookFn], fn: HookFn, order: Order) -> None:
+    """Put ``fn`` into ``fns`` where ``order`` says: at the front, at the end, or before the trailing
+    functions pinned ``"last"``."""
+    if order == "first":
+        fns.insert(0, fn)
+    elif order == "last":
+        fns.append(fn)
+    else:
+        i = len(fns)
+        while i > 0 and point.pinned.get(id(fns[i - 1])) == "last":
+            i -= 1
+        fns.insert(i, fn)
+    if order != "normal":
+        point.pinned[id(fn)] = order
 
 
-def _remove_identity(fns: list[Callable], fn: Callable) -> None:
+def _remove(point: HookPoint, fns: list[HookFn], fn: HookFn) -> None:
+    """Remove the last occurrence of ``fn`` from ``fns`` (and its pin once no occurrence is left)."""
     for i in range(len(fns) - 1, -1, -1):
         if fns[i] is fn:
             del fns[i]
-            return
+            break
+    if not any(f is fn for f in (*point.fwd_fns, *point.bwd_fns)):
+        point.pinned.pop(id(fn), None)

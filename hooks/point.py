@@ -45,6 +45,7 @@ class HookPoint(nn.Module):
         self.layer: int | None = None
         self.fwd_fns: list[HookFn] = []
         self.bwd_fns: list[HookFn] = []
+        self.pinned: dict[int, str] = {}  # id(fn) -> "first" | "last", for functions attached with an order
 
     @property
     def active(self) -> bool:

@@ -5,10 +5,12 @@ An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (
 
 - ``config.py``, ``module.py``: :class:`SAEConfig` and :class:`SAE` (ReLU, JumpReLU, TopK, BatchTopK; SAELens's
   input normalisation; transcoders);
-- ``formats.py`` and ``format_*.py``: :func:`load` reads SAELens, sparsify and Gemma Scope files, ``sae.save``
-  writes SAELens's;
+- ``formats/``: one module per published format, each a ``load``/``save`` pair; :func:`load` recognises
+  SAELens, sparsify and Gemma Scope files, :func:`save` writes SAELens's;
+- ``transcoder/``: :class:`TranscoderSet` and :class:`CrossLayerTranscoder` (one interface), and
+  ``model.transcoders(tc)``, the replacement model;
 - ``splice.py``: ``model.saes([...])`` and ``model.run_with_saes(...)`` run SAEs in place of activations;
-- ``train.py`` and its helpers: :func:`train` on a tensor or an activation store, resumable, under torchrun;
+- ``training/``: :func:`train` on a tensor or an activation store, resumable, under torchrun;
 - ``evaluate.py``: :func:`evaluate` (L0, explained variance, CE loss recovered, KL, dead and dense latents);
 - ``features.py``: what a feature does (top contexts, histogram, logits), and a report section;
 - ``attribution.py``: attribution of a metric to features and the error node, and exact patching of features.
@@ -21,22 +23,29 @@ Example:
     ...     logits, cache = model.run_with_cache(text, names_filter="*.hook_sae_acts_post")
 """
 
+from typing import Any
+
+from interp.model import HookedTransformer
 from interp.sae.attribution import feature_attribution, patch_features
 from interp.sae.config import SAEConfig
 from interp.sae.evaluate import evaluate
 from interp.sae.features import add_feature_section, feature_stats, logit_effects
-from interp.sae.formats import load
+from interp.sae.formats import load, save
+from interp.sae.formats.build import SAEFormatError
 from interp.sae.module import SAE, SAE_HOOKS
 from interp.sae.splice import spliced
-from interp.sae.train import TrainSettings, train
-from interp.sae.weights import SAEFormatError
+from interp.sae.training import TrainSettings, train
+from interp.sae.transcoder import CrossLayerTranscoder, Transcoder, TranscoderSet, spliced_transcoders
 
 __all__ = [
+    "CrossLayerTranscoder",
     "SAE",
     "SAEConfig",
     "SAEFormatError",
     "SAE_HOOKS",
     "TrainSettings",
+    "Transcoder",
+    "TranscoderSet",
     "add_feature_section",
     "evaluate",
     "feature_attribution",
@@ -44,6 +53,26 @@ __all__ = [
     "load",
     "logit_effects",
     "patch_features",
+    "save",
     "spliced",
+    "spliced_transcoders",
     "train",
 ]
+
+
+def _transcoders(model: Any, tc: Transcoder, *, error: bool = False) -> Any:
+    """A context manager splicing transcoders in place of the MLPs: the replacement model.
+
+    Args:
+        tc: a :class:`TranscoderSet` or :class:`CrossLayerTranscoder`.
+        error: add each layer's reconstruction error back, so outputs are unchanged unless edited.
+
+    See :mod:`interp.sae.transcoder.splice` for the hook names.
+    """
+    return spliced_transcoders(model, tc, error=error)
+
+
+# The model layer does not import interp.sae; the package that implements the replacement model attaches the
+# method (it is imported whenever a transcoder exists, since every transcoder is built from it).
+if not hasattr(HookedTransformer, "transcoders"):
+    HookedTransformer.transcoders = _transcoders

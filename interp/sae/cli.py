@@ -122,8 +122,9 @@ def windows(
 def sae_main(args: argparse.Namespace) -> int:
     """Run ``interp sae train`` (see the module docstring)."""
     from interp.load import load
+    from interp.sae.formats import save
     from interp.sae.splice import hook_width
-    from interp.sae.train import TrainSettings, train
+    from interp.sae.training import TrainSettings, train
     from interp.store import cache_activations
 
     TrainSettings(
@@ -185,7 +186,7 @@ def sae_main(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
         if distributed.rank() == 0:
-            sae.save(out / "sae")
+            save(sae, out / "sae")
             last = sae.cfg.metadata["training"]["history"][-1]
             record = {"settings": settings, "d_in": sae.d_in, "complete": True, "final": last}
             (out / RUN).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

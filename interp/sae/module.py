@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import einops
 import torch
@@ -247,9 +246,3 @@ class SAE(HookedModule):
         if self.cfg.skip:
             self.W_skip.mul_(scale_in / scale_out)
         return self
-
-    def save(self, path: str | Path) -> Path:
-        """Write the SAELens format (``cfg.json`` + ``sae_weights.safetensors``) to folder ``path``."""
-        from interp.sae.format_saelens import save_saelens
-
-        return save_saelens(self, Path(path))

@@ -101,26 +101,17 @@ def spliced(model: Any, saes: SAE | Sequence[SAE], *, use_error_term: bool = Fal
                 "at different hooks)"
             )
         seen[target] = i
-    added: list[tuple[list, Any]] = []
     with contextlib.ExitStack() as stack:
-        try:
-            for sae in saes:
-                target = sae.hook_name_out
-                names = [h for h in SAE_HOOKS if h != "hook_sae_error" or use_error_term]
-                stack.enter_context(model.mounted({f"{target}.{h}": getattr(sae, h) for h in names}, target))
-                replace, read = _splice_fns(sae, use_error_term)
-                model.hook_dict[target].fwd_fns.insert(0, replace)
-                added.append((model.hook_dict[target].fwd_fns, replace))
-                if read is not None:
-                    model.hook_dict[sae.cfg.hook_name].fwd_fns.append(read)
-                    added.append((model.hook_dict[sae.cfg.hook_name].fwd_fns, read))
-            yield model
-        finally:
-            for fns, fn in reversed(added):
-                for j in range(len(fns) - 1, -1, -1):
-                    if fns[j] is fn:
-                        del fns[j]
-                        break
+        for sae in saes:
+            target = sae.hook_name_out
+            names = [h for h in SAE_HOOKS if h != "hook_sae_error" or use_error_term]
+            stack.enter_context(model.mounted({f"{target}.{h}": getattr(sae, h) for h in names}, target))
+            replace, read = _splice_fns(sae, use_error_term)
+            stack.enter_context(model.hooks([(target, replace)], order="first"))
+            if read is not None:
+                # See every edit made at the input hook, as the model's own layer does.
+                stack.enter_context(model.hooks([(sae.cfg.hook_name, read)], order="last"))
+        yield model
 
 
 def _observed(points: Sequence[HookPoint]) -> bool:
@@ -137,8 +128,6 @@ def _splice_fns(sae: SAE, use_error_term: bool):
 
         def read(x: torch.Tensor, hook: HookPoint) -> None:
             box["x"] = x
-
-        read.runs_last = True  # see every edit made at the input hook, as the model's own layer does
 
     def replace(actual: torch.Tensor, hook: HookPoint) -> torch.Tensor | None:
         if sae.cfg.transcoder:

@@ -119,7 +119,7 @@ def run_study(
     """
     from interp.sae.cli import windows
     from interp.sae.features import feature_stats, logit_effects
-    from interp.sae.train import train
+    from interp.sae.training import train
     from interp.store import cache_activations
     from studies.coreference.causal import make_pairs
     from studies.coreference.data import load_items, split_by_schema, twin_pairs

@@ -152,19 +152,31 @@ def test_mounted_points_are_listed_in_order_and_removed_exactly(model):
             pass
 
 
-def test_functions_marked_runs_last_stay_last(model):
+def test_hooks_order_first_and_last_around_normal_ones(model):
     order = []
 
-    def last(x, hook):
-        order.append("last")
+    def fn(tag):
+        return lambda x, hook: order.append(tag)
 
-    last.runs_last = True
-    point = model.hook_dict["blocks.0.hook_resid_pre"]
-    point.fwd_fns.append(last)
-    try:
-        model.run_with_hooks(
-            TOKENS, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, h: order.append("user"))]
-        )
-    finally:
-        point.fwd_fns.remove(last)
-    assert order == ["user", "last"]
+    name = "blocks.0.hook_resid_pre"
+    point = model.hook_dict[name]
+    with model.hooks([(name, fn("last"))], order="last"):
+        with model.hooks([(name, fn("first"))], order="first"):
+            model.run_with_hooks(TOKENS, fwd_hooks=[(name, fn("user"))])
+            assert order == ["first", "user", "last"]
+            order.clear()
+            with model.hooks([(name, fn("user2"))]):
+                model.run_with_hooks(TOKENS, fwd_hooks=[(name, fn("user3"))])
+    assert order == ["first", "user2", "user3", "last"]
+    assert point.fwd_fns == [] and point.pinned == {}
+    with pytest.raises(ValueError, match="order='middle'; expected one of"):
+        with model.hooks([(name, fn("x"))], order="middle"):
+            pass
+
+
+def test_hooks_order_is_removed_when_the_block_raises(model):
+    name = "blocks.0.hook_resid_pre"
+    with pytest.raises(RuntimeError, match="inside"):
+        with model.hooks([(name, lambda x, h: None)], order="last"):
+            raise RuntimeError("inside")
+    assert model.hook_dict[name].fwd_fns == [] and model.hook_dict[name].pinned == {}

@@ -265,7 +265,7 @@ def test_save_roundtrip_and_batchtopk_as_jumprelu(tmp_path):
                 p.copy_(_rand(*p.shape, seed=20 + i))
             if cfg.has_threshold:
                 sae.threshold.abs_()
-        again = sae_lib.load(sae.save(tmp_path / cfg.architecture))
+        again = sae_lib.load(sae_lib.save(sae, tmp_path / cfg.architecture))
         x = _x()
         torch.testing.assert_close(again(x), sae(x), atol=ATOL, rtol=0)
         assert again.hook_name_out == sae.hook_name_out

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.sae.train import train
-from interp.sae.train_data import RowSource, Stream
-from interp.sae.train_step import _JumpReLU, _Step
+from interp.sae.training import train
+from interp.sae.training.data import RowSource, Stream
+from interp.sae.training.step import _JumpReLU, _Step
 from interp.store import cache_activations
 from tests.sae.models import tiny_model
 

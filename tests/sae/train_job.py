@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import save_file
 
 from interp import distributed
-from interp.sae.train import train
+from interp.sae.training import train
 from tests.sae.test_train import planted
 
 SETTINGS = dict(d_sae=64, k=4, batch_size=100, tokens=2500, seed=0, lr=3e-3, progress=False)

@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
+
+from interp.store.files import write_safetensors
 
 CHECKPOINT = "checkpoint.safetensors"
 
@@ -49,10 +50,8 @@ def initial_weights(d_in: int, d_sae: int, seed: int) -> tuple[torch.Tensor, tor
 def save_checkpoint(path: Path, tensors: dict[str, torch.Tensor], header: dict[str, Any]) -> None:
     """Write one checkpoint atomically (see the module docstring)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     meta = {"header": json.dumps(header, sort_keys=True, default=str)}
-    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
-    tmp.replace(path)
+    write_safetensors(path, {k: v.detach().cpu().contiguous() for k, v in tensors.items()}, meta)
 
 
 def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
@@ -63,6 +62,47 @@ def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]
         header = json.loads(f.metadata()["header"])
         tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has no __iter__
     return tensors, header
+
+
+@dataclasses.dataclass
+class TrainState:
+    """Where a run is: what a checkpoint holds besides the parameters and Adam's state.
+
+    Attributes:
+        step: optimisation steps done.
+        scale: the factor inputs are multiplied by (folded into the weights at the end).
+        variance: the variance of a sample of scaled inputs (the denominator of the FVU).
+        since_fired: ``[d_sae]`` tokens since each latent last fired (int64).
+        batch_threshold: BatchTopK's running threshold (a float64 scalar tensor).
+        history: one record per ``log_every`` steps (step, fvu, l0, dead fraction).
+    """
+
+    step: int
+    scale: float
+    variance: float
+    since_fired: torch.Tensor
+    batch_threshold: torch.Tensor
+    history: list[dict[str, float]]
+
+    def header(self) -> dict[str, Any]:
+        """The JSON part of a checkpoint."""
+        return {"step": self.step, "scale": self.scale, "variance": self.variance, "history": self.history}
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The tensor part of a checkpoint."""
+        return {"since_fired": self.since_fired, "batch_threshold": self.batch_threshold}
+
+    @classmethod
+    def restored(cls, header: dict[str, Any], tensors: dict[str, torch.Tensor]) -> TrainState:
+        """The state a checkpoint recorded."""
+        return cls(
+            step=header["step"],
+            scale=header["scale"],
+            variance=header["variance"],
+            since_fired=tensors["since_fired"].clone(),
+            batch_threshold=tensors["batch_threshold"].clone(),
+            history=header["history"],
+        )
 
 
 def optimizer_tensors(optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter]) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from interp.sae import format_gemma_scope, format_saelens, format_sparsify
+from interp.sae.formats import gemma_scope, saelens, sparsify
+from interp.sae.formats.build import SAEFormatError, rebuilt
 from interp.sae.module import SAE
-from interp.sae.weights import SAEFormatError
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle")
 
@@ -33,18 +33,18 @@ def detect(path: Path) -> str:
             raise SAEFormatError(f"{path} is a pickle: " + _CONVERT)
         if path.suffix == ".npz":
             return "gemma_scope"
-        if path.name in (format_saelens.WEIGHTS, format_sparsify.WEIGHTS, format_saelens.CFG):
+        if path.name in (saelens.WEIGHTS, sparsify.WEIGHTS, saelens.CFG):
             return detect(path.parent)
         raise SAEFormatError(
             f"{path} is not an SAE file this project reads; give a SAELens or sparsify folder or a "
             "Gemma Scope params.npz"
         )
     names = {p.name for p in path.iterdir()}
-    if format_saelens.CFG in names and format_saelens.WEIGHTS in names:
+    if saelens.CFG in names and saelens.WEIGHTS in names:
         return "saelens"
-    if format_sparsify.CFG in names and format_sparsify.WEIGHTS in names:
+    if sparsify.CFG in names and sparsify.WEIGHTS in names:
         return "sparsify"
-    if format_gemma_scope.PARAMS in names:
+    if gemma_scope.PARAMS in names:
         return "gemma_scope"
     pickles = sorted(n for n in names if Path(n).suffix in PICKLE_SUFFIXES)
     if pickles:
@@ -80,21 +80,17 @@ def load(
     Raises:
         SAEFormatError: an unknown format, a pickle, or a config that disagrees with its weights.
     """
-    import dataclasses
-
     path = Path(path)
     kind = detect(path)
     if kind == "gemma_scope":
-        file = path if path.is_file() else path / format_gemma_scope.PARAMS
-        sae = format_gemma_scope.read_gemma_scope(file, device=device, dtype=dtype, hook_name=hook_name)
+        file = path if path.is_file() else path / gemma_scope.PARAMS
+        sae = gemma_scope.load(file, device=device, dtype=dtype, hook_name=hook_name)
     elif kind == "sparsify":
         folder = path if path.is_dir() else path.parent
-        sae = format_sparsify.read_sparsify(folder, device=device, dtype=dtype, hook_name=hook_name)
+        sae = sparsify.load(folder, device=device, dtype=dtype, hook_name=hook_name)
     else:
         folder = path if path.is_dir() else path.parent
-        sae = format_saelens.read_saelens(
-            folder, device=device, dtype=dtype, norm_scaling_factor=norm_scaling_factor
-        )
+        sae = saelens.load(folder, device=device, dtype=dtype, norm_scaling_factor=norm_scaling_factor)
     changes = {}
     if hook_name is not None and sae.cfg.hook_name != hook_name:
         changes["hook_name"] = hook_name
@@ -103,7 +99,10 @@ def load(
             raise ValueError(f"hook_name_out={hook_name_out!r} was given, but {path} is not a transcoder")
         changes["hook_name_out"] = hook_name_out
     if changes:
-        renamed = SAE(dataclasses.replace(sae.cfg, **changes)).to(sae.device)
-        renamed.load_state_dict(sae.state_dict())
-        sae = renamed
+        sae = rebuilt(sae, **changes)
     return sae
+
+
+def save(sae: SAE, path: str | Path) -> Path:
+    """Write ``sae`` as a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``) at ``path``."""
+    return saelens.save(sae, path)

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from interp.sae.config import SAEConfig
+from interp.sae.formats.build import SAEFormatError, build_sae
 from interp.sae.module import SAE
-from interp.sae.weights import SAEFormatError, build_sae
 
 PARAMS = "params.npz"
 
@@ -45,9 +45,7 @@ def hooks_for_path(path: Path) -> tuple[str | None, str | None, bool]:
     return None, None, False
 
 
-def read_gemma_scope(
-    file: Path, *, device: Any = None, dtype: Any = None, hook_name: str | None = None
-) -> SAE:
+def load(file: Path, *, device: Any = None, dtype: Any = None, hook_name: str | None = None) -> SAE:
     """Load a Gemma Scope ``params.npz`` (see the module docstring)."""
     try:
         with np.load(file, allow_pickle=False) as data:

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from interp.sae.config import SAEConfig
+from interp.sae.formats.build import build_sae, config_error, rebuilt
 from interp.sae.module import SAE
-from interp.sae.weights import build_sae, config_error
+from interp.store.files import write_json, write_safetensors
 
 CFG = "cfg.json"
 WEIGHTS = "sae_weights.safetensors"
@@ -79,7 +80,7 @@ def normalise_config(raw: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-def read_saelens(
+def load(
     folder: Path, *, device: Any = None, dtype: Any = None, norm_scaling_factor: float | None = None
 ) -> SAE:
     """Load a SAELens folder (see the module docstring)."""
@@ -148,15 +149,11 @@ def read_saelens(
 
 def _fold_norm(sae: SAE, factor: float) -> SAE:
     """SAELens's ``fold_activation_norm_scaling_factor``: ``W_enc * f``, ``W_dec / f``, ``b_dec / f``."""
-    import dataclasses
-
     with torch.no_grad():
         sae.W_enc.mul_(factor)
         sae.W_dec.div_(factor)
         sae.b_dec.div_(factor)
-    folded = SAE(dataclasses.replace(sae.cfg, normalize_activations="none"))
-    folded.load_state_dict(sae.state_dict())
-    return folded.to(sae.device)
+    return rebuilt(sae, normalize_activations="none")
 
 
 def _dtype_name(value: Any) -> str:
@@ -168,7 +165,7 @@ def _dtype_name(value: Any) -> str:
     return name
 
 
-def save_saelens(sae: SAE, folder: Path) -> Path:
+def save(sae: SAE, folder: str | Path) -> Path:
     """Write ``sae`` as a SAELens 6.x folder and return its path."""
     c = sae.cfg
     state = {k: v.detach().cpu().contiguous() for k, v in sae.state_dict().items()}
@@ -212,9 +209,8 @@ def save_saelens(sae: SAE, folder: Path) -> Path:
         cfg["rescale_acts_by_decoder_norm"] = c.rescale_acts_by_decoder_norm
     if c.transcoder:
         cfg["d_out"] = c.width_out
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / (WEIGHTS + ".tmp")
-    save_file(state, str(tmp))
-    tmp.replace(folder / WEIGHTS)
-    (folder / CFG).write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+    write_safetensors(folder / WEIGHTS, state, {})
+    write_json(folder / CFG, cfg)
     return folder

@@ -14,6 +14,16 @@ from interp.sae.config import SAEConfig
 from interp.sae.module import SAE
 
 
+def rebuilt(sae: SAE, **changes: Any) -> SAE:
+    """A new SAE with ``sae``'s weights and its config changed by ``changes`` (hook names, normalisation),
+    on ``sae``'s device."""
+    import dataclasses
+
+    out = SAE(dataclasses.replace(sae.cfg, **changes)).to(sae.device)
+    out.load_state_dict(sae.state_dict())
+    return out
+
+
 class SAEFormatError(ValueError):
     """A dictionary's files are unreadable, of an unknown format, or disagree with each other."""
 

@@ -21,8 +21,8 @@ from typing import Any
 from safetensors.torch import load_file
 
 from interp.sae.config import SAEConfig
+from interp.sae.formats.build import SAEFormatError, build_sae
 from interp.sae.module import SAE
-from interp.sae.weights import SAEFormatError, build_sae
 
 CFG = "cfg.json"
 WEIGHTS = "sae.safetensors"
@@ -45,9 +45,7 @@ def hook_for_folder(name: str) -> str | None:
     return None
 
 
-def read_sparsify(
-    folder: Path, *, device: Any = None, dtype: Any = None, hook_name: str | None = None
-) -> SAE:
+def load(folder: Path, *, device: Any = None, dtype: Any = None, hook_name: str | None = None) -> SAE:
     """Load a sparsify folder (see the module docstring)."""
     raw = json.loads((folder / CFG).read_text(encoding="utf-8"))
     if not isinstance(raw, dict) or "d_in" not in raw:

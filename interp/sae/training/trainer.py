@@ -4,9 +4,9 @@ The recipe is the one SAELens and sparsify use: decoder rows kept at unit norm (
 removed before the step, rows renormalised after), ``b_dec`` started at the data's geometric median, inputs
 scaled to mean norm ``sqrt(d_in)`` and the scale folded into the weights at the end, Adam with a linear warm-up
 and a linear decay over the last fifth of the steps, and an architecture's sparsity term (see
-:mod:`interp.sae.train_step`). The default learning rate is sparsify's, ``2e-4 / sqrt(d_sae / 2**14)``.
+:mod:`interp.sae.training.step`). The default learning rate is sparsify's, ``2e-4 / sqrt(d_sae / 2**14)``.
 
-Rows stream from the source through a shuffling buffer (:mod:`interp.sae.train_data`), so a store much larger
+Rows stream from the source through a shuffling buffer (:mod:`interp.sae.training.data`), so a store much larger
 than memory trains in ``buffer_rows`` rows of memory. With ``checkpoint_dir`` the run saves every
 ``checkpoint_every`` steps and at the end, and a call with the same arguments resumes from the last checkpoint:
 the result equals, bit for bit on a CPU, what the uninterrupted run gives. Under ``torchrun`` the model is
@@ -28,9 +28,10 @@ from tqdm import tqdm
 from interp import distributed
 from interp.sae.config import ARCHITECTURES, SAEConfig
 from interp.sae.module import SAE
-from interp.sae.train_data import RowSource, Stream
-from interp.sae.train_state import (
+from interp.sae.training.data import RowSource, Stream
+from interp.sae.training.state import (
     CHECKPOINT,
+    TrainState,
     describe_mismatch,
     geometric_median,
     identity,
@@ -40,7 +41,7 @@ from interp.sae.train_state import (
     restore_optimizer,
     save_checkpoint,
 )
-from interp.sae.train_step import TrainingStep
+from interp.sae.training.step import TrainingStep
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,7 +159,7 @@ class _Run:
         block = next(self.stream.rows_from(0))
         return block[: self.s.init_rows]
 
-    def _start(self) -> tuple[TrainingStep, torch.optim.Optimizer, dict[str, Any]]:
+    def _start(self) -> tuple[TrainingStep, torch.optim.Optimizer, TrainState]:
         s, d_in = self.s, self.rows.d_in
         sample = self._sample()
         scale = math.sqrt(d_in) / float(sample.norm(dim=-1).mean().clamp(min=1e-12)) if s.normalize else 1.0
@@ -186,20 +187,20 @@ class _Run:
         step_module = TrainingStep(sae, s, variance)
         params = step_module.trained_parameters()
         optimizer = torch.optim.Adam(params, lr=s.learning_rate())
-        state = {
-            "step": 0,
-            "scale": scale,
-            "variance": variance,
-            "since_fired": torch.zeros(s.d_sae, dtype=torch.int64),
-            "batch_threshold": torch.zeros((), dtype=torch.float64),
-            "history": [],
-        }
+        state = TrainState(
+            step=0,
+            scale=scale,
+            variance=variance,
+            since_fired=torch.zeros(s.d_sae, dtype=torch.int64),
+            batch_threshold=torch.zeros((), dtype=torch.float64),
+            history=[],
+        )
         loaded = load_checkpoint(self.folder / CHECKPOINT) if self.folder is not None else None
         if loaded is not None:
-            self._resume(loaded, step_module, optimizer, params, state)
+            state = self._resume(loaded, step_module, optimizer, params)
         return step_module, optimizer, state
 
-    def _resume(self, loaded, step_module: TrainingStep, optimizer, params, state: dict) -> None:
+    def _resume(self, loaded, step_module: TrainingStep, optimizer, params) -> TrainState:
         tensors, header = loaded
         if header["identity"] != self.identity:
             why = describe_mismatch(header["identity"], self.identity)
@@ -212,24 +213,16 @@ class _Run:
                 p.copy_(tensors[f"param.{i}"])
         restore_optimizer(optimizer, params, tensors)
         step_module.variance = header["variance"]
-        state.update(
-            step=header["step"],
-            scale=header["scale"],
-            variance=header["variance"],
-            since_fired=tensors["since_fired"].clone(),
-            batch_threshold=tensors["batch_threshold"].clone(),
-            history=header["history"],
-        )
+        return TrainState.restored(header, tensors)
 
-    def _save(self, params, optimizer, state: dict) -> None:
+    def _save(self, params, optimizer, state: TrainState) -> None:
         if self.folder is None:
             return
         if distributed.rank() == 0:
             tensors = {f"param.{i}": p for i, p in enumerate(params)}
             tensors.update(optimizer_tensors(optimizer, params))
-            tensors.update(since_fired=state["since_fired"], batch_threshold=state["batch_threshold"])
-            header = {k: state[k] for k in ("step", "scale", "variance", "history")}
-            save_checkpoint(self.folder / CHECKPOINT, tensors, {"identity": self.identity, **header})
+            tensors.update(state.tensors())
+            save_checkpoint(self.folder / CHECKPOINT, tensors, {"identity": self.identity, **state.header()})
         distributed.barrier()
 
     def _lr(self, step: int) -> float:
@@ -251,17 +244,15 @@ class _Run:
         if distributed.is_distributed():
             wrapped = torch.nn.parallel.DistributedDataParallel(step_module)
         dead_after = s.dead_after_tokens or max(s.batch_size, min(10_000_000, self.total_tokens // 4))
-        scale = state["scale"]
-        bar = tqdm(
-            total=self.steps, initial=state["step"], disable=not progress, unit="step", desc="train sae"
-        )
-        batches = self.stream.batches(s.batch_size, state["step"]) if state["step"] < self.steps else iter(())
+        scale = state.scale
+        bar = tqdm(total=self.steps, initial=state.step, disable=not progress, unit="step", desc="train sae")
+        batches = self.stream.batches(s.batch_size, state.step) if state.step < self.steps else iter(())
         with bar:
             for batch in batches:
-                step = state["step"]
+                step = state.step
                 for group in optimizer.param_groups:
                     group["lr"] = self._lr(step)
-                dead = state["since_fired"] >= dead_after
+                dead = state.since_fired >= dead_after
                 out = wrapped(batch * scale, dead, s.batch_size)
                 optimizer.zero_grad(set_to_none=True)
                 out["loss"].backward()
@@ -269,59 +260,57 @@ class _Run:
                 optimizer.step()
                 step_module.normalise_decoder()
                 self._track(out, state, s)
-                state["step"] = step + 1
+                state.step = step + 1
                 if (step + 1) % s.log_every == 0 or step + 1 == self.steps:
                     record = self._record(out, state, dead_after)
-                    state["history"].append(record)
+                    state.history.append(record)
                     bar.set_postfix(fvu=f"{record['fvu']:.3f}", l0=f"{record['l0']:.1f}")
                 bar.update()
-                at_end = state["step"] == self.steps
-                if at_end or (s.checkpoint_every and state["step"] % s.checkpoint_every == 0):
+                at_end = state.step == self.steps
+                if at_end or (s.checkpoint_every and state.step % s.checkpoint_every == 0):
                     self._save(params, optimizer, state)
                 if at_end:
                     break
         return self._finish(step_module, state)
 
-    def _track(self, out: dict, state: dict, s: TrainSettings) -> None:
+    def _track(self, out: dict, state: TrainState, s: TrainSettings) -> None:
         fired = out["fired"].to(torch.float32)
         if distributed.is_distributed():
             dist.all_reduce(fired)
-        state["since_fired"] += s.batch_size
-        state["since_fired"][fired > 0] = 0
+        state.since_fired += s.batch_size
+        state.since_fired[fired > 0] = 0
         if "batch_threshold" in out:
             lr = s.batchtopk_threshold_lr
-            state["batch_threshold"] = (1 - lr) * state["batch_threshold"] + lr * out[
-                "batch_threshold"
-            ].double()
+            state.batch_threshold = (1 - lr) * state.batch_threshold + lr * out["batch_threshold"].double()
 
-    def _record(self, out: dict, state: dict, dead_after: int) -> dict[str, float]:
+    def _record(self, out: dict, state: TrainState, dead_after: int) -> dict[str, float]:
         totals = torch.stack([out["fvu"].float(), out["l0"].float()])
         if distributed.is_distributed():
             dist.all_reduce(totals)
         world = distributed.world_size()
         return {
-            "step": state["step"],
+            "step": state.step,
             "fvu": round(float(totals[0]) / world, 6),
             "l0": round(float(totals[1]) / self.s.batch_size, 4),
-            "dead_fraction": round(float((state["since_fired"] >= dead_after).float().mean()), 6),
+            "dead_fraction": round(float((state.since_fired >= dead_after).float().mean()), 6),
         }
 
-    def _finish(self, step_module: TrainingStep, state: dict) -> SAE:
+    def _finish(self, step_module: TrainingStep, state: TrainState) -> SAE:
         sae = step_module.sae
         with torch.no_grad():
             if sae.cfg.architecture == "jumprelu":
                 sae.threshold.copy_(step_module.log_threshold.exp())
             elif sae.cfg.architecture == "batchtopk":
-                sae.threshold.fill_(float(state["batch_threshold"]))
+                sae.threshold.fill_(float(state.batch_threshold))
         if sae.cfg.has_threshold:
             sae.threshold.requires_grad_(True)
-        sae.fold_activation_scale(state["scale"])
+        sae.fold_activation_scale(state.scale)
         sae.cfg.metadata["training"] = {
             "settings": asdict(self.s),
             "steps": self.steps,
             "tokens": self.steps * self.s.batch_size,
-            "input_scale": state["scale"],
-            "history": state["history"],
+            "input_scale": state.scale,
+            "history": state.history,
             "data": self.identity["data"],
         }
         return sae
