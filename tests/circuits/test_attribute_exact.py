@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from interp.circuits import attribute
-from tests.circuits.transcoders import TinyTranscoders, family_model, input_site
+from tests.circuits.transcoders import family_model, input_site, tiny_transcoders
 
 FAMILIES = [
     "gpt2",
@@ -104,7 +104,7 @@ def _source_pushes(graph, model, tc, cache):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_adjacency_is_the_frozen_effect(family, kind):
     model = family_model(family)
-    tc = TinyTranscoders(model.cfg, kind=kind, seed=3, input_site=input_site(model))
+    tc = tiny_transcoders(model.cfg, kind=kind, seed=3, input_site=input_site(model))
     tokens = torch.randint(2, model.cfg.d_vocab, (N_POS,), generator=torch.Generator().manual_seed(5))
     tokens[0] = 0
     graph = attribute(model, tc, tokens, max_logits=3, logit_probability=0.99, batch_size=16, progress=False)

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from interp.circuits import AttributionGraph, Target, attribute
 from interp.circuits.node import Node
 from tests.circuits.models import tiny
-from tests.circuits.transcoders import TinyTranscoders
+from tests.circuits.transcoders import tiny_transcoders
 
 
 def hand_graph() -> AttributionGraph:
@@ -110,14 +110,14 @@ def test_files_round_trip_and_graph_json(tmp_path):
 
 def test_bad_input_is_one_clear_line():
     model = tiny("llama-gqa")
-    tc = TinyTranscoders(model.cfg)
+    tc = tiny_transcoders(model.cfg)
     ids = torch.tensor([0, 3, 4, 5])
     with pytest.raises(ValueError, match="max_feature_nodes must be a positive integer"):
         attribute(model, tc, ids, max_feature_nodes=0)
     with pytest.raises(ValueError, match="context is n_ctx=12"):
         attribute(model, tc, torch.arange(13) % 5)
     other = tiny("llama-gqa", n_layers=3)
-    with pytest.raises(ValueError, match="the transcoders are for 2 layers but the model has 3"):
+    with pytest.raises(ValueError, match=r"features at layers \[0, 1\] only, not at all 3"):
         attribute(other, tc, ids)
     with pytest.raises(ValueError, match="d_model=16"):
         attribute(tiny("llama-gqa", d_model=32, n_heads=4), tc, ids)
@@ -127,7 +127,7 @@ def test_bad_input_is_one_clear_line():
 
 def test_custom_direction_target_is_a_logit_difference():
     model = tiny("llama-gqa")
-    tc = TinyTranscoders(model.cfg, seed=2)
+    tc = tiny_transcoders(model.cfg, seed=2)
     ids = torch.tensor([0, 3, 4, 5, 9])
     diff = Target.difference(model, 7, 4)
     both = attribute(model, tc, ids, targets=[7, 4], progress=False)

@@ -28,7 +28,7 @@ from safetensors.torch import load_file
 
 import interp
 from interp.circuits import AttributionGraph, attribute
-from tests.circuits.transcoders import TinyTranscoders
+from tests.circuits.transcoders import from_circuit_tracer
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(json.loads((GOLDEN / "index.json").read_text())["cases"])
@@ -45,7 +45,7 @@ def golden_case(name: str):
     gains = None
     if hook == "mlp.hook_in":
         gains = torch.stack([block.ln2.gain for block in model.blocks]).detach()
-    tc = TinyTranscoders.from_circuit_tracer(model.cfg, tensors, meta["kind"], SITE.get(hook, hook), gains)
+    tc = from_circuit_tracer(tensors, meta["kind"], SITE.get(hook, hook), gains)
     return model, tc, tensors, meta
 
 

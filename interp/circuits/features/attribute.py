@@ -21,6 +21,7 @@ from interp.circuits.features.graph import AttributionGraph
 from interp.circuits.features.influence import partial_influence
 from interp.circuits.features.sources import Sources, find_sources
 from interp.circuits.features.targets import Target, check_targets, select
+from interp.sae.transcoder import check_transcoder_fits
 
 LOGITS = -1  # the "layer" of a logit read
 CHUNK = 1 << 24  # elements of one gathered gradient block
@@ -197,8 +198,7 @@ def _check(
         isinstance(max_feature_nodes, bool) or not isinstance(max_feature_nodes, int) or max_feature_nodes < 1
     ):
         raise ValueError(f"max_feature_nodes must be a positive integer or None, got {max_feature_nodes!r}")
-    check_fit(cfg, transcoders)
-    model.resolve([transcoders.input_hook(layer) for layer in transcoders.layers])
+    check_fit(model, transcoders)
     tokens = prompt_ids(model, prompt)
     if len(tokens) < 2:
         raise ValueError(
@@ -225,18 +225,12 @@ def prompt_ids(model: Any, prompt: str | torch.Tensor | Sequence[int]) -> torch.
     return ids
 
 
-def check_fit(cfg: Any, transcoders: Any) -> None:
-    """Raise one line when ``transcoders`` do not fit a model of config ``cfg``."""
-    if transcoders.d_model != cfg.d_model:
-        raise ValueError(
-            f"the transcoders read d_model={transcoders.d_model} but the model has d_model={cfg.d_model}"
-        )
-    if transcoders.n_layers != cfg.n_layers:
-        raise ValueError(
-            f"the transcoders are for {transcoders.n_layers} layers but the model has {cfg.n_layers}"
-        )
-    if list(transcoders.layers) != list(range(cfg.n_layers)):
+def check_fit(model: Any, transcoders: Any) -> None:
+    """Raise one line when ``transcoders`` do not fit ``model`` or leave an MLP unreplaced."""
+    check_transcoder_fits(model, transcoders)
+    n_layers = model.cfg.n_layers
+    if list(transcoders.layers) != list(range(n_layers)):
         raise ValueError(
             f"an attribution graph replaces every MLP, but the transcoders have features at layers "
-            f"{list(transcoders.layers)} only, not at all {cfg.n_layers}"
+            f"{list(transcoders.layers)} only, not at all {n_layers}"
         )
