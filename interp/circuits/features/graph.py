@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,11 +148,33 @@ class AttributionGraph:
             "logit_probabilities": self.logit_probabilities.float().contiguous(),
         }
 
-    def save(self, folder: str | os.PathLike[str], **viewer: Any) -> Path:
-        """Write ``graph.safetensors`` and the pruned Neuronpedia-schema ``graph.json`` into ``folder``."""
-        from interp.circuits.features.neuronpedia import write_json
+    def save(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        node_threshold: float = 0.8,
+        edge_threshold: float = 0.98,
+        model: Any = None,
+        transcoders: Any = None,
+        contexts: Mapping[tuple[int, int], Sequence[str]] | None = None,
+        slug: str = "graph",
+    ) -> Path:
+        """Write ``graph.safetensors``, the pruned Neuronpedia-schema ``graph.json`` and the viewer ``index.html``.
+
+        Args:
+            folder: created if missing.
+            node_threshold, edge_threshold: the pruning of ``graph.json`` and the page.
+            model: gives the prompt's tokens as text and, with ``transcoders``, the tokens each feature's
+                decoder promotes.
+            contexts: ``(layer, feature) -> texts``: top activating contexts to show per feature.
+            slug: the graph's name in ``graph.json`` (and the key of the page's saved pins).
+        """
+        from interp.circuits.features.neuronpedia import graph_json
+        from interp.circuits.features.viewer import write_viewer
 
         out = Path(folder)
+        if out.exists() and not out.is_dir():
+            raise NotADirectoryError(f"{out} is a file; a graph is saved into a folder")
         out.mkdir(parents=True, exist_ok=True)
         meta = {
             **self.metadata,
@@ -159,7 +182,16 @@ class AttributionGraph:
             "logit_labels": json.dumps(self.logit_labels),
         }
         save_file(self.tensors(), str(out / GRAPH_FILE), metadata=meta)
-        write_json(self, out / "graph.json", **viewer)
+        tokens = _token_texts(model, self.input_tokens)
+        doc = graph_json(
+            self,
+            node_threshold=node_threshold,
+            edge_threshold=edge_threshold,
+            slug=slug,
+            prompt_tokens=tokens,
+        )
+        (out / "graph.json").write_text(json.dumps(doc) + "\n")
+        write_viewer(out / "index.html", self, doc, model=model, transcoders=transcoders, contexts=contexts)
         return out
 
     @classmethod
@@ -182,3 +214,8 @@ class AttributionGraph:
             f"AttributionGraph({self.n_features} features, {self.n_layers} layers x {self.n_pos} positions, "
             f"{self.n_logits} logits)"
         )
+
+
+def _token_texts(model: Any, tokens: torch.Tensor) -> list[str] | None:
+    tokenizer = getattr(model, "tokenizer", None)
+    return None if tokenizer is None else [tokenizer.decode([t]) for t in tokens.tolist()]

@@ -8,8 +8,6 @@ a logit ``{n_layers + 1}_{token}_{last position}``. A link runs from a source to
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from interp.circuits.node import Node
@@ -21,14 +19,34 @@ def _cantor(x: int, y: int) -> int:
     return (x + y) * (x + y + 1) // 2 + y
 
 
+def default_vocab(graph: Any) -> int:
+    """A vocabulary size for ids past which custom directions are numbered (the largest id seen, plus one)."""
+    return int(max(graph.input_tokens.max(), graph.logit_tokens.max())) + 1
+
+
+def node_id(graph: Any, node: Node, vocab: int) -> str:
+    """The Neuronpedia id of ``node``."""
+    if node.kind == "feature":
+        return f"{node.layer}_{node.feature}_{node.position}"
+    if node.kind == "error":
+        return f"0_{node.layer}_{node.position}"
+    if node.kind == "token":
+        return f"E_{int(graph.input_tokens[node.position])}_{node.position}"
+    return f"{graph.n_layers + 1}_{_logit_index(graph, node, vocab)}_{graph.n_pos - 1}"
+
+
+def _logit_index(graph: Any, node: Node, vocab: int) -> int:
+    token = int(graph.logit_tokens[node.target])
+    return token if token >= 0 else vocab + node.target  # a direction gets an index past the vocabulary
+
+
 def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) -> dict[str, Any]:
     """The Neuronpedia record of ``node`` (row ``i`` of ``graph``)."""
     common = {"token_prob": 0.0, "is_target_logit": False, "run_idx": 0, "reverse_ctx_idx": 0, "clerp": ""}
     if node.kind == "feature":
-        nid = f"{node.layer}_{node.feature}_{node.position}"
         return {
             **common,
-            "node_id": nid,
+            "node_id": node_id(graph, node, vocab),
             "feature": _cantor(node.layer, node.feature),
             "layer": str(node.layer),
             "ctx_idx": node.position,
@@ -40,7 +58,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
     if node.kind == "error":
         return {
             **common,
-            "node_id": f"0_{node.layer}_{node.position}",
+            "node_id": node_id(graph, node, vocab),
             "feature": -1,
             "layer": str(node.layer),
             "ctx_idx": node.position,
@@ -53,7 +71,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
         token = int(graph.input_tokens[node.position])
         return {
             **common,
-            "node_id": f"E_{token}_{node.position}",
+            "node_id": node_id(graph, node, vocab),
             "feature": node.position,
             "layer": "E",
             "ctx_idx": node.position,
@@ -62,13 +80,12 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
             "influence": influence,
             "activation": None,
         }
-    token = int(graph.logit_tokens[node.target])
-    token = token if token >= 0 else vocab + node.target  # a direction gets an index past the vocabulary
+    token = _logit_index(graph, node, vocab)
     prob = float(graph.logit_probabilities[node.target])
     layer, pos = str(graph.n_layers + 1), graph.n_pos - 1
     return {
         **common,
-        "node_id": f"{layer}_{token}_{pos}",
+        "node_id": node_id(graph, node, vocab),
         "feature": token,
         "layer": layer,
         "ctx_idx": pos,
@@ -93,7 +110,7 @@ def graph_json(
 ) -> dict[str, Any]:
     """The pruned graph as a Neuronpedia graph document."""
     pruned = graph.prune(node_threshold, edge_threshold)
-    vocab = vocab if vocab is not None else int(max(graph.input_tokens.max(), graph.logit_tokens.max())) + 1
+    vocab = vocab if vocab is not None else default_vocab(graph)
     records = {
         i: node_record(graph, i, graph.nodes[i], float(pruned.cumulative_scores[i]), vocab)
         for i in pruned.node_mask.nonzero().flatten().tolist()
@@ -127,8 +144,3 @@ def graph_json(
         "nodes": nodes,
         "links": links,
     }
-
-
-def write_json(graph: Any, path: str | Path, **options: Any) -> None:
-    """Write :func:`graph_json` to ``path``."""
-    Path(path).write_text(json.dumps(graph_json(graph, **options)) + "\n")
