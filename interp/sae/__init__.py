@@ -32,6 +32,7 @@ from interp.sae.evaluate import evaluate
 from interp.sae.features import add_feature_section, feature_stats, logit_effects
 from interp.sae.formats import load, save
 from interp.sae.formats.build import SAEFormatError
+from interp.sae.formats.transcoders import load_transcoders, save_transcoders
 from interp.sae.module import SAE, SAE_HOOKS
 from interp.sae.splice import spliced
 from interp.sae.training import TrainSettings, train
@@ -51,9 +52,11 @@ __all__ = [
     "feature_attribution",
     "feature_stats",
     "load",
+    "load_transcoders",
     "logit_effects",
     "patch_features",
     "save",
+    "save_transcoders",
     "spliced",
     "spliced_transcoders",
     "train",

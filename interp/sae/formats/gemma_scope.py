@@ -45,13 +45,49 @@ def hooks_for_path(path: Path) -> tuple[str | None, str | None, bool]:
     return None, None, False
 
 
-def load(file: Path, *, device: Any = None, dtype: Any = None, hook_name: str | None = None) -> SAE:
-    """Load a Gemma Scope ``params.npz`` (see the module docstring)."""
+def _arrays(file: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(file, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
+            return {key: data[key] for key in data.files}
     except ValueError as err:
         raise SAEFormatError(f"{file} holds pickled objects, which are never loaded ({err})") from None
+
+
+def read_transcoder(file: Path) -> dict[str, torch.Tensor]:
+    """One Gemma Scope transcoder layer in circuit-tracer's names and orientation (``W_enc [d_tc, d_model]``)."""
+    arrays = {key.lower(): value for key, value in _arrays(file).items()}
+    wanted = ("w_enc", "w_dec", "b_enc", "b_dec", "threshold")
+    missing = [w for w in wanted if w not in arrays]
+    if missing:
+        raise SAEFormatError(f"{file} holds {sorted(arrays)}; a Gemma Scope JumpReLU file has {list(wanted)}")
+    t = {key: torch.from_numpy(np.asarray(arrays[key], dtype=np.float32)) for key in wanted}
+    return {
+        "W_enc": t["w_enc"].T.contiguous(),
+        "W_dec": t["w_dec"],
+        "b_enc": t["b_enc"],
+        "b_dec": t["b_dec"],
+        "activation_function.threshold": t["threshold"],
+    }
+
+
+def save(sae: SAE, file: str | Path) -> Path:
+    """Write a JumpReLU ``sae`` (no input normalisation) as a Gemma Scope ``params.npz``."""
+    c = sae.cfg
+    if c.architecture != "jumprelu" or c.apply_b_dec_to_input or c.normalize_activations != "none" or c.skip:
+        raise ValueError(
+            "Gemma Scope files hold JumpReLU dictionaries without b_dec subtracted from the input, input "
+            f"normalisation or skip; this one is {c.architecture}, apply_b_dec_to_input={c.apply_b_dec_to_input}"
+        )
+    file = Path(file)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {name: getattr(sae, name) for name in ("W_enc", "W_dec", "b_enc", "b_dec", "threshold")}
+    np.savez(file, **{k: v.detach().cpu().float().numpy() for k, v in arrays.items()})
+    return file
+
+
+def load(file: Path, *, device: Any = None, dtype: Any = None, hook_name: str | None = None) -> SAE:
+    """Load a Gemma Scope ``params.npz`` (see the module docstring)."""
+    arrays = _arrays(file)
     names = {key.lower(): key for key in arrays}
     wanted = ("w_enc", "w_dec", "b_enc", "b_dec", "threshold")
     missing = [w for w in wanted if w not in names]

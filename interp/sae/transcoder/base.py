@@ -35,6 +35,7 @@ class Transcoder(nn.Module):
         k: features per token for ``topk`` and ``batchtopk``; else ``None``.
         input_site, output_site: the hook names inside a block, e.g. ``ln2.hook_normalized`` and
             ``hook_mlp_out``; ``input_hook(layer)`` is ``blocks.{layer}.{input_site}``.
+        metadata: what the files recorded (``format``, the TransformerLens hook names), kept for saving.
     """
 
     n_layers: int
@@ -45,6 +46,7 @@ class Transcoder(nn.Module):
     k: int | None
     input_site: str
     output_site: str
+    metadata: dict
 
     # -- what a kind provides -----------------------------------------------------------------------------
 

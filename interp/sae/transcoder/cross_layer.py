@@ -9,6 +9,7 @@ the writes of every layer up to ``L``. Decoders are either parameters or read on
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -35,6 +36,7 @@ class CrossLayerTranscoder(Transcoder):
         activation, k: as for :class:`TranscoderSet`.
         decoder_reader: reads decoder rows lazily instead of holding ``W_dec``.
         input_site, output_site: hook names inside a block.
+        metadata: what the files recorded (format, TransformerLens hook names), kept for saving.
 
     >>> n, f, d = 3, 8, 4
     >>> clt = CrossLayerTranscoder(torch.randn(n, f, d), [torch.randn(f, n - i, d) for i in range(n)],
@@ -57,6 +59,7 @@ class CrossLayerTranscoder(Transcoder):
         decoder_reader: DecoderReader | None = None,
         input_site: str = "ln2.hook_normalized",
         output_site: str = "hook_mlp_out",
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if W_enc.ndim != 3:
@@ -80,6 +83,7 @@ class CrossLayerTranscoder(Transcoder):
         self.decoder_reader = decoder_reader
         self.W_dec = None if W_dec is None else nn.ParameterList(_decoders(W_dec, n, d_tc, d))
         self.input_site, self.output_site = input_site, output_site
+        self.metadata = dict(metadata or {})
 
     @property
     def lazy(self) -> bool:

@@ -7,6 +7,7 @@ for the ``n`` layers with features), so a set trains as one module and moves bet
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -31,6 +32,7 @@ class TranscoderSet(Transcoder):
         layers: the model layers of the stacked rows (default ``0..n-1``).
         n_layers: layers of the model (default ``max(layers) + 1``).
         input_site, output_site: hook names inside a block.
+        metadata: what the files recorded (format, TransformerLens hook names), kept for saving.
 
     >>> tc = TranscoderSet(torch.randn(2, 8, 4), torch.randn(2, 8, 4), torch.zeros(2, 8), torch.zeros(2, 4))
     >>> tc.input_hook(1), tc.output_hook(1), tc.output_layers(1)
@@ -54,6 +56,7 @@ class TranscoderSet(Transcoder):
         n_layers: int | None = None,
         input_site: str = "ln2.hook_normalized",
         output_site: str = "hook_mlp_out",
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.layers = layers_of(W_enc, layers)
@@ -78,6 +81,7 @@ class TranscoderSet(Transcoder):
         if self.n_layers <= max(self.layers):
             raise ValueError(f"n_layers={n_layers} but the set has features at layer {max(self.layers)}")
         self.input_site, self.output_site = input_site, output_site
+        self.metadata = dict(metadata or {})
         self._row = {layer: i for i, layer in enumerate(self.layers)}
 
     def output_layers(self, layer: int) -> list[int]:

@@ -57,6 +57,12 @@ def check_transcoder_fits(model: Any, tc: Transcoder) -> None:
                 f"the transcoder has features at layers up to {max(tc.layers)}, the model has "
                 f"n_layers={cfg.n_layers}"
             )
+    for site in (tc.input_site, tc.output_site):
+        if site in ("mlp.hook_in", "mlp.hook_out"):
+            raise ValueError(
+                f"the transcoder names {site!r}, a TransformerLens hook interp has no point for; load it with "
+                "interp.sae.load_transcoders(path, model=model), which maps it onto this model's hooks"
+            )
     order = {name: i for i, name in enumerate(model.hook_dict)}
     for layer in tc.layers:
         for what, name in (("input", tc.input_hook(layer)), ("output", tc.output_hook(layer))):
