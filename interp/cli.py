@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import os
 import re
 import sys
@@ -149,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("generate", help="generate text, streamed as it is made, optionally steered")
     add_generate_arguments(p)
     p.set_defaults(fn=_cmd_generate)
+    importlib.import_module("interp.commands.attribute").register(sub)
     return parser
 
 
