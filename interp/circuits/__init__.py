@@ -35,7 +35,14 @@ from interp.circuits.faithfulness import (
     faithfulness,
     faithfulness_curve,
 )
-from interp.circuits.features import AttributionGraph, Target, attribute
+from interp.circuits.features import (
+    AttributionGraph,
+    FeatureEdit,
+    Target,
+    attribute,
+    generate_with_features,
+    intervene,
+)
 from interp.circuits.graph import Graph, GraphStructureError, UnknownNameError
 from interp.circuits.node import Node
 from interp.circuits.pairs import Metric, Pairs, logit_difference
@@ -49,6 +56,7 @@ __all__ = [
     "CorruptRun",
     "EdgeScores",
     "Evaluation",
+    "FeatureEdit",
     "Graph",
     "GraphStructureError",
     "Metric",
@@ -67,7 +75,9 @@ __all__ = [
     "exact_edge_scores",
     "faithfulness",
     "faithfulness_curve",
+    "generate_with_features",
     "greedy",
+    "intervene",
     "logit_difference",
     "merge_scores",
     "prune",
