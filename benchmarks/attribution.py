@@ -82,8 +82,9 @@ def build(folder: Path, size: str, d_transcoder: int) -> None:
 def worker(args: argparse.Namespace) -> None:
     """Make one graph and print its time and memory as JSON (runs in a child process)."""
     sys.path.insert(0, str(ROOT))
-    from benchmarks.circuits import PeakRSS
     from safetensors.torch import load_file
+
+    from benchmarks.circuits import PeakRSS
 
     torch.set_num_threads(args.threads)
     folder = Path(args.folder)
@@ -182,8 +183,8 @@ def main() -> None:
                     child(args, "interp", folder, length, cap),
                     child(args, "ct", folder, length, cap),
                 )
-                row = {"prompt_length": length, "max_feature_nodes": cap or None, "interp": ours, "circuit_tracer": theirs,
-                       "time_ratio": ours["seconds"] / theirs["seconds"],
+                row = {"prompt_length": length, "max_feature_nodes": cap or None, "interp": ours,
+                       "circuit_tracer": theirs, "time_ratio": ours["seconds"] / theirs["seconds"],
                        "memory_ratio": ours["peak_mib"] / max(theirs["peak_mib"], 1e-9)}  # fmt: skip
                 rows.append(row)
                 print(
