@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from interp.circuits.features.frozen import FROZEN_SUFFIXES
+from interp.circuits.features.frozen import Held
 from interp.circuits.node import Node
 
 
@@ -40,16 +40,15 @@ def head_loadings(model: Any, transcoders: Any, graph: Any, target: str, source:
     if t.kind not in ("feature", "logit") or s.kind not in ("feature", "error", "token"):
         raise ValueError(f"an edge runs from a feature, error or token to a feature or logit; got {s} -> {t}")
     edge = graph.edge(t, s)
-    frozen = [n for n in model.hook_names() if n.endswith(FROZEN_SUFFIXES)]
-    ins = {tc.input_hook(layer): layer for layer in tc.layers}
-    outs = {tc.output_hook(layer): layer for layer in tc.layers}
+    if t.kind == "logit" and int(graph.logit_tokens[t.target]) < 0:
+        raise ValueError("head loadings of a custom-direction target need its token; give a token target")
+    held = Held.run(model, tc, tokens)
     results = [f"blocks.{layer}.attn.hook_result" for layer in range(model.cfg.n_layers)]
     with torch.no_grad():
-        _, clean = model.run_with_cache(tokens[None], names_filter=[*frozen, *ins, *outs, "hook_embed"])
-        pushes = _source_writes(graph, tc, clean, s)
-        moved = _frozen_pass(model, tc, tokens, clean, frozen, ins, outs, pushes, record=results)
+        pushes = _source_writes(graph, tc, held.clean, s)
+        moved = _pushed(model, tc, tokens, held, pushes, record=results)
     change = {name: moved[name][1] - moved[name][0] for name in results}  # [pos, head, d_model]
-    grads = _direct_gradients(model, tc, tokens, clean, frozen, ins, outs, results, graph, t)
+    grads = _direct_gradients(model, tc, tokens, held, results, graph, t)
     heads = torch.stack([(grads[name] * change[name]).sum((0, 2)) for name in results]).float()
     direct = sum(float((grads[name][pos] * vec).sum()) for name, pos, vec in pushes)
     return HeadLoadings(edge=edge, direct=direct, heads=heads.cpu())
@@ -71,33 +70,9 @@ def _source_writes(graph: Any, tc: Any, clean: Any, s: Node) -> list[tuple[str, 
     ]
 
 
-def _frozen_hooks(model, tc, clean, frozen, ins, outs, seen, leaves=None):
-    """Hooks holding patterns, norm divisors and transcoder outputs at ``clean`` (skips follow their input);
-    with ``leaves``, each held output is a leaf tensor kept there (the skip term added after it)."""
-
-    def hook(x: torch.Tensor, hook: Any) -> torch.Tensor | None:
-        name = hook.name
-        if name in frozen:
-            return clean[name].expand_as(x).clone()
-        if name in ins:
-            seen[name] = x
-            return None
-        if name in outs:
-            layer = outs[name]
-            x_in = tc.input_hook(layer)
-            out = clean[name].expand_as(x).clone()
-            if leaves is not None:
-                out = leaves[name] = out.requires_grad_(True)
-            live, before = tc.skip(seen[x_in], layer), tc.skip(clean[x_in], layer)
-            return out if live is None else out + (live - before).to(out.dtype)
-        return None
-
-    return [(n, hook) for n in dict.fromkeys([*frozen, *ins, *outs])]
-
-
-def _frozen_pass(model, tc, tokens, clean, frozen, ins, outs, pushes, record):
-    """Two rows, the second with the source's vectors added where it writes; returns ``record``'s tensors."""
-    seen: dict[str, torch.Tensor] = {}
+def _pushed(model, tc, tokens, held, pushes, record):
+    """Two rows held at the clean run, the second with the source's vectors added where it writes; returns
+    ``record``'s tensors."""
     kept: dict[str, torch.Tensor] = {}
     add: dict[str, torch.Tensor] = {}
     for name, pos, vec in pushes:
@@ -109,16 +84,15 @@ def _frozen_pass(model, tc, tokens, clean, frozen, ins, outs, pushes, record):
     def keep(x: torch.Tensor, hook: Any) -> None:
         kept[hook.name] = x.detach()
 
-    hooks = _frozen_hooks(model, tc, clean, frozen, ins, outs, seen)
-    hooks += [(name, push) for name in add] + [(name, keep) for name in record]
+    hooks = [*held.hooks(tc), *((name, push) for name in add), *((name, keep) for name in record)]
     model.run_with_hooks(tokens[None].expand(2, -1), fwd_hooks=hooks)
     return kept
 
 
-def _direct_gradients(model, tc, tokens, clean, frozen, ins, outs, results, graph, t):
+def _direct_gradients(model, tc, tokens, held, results, graph, t):
     """The gradient of the target's read with respect to every head's write and every write site, with every
     attention path blocked (``hook_z`` detached): the attention-free part of the frozen model."""
-    seen: dict[str, torch.Tensor] = {}
+    seen = held.seen
     leaves: dict[str, torch.Tensor] = {}
 
     def leaf(x: torch.Tensor, hook: Any) -> torch.Tensor:
@@ -131,7 +105,7 @@ def _direct_gradients(model, tc, tokens, clean, frozen, ins, outs, results, grap
     def unembed_in(x: torch.Tensor, hook: Any) -> None:
         seen["unembed.hook_in"] = x
 
-    frozen_hooks = _frozen_hooks(model, tc, clean, frozen, ins, outs, seen, leaves)
+    frozen_hooks = held.hooks(tc, leaves)
     writes = [(n, leaf) for n in (*results, "hook_embed")]
     z = [(f"blocks.{layer}.attn.hook_z", block) for layer in range(model.cfg.n_layers)]
     with torch.enable_grad(), model.hooks([*frozen_hooks, *writes, *z, ("unembed.hook_in", unembed_in)]):

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from interp.circuits.features.attribute import check_fit, prompt_ids
-from interp.circuits.features.frozen import FROZEN_SUFFIXES
+from interp.circuits.features.frozen import Held
 from interp.sae.transcoder import spliced_transcoders
 
 
@@ -150,33 +150,19 @@ def _free(model: Any, transcoders: Any, tokens: torch.Tensor, edits: list[Featur
 
 
 def _frozen(model: Any, transcoders: Any, tokens: torch.Tensor, edits: list[FeatureEdit]) -> Intervened:
-    tc = transcoders
-    frozen = [n for n in model.hook_names() if n.endswith(FROZEN_SUFFIXES)]
-    ins = {tc.input_hook(layer): layer for layer in tc.layers}
-    outs = {tc.output_hook(out): out for layer in tc.layers for out in tc.output_layers(layer)}
-    _, clean = model.run_with_cache(tokens[None], names_filter=[*frozen, *ins, *outs])
-    writes = _decoder_changes(tc, clean, edits, len(tokens))
+    held = Held.run(model, transcoders, tokens)
+    writes = _decoder_changes(transcoders, held.clean, edits, len(tokens))
     seen: dict[str, torch.Tensor] = {}
 
-    def hook(x: torch.Tensor, hook: Any) -> torch.Tensor | None:
-        name = hook.name
-        if name in ins or name == "unembed.hook_in":
-            seen[name] = x[0]
-        if name in frozen:
-            return clean[name]
-        if name in outs:
-            layer = outs[name]
-            out = clean[name].float() + writes[layer]
-            x_in = tc.input_hook(layer)
-            live, before = tc.skip(seen[x_in][None], layer), tc.skip(clean[x_in], layer)
-            if live is not None:
-                out = out + (live - before).float()
-            return out.to(x.dtype)
-        return None
+    def add(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        return x + writes[held.outputs[hook.name]].to(x.device, x.dtype)
 
-    names = [*frozen, *ins, *outs, "unembed.hook_in"]
-    logits = model.run_with_hooks(tokens[None], fwd_hooks=[(n, hook) for n in dict.fromkeys(names)])
-    return _result(tc, logits[0], seen)
+    def keep(x: torch.Tensor, hook: Any) -> None:
+        seen[hook.name] = x[0]
+
+    extra = [(n, add) for n in held.outputs] + [(n, keep) for n in [*held.inputs, "unembed.hook_in"]]
+    logits = model.run_with_hooks(tokens[None], fwd_hooks=[*held.hooks(transcoders), *extra])
+    return _result(transcoders, logits[0], seen)
 
 
 def _decoder_changes(tc: Any, clean: Any, edits: list[FeatureEdit], n_pos: int) -> dict[int, torch.Tensor]:
