@@ -58,8 +58,9 @@ def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any, batch: int) -
     def add(name: str, fn: Callable) -> None:
         hooks.setdefault(name, []).append(fn)
 
+    unread = _unread(model, transcoders)
     for name in model.hook_names():
-        if name.endswith(FROZEN_SUFFIXES):
+        if name.endswith(FROZEN_SUFFIXES) or name in unread:
             add(name, lambda x, hook: x.detach())
 
     def embed(x: torch.Tensor, hook: Any) -> torch.Tensor:
@@ -81,6 +82,17 @@ def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any, batch: int) -
         logits = model(tokens[None].expand(batch, -1))  # [batch, pos, d_vocab]
     run.logits = logits[0, -1].detach()
     return run
+
+
+def _unread(model: Any, transcoders: Any) -> set[str]:
+    """Hooks whose gradients nothing reads once patterns and MLP outputs are frozen, detached so that autograd
+    keeps none of what follows them: the queries and keys (they only make patterns) and, where the transcoders
+    replace the MLPs' outputs, the MLPs' hidden activations."""
+    names = set(model.hook_names())
+    unread = {n for n in names if n.endswith((".attn.hook_q", ".attn.hook_k"))}
+    if all(transcoders.output_hook(layer) == f"blocks.{layer}.hook_mlp_out" for layer in transcoders.layers):
+        unread |= {n for n in names if ".mlp.hook_" in n}
+    return unread
 
 
 def _output_layers(transcoders: Any) -> list[int]:
