@@ -24,7 +24,7 @@ from interp.circuits.features.targets import Target, check_targets, select
 from interp.sae.transcoder import check_transcoder_fits
 
 LOGITS = -1  # the "layer" of a logit read
-CHUNK = 1 << 24  # elements of one gathered gradient block
+CHUNK = 1 << 22  # elements of one gathered gradient block
 
 
 def attribute(

@@ -34,7 +34,7 @@ class FrozenRun:
         outputs: layer -> the leaf at the transcoder output hook ``[batch, pos, d_model]``.
         skips: layer -> the skip connection's write (detached), where the transcoder has one.
         embed: the leaf at ``hook_embed`` ``[batch, pos, d_model]``.
-        unembed_in: the live ``unembed.hook_in`` ``[batch, pos, d_model]``.
+        unembed_in: the live input of the unembedding (what ``unembed.hook_in`` holds) ``[batch, pos, d_model]``.
     """
 
     logits: torch.Tensor | None = None
@@ -73,14 +73,15 @@ def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any, batch: int) -
     for layer in _output_layers(transcoders):
         add(transcoders.output_hook(layer), _write_site(run, transcoders, layer))
 
-    def unembed_in(x: torch.Tensor, hook: Any) -> None:
-        run.unembed_in = x
-
-    add("unembed.hook_in", unembed_in)
     fwd = [(name, _chain(fns)) for name, fns in hooks.items()]
     with torch.enable_grad(), model.hooks(fwd):
-        logits = model(tokens[None].expand(batch, -1))  # [batch, pos, d_vocab]
-    run.logits = logits[0, -1].detach()
+        stream = model(
+            tokens[None].expand(batch, -1), stop_at_layer=model.cfg.n_layers
+        )  # [batch, pos, d_model]
+        x = model.ln_final(stream) if model.ln_final is not None else stream
+        run.unembed_in = model.head(x) if model.head is not None else x
+    with torch.no_grad():  # logits of one row's last position only: [batch, pos, d_vocab] would be large
+        run.logits = model.unembed(run.unembed_in[:1, -1:].detach())[0, -1]
     return run
 
 
