@@ -135,3 +135,15 @@ def test_custom_direction_target_is_a_logit_difference():
     assert one.logit_tokens.tolist() == [-1] and one.logit_labels == ("7-4",)
     # de-meaning cancels in a difference: the direction's row is the difference of the two tokens' rows
     torch.testing.assert_close(one.adjacency[-1, :-1], both.adjacency[-2, :-2] - both.adjacency[-1, :-2])
+
+
+def test_nothing_stays_attached():
+    model = tiny("llama-gqa")
+    tc = tiny_transcoders(model.cfg, seed=2)
+    ids = torch.tensor([0, 3, 4, 5, 9])
+    before = model(ids[None])
+    attribute(model, tc, ids, progress=False)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        attribute(model, tc, ids, targets=[10_000], progress=False)
+    assert not any(point.active for point in model.hook_dict.values())
+    torch.testing.assert_close(model(ids[None]), before, rtol=0, atol=0)
