@@ -62,6 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--edge-threshold", type=fraction, default=0.98, help="pruning of graph.json (default 0.98)"
     )
+    p.add_argument(
+        "--store",
+        default=None,
+        help="an activation store of the transcoders' input hooks: top contexts per feature",
+    )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: the best available)")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: the model's)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -77,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
     folder = Path(args.transcoders).expanduser()
     if not folder.is_dir():
         raise FileNotFoundError(f"--transcoders {folder} is not a folder; pass the transcoders' folder")
+    store = None if args.store is None else Path(args.store).expanduser()
+    if store is not None and not (store / "meta.json").is_file():
+        raise FileNotFoundError(
+            f"--store {store} is not an activation store (no meta.json); see interp cache"
+        )
     if not args.prompt.strip():
         raise ValueError('--prompt is empty; pass a text, such as "The cat sat on the"')
     device, dtype = parse_device(args.device), parse_dtype(args.dtype)
@@ -99,12 +109,18 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
     )
     graph.metadata.update(model=str(args.model), transcoders=str(folder))
+    contexts = None
+    if store is not None:
+        from interp.store import ActivationStore
+
+        contexts = ActivationStore(store)
     graph.save(
         out,
         node_threshold=args.node_threshold,
         edge_threshold=args.edge_threshold,
         model=model,
         transcoders=tc,
+        contexts=contexts,
     )
     replacement, completeness = graph.scores()
     print(

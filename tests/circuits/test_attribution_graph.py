@@ -99,6 +99,9 @@ def test_files_round_trip_and_graph_json(tmp_path):
     node_keys = {"node_id", "feature", "layer", "ctx_idx", "feature_type", "token_prob", "is_target_logit",
                  "run_idx", "reverse_ctx_idx", "jsNodeId", "clerp", "influence", "activation"}  # fmt: skip
     assert all(node_keys <= set(n) for n in doc["nodes"])
+    assert sorted(n["uid"] for n in doc["nodes"]) == sorted(
+        ["L0.F7@1", "L0.F9@1", "L0.error@1", "token@0", "token@1", "logit.0"]
+    )
     ids = {n["node_id"] for n in doc["nodes"]}
     assert ids == {"0_7_1", "0_9_1", "0_0_1", "E_0_0", "E_11_1", "2_13_1"}  # error 0 was pruned
     assert all(link["source"] in ids and link["target"] in ids for link in doc["links"])

@@ -49,7 +49,7 @@ def test_click_pin_group_and_state(browser, folder):  # noqa: F811
     feature = next(n for n in doc["nodes"] if n["feature_type"] == "cross layer transcoder")
     browser.open_file(folder / "index.html")
     browser.js("document.querySelector(`svg .node[data-id='${arguments[0]}']`).dispatchEvent(new Event('click'));",
-               feature["node_id"])  # fmt: skip
+               feature["uid"])  # fmt: skip
     details = browser.js("return document.getElementById('details').textContent;")
     assert "Strongest inputs" in details and "Strongest outputs" in details and "Decoder promotes" in details
     assert PAYLOAD in details  # a context, shown as text
@@ -57,10 +57,10 @@ def test_click_pin_group_and_state(browser, folder):  # noqa: F811
     browser.js("document.getElementById('group-name').value = arguments[0];", PAYLOAD)
     browser.js("document.getElementById('group').click();")
     state = browser.js("return window.graphViewer.state();")
-    assert state["pinned"] == [feature["node_id"]]
-    assert state["supernodes"] == [{"name": PAYLOAD, "members": [feature["node_id"]]}]
+    assert state["pinned"] == [feature["uid"]]
+    assert state["supernodes"] == [{"name": PAYLOAD, "members": [feature["uid"]]}]
     assert PAYLOAD in browser.js("return document.getElementById('supernodes').textContent;")
     # the state survives a reload, from the page's address
     browser.driver.refresh()
-    assert browser.js("return window.graphViewer.state();")["pinned"] == [feature["node_id"]]
+    assert browser.js("return window.graphViewer.state();")["pinned"] == [feature["uid"]]
     assert browser.console_errors() == []

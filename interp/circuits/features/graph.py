@@ -156,7 +156,7 @@ class AttributionGraph:
         edge_threshold: float = 0.98,
         model: Any = None,
         transcoders: Any = None,
-        contexts: Mapping[tuple[int, int], Sequence[str]] | None = None,
+        contexts: Mapping[tuple[int, int], Sequence[str]] | Any = None,
         slug: str = "graph",
     ) -> Path:
         """Write ``graph.safetensors``, the pruned Neuronpedia-schema ``graph.json`` and the viewer ``index.html``.
@@ -166,7 +166,9 @@ class AttributionGraph:
             node_threshold, edge_threshold: the pruning of ``graph.json`` and the page.
             model: gives the prompt's tokens as text and, with ``transcoders``, the tokens each feature's
                 decoder promotes.
-            contexts: ``(layer, feature) -> texts``: top activating contexts to show per feature.
+            contexts: top activating contexts to show per feature: ``(layer, feature) -> texts``, or an
+                :class:`~interp.store.ActivationStore` holding the transcoders' input hooks (read with
+                :func:`~interp.circuits.features.contexts.top_contexts` for the features shown).
             slug: the graph's name in ``graph.json`` (and the key of the page's saved pins).
         """
         from interp.circuits.features.neuronpedia import graph_json
@@ -191,7 +193,21 @@ class AttributionGraph:
             prompt_tokens=tokens,
         )
         (out / "graph.json").write_text(json.dumps(doc) + "\n")
-        write_viewer(out / "index.html", self, doc, model=model, transcoders=transcoders, contexts=contexts)
+        if contexts is not None and not isinstance(contexts, Mapping):
+            from interp.circuits.features.contexts import top_contexts
+
+            shown = sorted({(n.layer, n.feature) for n in self.nodes if n.kind == "feature"})
+            contexts = top_contexts(contexts, transcoders, shown)
+        write_viewer(
+            out / "index.html",
+            self,
+            doc,
+            node_threshold=node_threshold,
+            edge_threshold=edge_threshold,
+            model=model,
+            transcoders=transcoders,
+            contexts=contexts,
+        )
         return out
 
     @classmethod

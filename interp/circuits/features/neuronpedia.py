@@ -99,6 +99,30 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
     }
 
 
+def pruned_parts(
+    graph: Any, node_threshold: float, edge_threshold: float, vocab: int | None = None
+) -> tuple[dict[int, dict[str, Any]], list[tuple[int, int, float]]]:
+    """The records of the nodes pruning keeps, by row (each with ``uid``, the node's own name, unique where
+    Neuronpedia's ids can coincide: an error's ``0_{layer}_{pos}`` is also a layer-0 feature's form), and the
+    kept edges as ``(target row, source row, weight)``."""
+    pruned = graph.prune(node_threshold, edge_threshold)
+    vocab = vocab if vocab is not None else default_vocab(graph)
+    records = {
+        i: {
+            **node_record(graph, i, graph.nodes[i], float(pruned.cumulative_scores[i]), vocab),
+            "uid": str(graph.nodes[i]),
+        }
+        for i in pruned.node_mask.nonzero().flatten().tolist()
+    }
+    targets, sources = pruned.edge_mask.nonzero(as_tuple=True)
+    edges = [
+        (t, s, float(graph.adjacency[t, s]))
+        for t, s in zip(targets.tolist(), sources.tolist(), strict=True)
+        if s in records and t in records
+    ]
+    return records, edges
+
+
 def graph_json(
     graph: Any,
     *,
@@ -109,26 +133,12 @@ def graph_json(
     vocab: int | None = None,
 ) -> dict[str, Any]:
     """The pruned graph as a Neuronpedia graph document."""
-    pruned = graph.prune(node_threshold, edge_threshold)
-    vocab = vocab if vocab is not None else default_vocab(graph)
-    records = {
-        i: node_record(graph, i, graph.nodes[i], float(pruned.cumulative_scores[i]), vocab)
-        for i in pruned.node_mask.nonzero().flatten().tolist()
-    }
-    targets, sources = pruned.edge_mask.nonzero(as_tuple=True)
+    records, edges = pruned_parts(graph, node_threshold, edge_threshold, vocab)
     links = [
-        {
-            "source": records[s]["node_id"],
-            "target": records[t]["node_id"],
-            "weight": float(graph.adjacency[t, s]),
-        }
-        for t, s in zip(targets.tolist(), sources.tolist(), strict=True)
-        if s in records and t in records
+        {"source": records[s]["node_id"], "target": records[t]["node_id"], "weight": w} for t, s, w in edges
     ]
-    linked = {x for link in links for x in (link["source"], link["target"])}
-    nodes = [
-        r for r in records.values() if r["node_id"] in linked or r["feature_type"] in ("embedding", "logit")
-    ]
+    linked = {row for t, s, _ in edges for row in (t, s)}
+    nodes = [r for i, r in records.items() if i in linked or r["feature_type"] in ("embedding", "logit")]
     meta = graph.metadata
     return {
         "metadata": {

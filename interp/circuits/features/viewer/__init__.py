@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from interp.circuits.features.neuronpedia import default_vocab, node_id
+from interp.circuits.features.neuronpedia import pruned_parts
 from interp.report.assets import CONTENT_SECURITY_POLICY, fill
 from interp.report.serialize import json_for_script
 
@@ -37,38 +37,40 @@ def viewer_data(
     graph: Any,
     doc: dict[str, Any],
     *,
+    node_threshold: float = 0.8,
+    edge_threshold: float = 0.98,
     model: Any = None,
     transcoders: Any = None,
     contexts: Mapping[tuple[int, int], Sequence[str]] | None = None,
-    vocab: int | None = None,
 ) -> dict[str, Any]:
-    """What the page shows: ``doc`` (bounded), node sizes (influence), features' promoted tokens and contexts."""
-    links = sorted(doc["links"], key=lambda link: -abs(link["weight"]))[:MAX_LINKS]
-    touched = {x for link in links for x in (link["source"], link["target"])}
-    nodes = [
-        n for n in doc["nodes"] if n["node_id"] in touched or n["feature_type"] in ("embedding", "logit")
-    ]
+    """What the page shows: the pruned graph (bounded; nodes keyed by their own names, ``uid``), node sizes
+    (influence), features' promoted tokens and contexts, and ``doc``'s metadata."""
+    records, edges = pruned_parts(graph, node_threshold, edge_threshold)
+    edges = sorted(edges, key=lambda e: -abs(e[2]))[:MAX_LINKS]
+    touched = {row for t, s, _ in edges for row in (t, s)}
+    rows = [i for i, r in records.items() if i in touched or r["feature_type"] in ("embedding", "logit")]
     influence = graph.influence() + graph.logit_weights  # logits sized by their probability
-    index = _node_rows(graph, vocab if vocab is not None else default_vocab(graph))
     features: dict[str, dict[str, Any]] = {}
-    for n in nodes:
-        if n["feature_type"] != "cross layer transcoder":
+    for i in rows:
+        node = graph.nodes[i]
+        if node.kind != "feature":
             continue
-        node = graph.nodes[index[n["node_id"]]]
         info: dict[str, Any] = {"index": node.feature}
         if model is not None and transcoders is not None:
             info["promotes"] = _promoted(model, transcoders, node.layer, node.feature)
         if contexts is not None:
             found = contexts.get((node.layer, node.feature), ())
             info["contexts"] = [str(c)[:MAX_CONTEXT_CHARS] for c in list(found)[:MAX_CONTEXTS]]
-        features[n["node_id"]] = info
+        features[str(node)] = info
     replacement, completeness = graph.scores()
     return {
         "metadata": doc["metadata"],
         "n_layers": graph.n_layers,
-        "nodes": nodes,
-        "links": links,
-        "sizes": {n["node_id"]: float(influence[index[n["node_id"]]]) for n in nodes},
+        "nodes": [records[i] for i in rows],
+        "links": [
+            {"source": str(graph.nodes[s]), "target": str(graph.nodes[t]), "weight": w} for t, s, w in edges
+        ],
+        "sizes": {str(graph.nodes[i]): float(influence[i]) for i in rows},
         "features": features,
         "scores": {"replacement": replacement, "completeness": completeness},
     }
@@ -96,11 +98,6 @@ def write_viewer(path: str | Path, graph: Any, doc: dict[str, Any], **extras: An
     path = Path(path)
     path.write_text(render_viewer(viewer_data(graph, doc, **extras)), encoding="utf-8")
     return path
-
-
-def _node_rows(graph: Any, vocab: int) -> dict[str, int]:
-    """Neuronpedia node id -> row of the graph."""
-    return {node_id(graph, node, vocab): i for i, node in enumerate(graph.nodes)}
 
 
 def _promoted(model: Any, transcoders: Any, layer: int, feature: int) -> list[str]:

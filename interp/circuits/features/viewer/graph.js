@@ -4,9 +4,9 @@
   const data = JSON.parse(document.getElementById("graph-data").textContent);
   const SVG = "http://www.w3.org/2000/svg";
   const nodes = data.nodes;
-  const byId = new Map(nodes.map((n) => [n.node_id, n]));
-  const inputs = new Map(nodes.map((n) => [n.node_id, []]));
-  const outputs = new Map(nodes.map((n) => [n.node_id, []]));
+  const byId = new Map(nodes.map((n) => [n.uid, n]));
+  const inputs = new Map(nodes.map((n) => [n.uid, []]));
+  const outputs = new Map(nodes.map((n) => [n.uid, []]));
   for (const link of data.links) {
     if (!byId.has(link.source) || !byId.has(link.target)) continue;
     inputs.get(link.target).push(link);
@@ -33,7 +33,7 @@
     if (k === "token") return "token " + JSON.stringify(tokens[n.ctx_idx] || "");
     if (k === "logit") return n.clerp;
     if (k === "error") return "error L" + n.layer + " @" + n.ctx_idx;
-    return "L" + n.layer + " F" + (data.features[n.node_id] || {}).index + " @" + n.ctx_idx;
+    return "L" + n.layer + " F" + (data.features[n.uid] || {}).index + " @" + n.ctx_idx;
   }
 
   function loadState() {
@@ -78,14 +78,14 @@
     const [r, c] = key.split(":").map(Number);
     members.forEach((n, i) => {
       const x = pad + c * colW + ((i + 1) * colW) / (members.length + 1);
-      pos.set(n.node_id, [x, pad + (nLayers + 1 - r) * rowH]);
+      pos.set(n.uid, [x, pad + (nLayers + 1 - r) * rowH]);
     });
   }
   const svg = document.getElementById("graph");
   svg.setAttribute("width", pad * 2 + nPos * colW);
   svg.setAttribute("height", pad * 2 + (nLayers + 1) * rowH);
   const maxW = Math.max(1e-12, ...data.links.map((l) => Math.abs(l.weight)));
-  const maxSize = Math.max(1e-12, ...nodes.map((n) => data.sizes[n.node_id] || 0));
+  const maxSize = Math.max(1e-12, ...nodes.map((n) => data.sizes[n.uid] || 0));
   const linkEls = [];
   for (const link of data.links) {
     const a = pos.get(link.source), b = pos.get(link.target);
@@ -101,12 +101,12 @@
   }
   const nodeEls = new Map();
   for (const n of nodes) {
-    const [x, y] = pos.get(n.node_id);
-    const r = 4 + 10 * Math.sqrt((data.sizes[n.node_id] || 0) / maxSize);
-    const c = el("svg:circle", { cx: x, cy: y, r: r.toFixed(1), class: "node " + kind(n), "data-id": n.node_id });
+    const [x, y] = pos.get(n.uid);
+    const r = 4 + 10 * Math.sqrt((data.sizes[n.uid] || 0) / maxSize);
+    const c = el("svg:circle", { cx: x, cy: y, r: r.toFixed(1), class: "node " + kind(n), "data-id": n.uid });
     c.appendChild(el("svg:title", {}, label(n)));
-    c.addEventListener("click", () => select(n.node_id));
-    nodeEls.set(n.node_id, c);
+    c.addEventListener("click", () => select(n.uid));
+    nodeEls.set(n.uid, c);
     svg.appendChild(c);
   }
   for (let r = 0; r <= nLayers + 1; r++) {
