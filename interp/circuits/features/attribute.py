@@ -1,9 +1,10 @@
 """attribute(): the attribution graph of a prompt on the local replacement model.
 
-One frozen forward pass of ``batch_size`` copies of the prompt (:mod:`.frozen`) finds the active features and
-the source vectors (:mod:`.sources`). Each batch of backward passes then injects one read per batch row (a logit
-target's direction at ``unembed.hook_in`` of the last position, or a feature's encoder vector at its input hook)
-and contracts the gradient at every write site with the vectors written there: that row of the adjacency. Logit
+One frozen forward pass of the prompt (:mod:`.frozen`) finds the active features and the source vectors
+(:mod:`.sources`). Each backward pass then injects ``batch_size`` reads at once, one per row of a batched
+gradient (a logit target's direction at ``unembed.hook_in`` of the last position, or a feature's encoder vector
+at its input hook), and contracts the gradient at every write site with the vectors written there: those rows
+of the adjacency. Logit
 rows come first; feature rows follow, all of them, or, when ``max_feature_nodes`` caps them, in the order of
 their influence over the rows found so far (re-ranked every ``update_interval`` batches), as circuit-tracer does.
 """
@@ -49,7 +50,7 @@ def attribute(
         targets: tokens (single-token texts or ids) or :class:`Target` directions; ``None``: the likeliest
             tokens until their probability reaches ``logit_probability``, at most ``max_logits``.
         max_feature_nodes: at most this many feature nodes, the most influential; ``None``: every active one.
-        batch_size: reads per backward pass (and copies of the prompt in the forward pass).
+        batch_size: reads per backward pass (rows of one batched gradient).
         update_interval: batches between re-rankings when ``max_feature_nodes`` caps the features.
         progress: show a progress bar.
     """
@@ -59,7 +60,7 @@ def attribute(
     was_training = model.training
     model.eval()
     try:
-        run = frozen_run(model, tokens, transcoders, batch_size)
+        run = frozen_run(model, tokens, transcoders)
         sources = find_sources(run, transcoders, model.cfg.n_layers)
         chosen = select(model, run.logits, targets, max_logits, logit_probability)
         adjacency, selected = _adjacency(
@@ -153,16 +154,20 @@ def _rows(
     """``[n, n_active + (n_layers + 1) * n_pos]``: the direct effects on read ``i`` (``vectors[i]`` at the
     input of ``layers[i]``, or at the unembedding's input for ``LOGITS``, at ``positions[i]``)."""
     n = len(vectors)
-    loss = None
+    outputs, injected = [], []
     for layer in layers.unique().tolist():
         mask = layers == layer
-        t = run.unembed_in if layer == LOGITS else run.inputs[layer]
+        t = run.unembed_in if layer == LOGITS else run.inputs[layer]  # [1, pos, d_model]
+        g = torch.zeros(n, *t.shape, dtype=t.dtype, device=t.device)  # one cotangent per read: [n, 1, pos, d]
         rows = torch.arange(n)[mask].to(t.device)
-        read = (t[rows, positions[mask].to(t.device)].float() * vectors[mask.to(vectors.device)]).sum()
-        loss = read if loss is None else loss + read
-    grads = torch.autograd.grad(loss, run.leaves, retain_graph=True, allow_unused=True)
+        g[rows, 0, positions[mask].to(t.device)] = vectors[mask.to(vectors.device)].to(t.device, t.dtype)
+        outputs.append(t)
+        injected.append(g)
+    grads = torch.autograd.grad(
+        outputs, run.leaves, injected, retain_graph=True, allow_unused=True, is_grads_batched=True
+    )
     grads = [
-        torch.zeros_like(leaf[:n]).float() if g is None else g[:n].float()
+        torch.zeros(n, *leaf.shape[1:], device=leaf.device) if g is None else g[:, 0].float()
         for g, leaf in zip(grads, run.leaves, strict=True)
     ]
     embed_grad, out_grads = grads[0], dict(zip(sorted(run.outputs), grads[1:], strict=True))

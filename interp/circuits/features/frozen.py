@@ -8,8 +8,9 @@ connection, which is added back live (``leaf + skip(x) - skip(x).detach()`` keep
 any linear read of the pass (a feature's pre-activation at its input hook, a logit direction at
 ``unembed.hook_in``) with respect to a leaf is then that read's direct effect per unit written at the leaf.
 
-The pass runs ``batch`` copies of the prompt, so one backward pass injects a different read in every row; the
-autograd graph is kept and reused across backward passes. No per-architecture mapping is involved: the hooks
+The pass runs the prompt once; each backward pass injects a batch of reads at once, one per row of a batched
+gradient (``torch.autograd.grad(..., is_grads_batched=True)``, which vectorises the backward over the rows),
+and the autograd graph is kept and reused across backward passes. No per-architecture mapping is involved: the hooks
 exist on every family interp loads.
 """
 
@@ -26,15 +27,15 @@ FROZEN_SUFFIXES = ("hook_pattern", "hook_scale")
 
 @dataclass
 class FrozenRun:
-    """What the frozen forward pass of ``batch`` copies of a prompt leaves behind.
+    """What the frozen forward pass of a prompt leaves behind.
 
     Attributes:
-        logits: ``[d_vocab]`` at the last position (row 0), detached.
-        inputs: layer -> the live transcoder input ``[batch, pos, d_model]`` (differentiable).
-        outputs: layer -> the leaf at the transcoder output hook ``[batch, pos, d_model]``.
+        logits: ``[d_vocab]`` at the last position, detached.
+        inputs: layer -> the live transcoder input ``[1, pos, d_model]`` (differentiable).
+        outputs: layer -> the leaf at the transcoder output hook ``[1, pos, d_model]``.
         skips: layer -> the skip connection's write (detached), where the transcoder has one.
-        embed: the leaf at ``hook_embed`` ``[batch, pos, d_model]``.
-        unembed_in: the live input of the unembedding (what ``unembed.hook_in`` holds) ``[batch, pos, d_model]``.
+        embed: the leaf at ``hook_embed`` ``[1, pos, d_model]``.
+        unembed_in: the live input of the unembedding (what ``unembed.hook_in`` holds) ``[1, pos, d_model]``.
     """
 
     logits: torch.Tensor | None = None
@@ -50,8 +51,8 @@ class FrozenRun:
         return [self.embed, *(self.outputs[layer] for layer in sorted(self.outputs))]
 
 
-def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any, batch: int) -> FrozenRun:
-    """Run ``batch`` copies of ``tokens [pos]`` through the frozen model (see the module docstring)."""
+def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any) -> FrozenRun:
+    """Run ``tokens [pos]`` through the frozen model (see the module docstring)."""
     run = FrozenRun()
     hooks: dict[str, list[Callable]] = {}
 
@@ -75,12 +76,10 @@ def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any, batch: int) -
 
     fwd = [(name, _chain(fns)) for name, fns in hooks.items()]
     with torch.enable_grad(), model.hooks(fwd):
-        stream = model(
-            tokens[None].expand(batch, -1), stop_at_layer=model.cfg.n_layers
-        )  # [batch, pos, d_model]
+        stream = model(tokens[None], stop_at_layer=model.cfg.n_layers)  # [1, pos, d_model]
         x = model.ln_final(stream) if model.ln_final is not None else stream
         run.unembed_in = model.head(x) if model.head is not None else x
-    with torch.no_grad():  # logits of one row's last position only: [batch, pos, d_vocab] would be large
+    with torch.no_grad():  # logits of the last position only
         run.logits = model.unembed(run.unembed_in[:1, -1:].detach())[0, -1]
     return run
 
