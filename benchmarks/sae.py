@@ -12,6 +12,14 @@ noise, made from a seed) are trained on for ``--steps`` steps of ``--batch-size`
   venv made with ``python -m venv VENV && VENV/bin/pip install sae-lens``): SAELens's own
   ``TopKTrainingSAE.training_forward_pass`` and Adam on the same batches (checked with sae-lens 6.54).
 
+- ``transcoder``: :func:`interp.sae.train_transcoders` on one layer of the same width (inputs the rows,
+  outputs another seed's rows), the transcoder row against the SAE trainer's;
+
+Cross-layer: over ``--tc-layers`` layers (``--tc-rows`` rows of width ``--tc-d-model`` per layer, ``--tc-d``
+features per layer, ``--tc-steps`` steps), ``per-layer`` trains one transcoder per layer and ``clt`` a
+cross-layer transcoder on the same rows; the script prints each one's cost per token and the CLT's over the
+per-layer set's.
+
 Each runs in a fresh process, after two warm-up steps; the script prints activations per second, the ratio to
 ``minimal``, and the growth of peak resident memory over the process's state after the rows were made (for
 ``interp-store``, after the store was written and the rows freed, so it shows memory bounded by the buffer, not
@@ -188,6 +196,36 @@ def worker(args: argparse.Namespace) -> None:
     print(json.dumps({"seconds": seconds, "rss_growth_mib": peak_rss_mib() - base}))
 
 
+def transcoder_worker(args: argparse.Namespace) -> None:
+    """One transcoder training run in this process: ``transcoder`` (one layer, the SAE's width) or, over
+    ``--tc-layers`` layers, ``per-layer`` or ``clt``."""
+    from interp.sae.training import train_transcoders
+
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    if args.worker == "transcoder":
+        rows, layers, d, features, steps = args.rows, 1, args.d_in, args.d_sae, args.steps
+    else:
+        rows, layers, d, features, steps = (
+            args.tc_rows,
+            args.tc_layers,
+            args.tc_d_model,
+            args.tc_d,
+            args.tc_steps,
+        )
+    kind = "clt" if args.worker == "clt" else "transcoder"
+    x = make_rows(rows * layers, d).reshape(rows, layers, d)
+    y = make_rows(rows * layers, d, seed=2).reshape(rows, layers, d)
+    kw = dict(kind=kind, d_transcoder=features, k=args.k, batch_size=args.batch_size, progress=False)
+    train_transcoders((x[: 2 * args.batch_size], y[: 2 * args.batch_size]), tokens=2 * args.batch_size, **kw)
+    base = peak_rss_mib()
+    start = time.perf_counter()
+    train_transcoders(
+        (x, y), tokens=steps * args.batch_size, buffer_rows=args.buffer_rows, init_rows=min(16384, rows), **kw
+    )
+    seconds = time.perf_counter() - start
+    print(json.dumps({"seconds": seconds, "rss_growth_mib": peak_rss_mib() - base, "steps": steps}))
+
+
 def run_variant(name: str, args: argparse.Namespace) -> dict:
     if name == "saelens":
         settings = [args.rows, args.d_in, args.d_sae, args.k, args.batch_size, args.steps,
@@ -204,7 +242,7 @@ def run_variant(name: str, args: argparse.Namespace) -> dict:
             else f"exit {done.returncode}"
         }
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["activations_per_s"] = args.steps * args.batch_size / result["seconds"]
+    result["activations_per_s"] = result.get("steps", args.steps) * args.batch_size / result["seconds"]
     return result
 
 
@@ -289,13 +327,21 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--saelens-python", default=None, help="a Python with sae-lens installed")
+    parser.add_argument("--tc-layers", type=int, default=30, help="layers of the CLT row")
+    parser.add_argument("--tc-rows", type=int, default=8192)
+    parser.add_argument("--tc-d-model", type=int, default=64)
+    parser.add_argument("--tc-d", type=int, default=512, help="features per layer of the CLT row")
+    parser.add_argument("--tc-steps", type=int, default=10)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help="write the numbers as JSON here")
     args = parser.parse_args()
+    if args.worker in ("transcoder", "per-layer", "clt"):
+        transcoder_worker(args)
+        return
     if args.worker:
         worker(args)
         return
-    names = ["minimal", "interp", "interp-store"] + (["saelens"] if args.saelens_python else [])
+    names = ["minimal", "interp", "interp-store", "transcoder"] + (["saelens"] if args.saelens_python else [])
     training = {name: run_variant(name, args) for name in names}
     floor = training["minimal"].get("activations_per_s")
     print(f"training: {args.rows} rows x d_in={args.d_in}, d_sae={args.d_sae}, k={args.k}, batch {args.batch_size}, "
@@ -307,6 +353,19 @@ def main() -> None:
         ratio = r["activations_per_s"] / floor if floor else float("nan")
         print(f"  {name:14s} {r['activations_per_s']:12,.0f} activations/s  ({ratio:.2f} x minimal)  "
               f"peak memory +{r['rss_growth_mib']:.0f} MiB")  # fmt: skip
+    cross = {name: run_variant(name, args) for name in ("per-layer", "clt")}
+    print(f"cross-layer: {args.tc_layers} layers, {args.tc_rows} rows x d_model={args.tc_d_model}, "
+          f"{args.tc_d} features a layer, k={args.k}, {args.tc_steps} steps")  # fmt: skip
+    for name, r in cross.items():
+        if "error" in r:
+            print(f"  {name:14s} failed: {r['error']}")
+            continue
+        r["us_per_token"] = r["seconds"] / (args.tc_steps * args.batch_size) * 1e6
+        print(
+            f"  {name:14s} {r['us_per_token']:10.1f} us a token  peak memory +{r['rss_growth_mib']:.0f} MiB"
+        )
+    if all("error" not in r for r in cross.values()):
+        print(f"  clt / per-layer: {cross['clt']['us_per_token'] / cross['per-layer']['us_per_token']:.2f} x")
     splicing = splice_costs(args)
     print(f"splicing: {args.shape}, {args.batch} x {args.pos} tokens, a TopK SAE (d_sae={args.splice_d_sae}) at every "
           f"hook_resid_post, median of {args.rounds} rounds")  # fmt: skip
@@ -314,7 +373,10 @@ def main() -> None:
         print(f"  {name:38s} {r['median_s'] * 1e3:9.1f} ms  {r['x plain']:.2f} x no SAE")
     if args.out:
         Path(args.out).write_text(
-            json.dumps({"training": training, "splicing": splicing, "args": vars(args)}, indent=2)
+            json.dumps(
+                {"training": training, "cross_layer": cross, "splicing": splicing, "args": vars(args)},
+                indent=2,
+            )
         )
 
 

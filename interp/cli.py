@@ -123,8 +123,21 @@ def build_parser() -> argparse.ArgumentParser:
     t = sae_sub.add_parser("train", help="cache a corpus's activations at a hook and train an SAE on them")
     t.add_argument("model", help="packaged name, Hugging Face folder or .gguf file")
     t.add_argument("--data", required=True, help="text (one item a line), JSONL with 'text', or parquet")
-    t.add_argument("--hook", required=True, help="the hook to read, e.g. blocks.6.hook_resid_post")
-    t.add_argument("--d-sae", type=int, required=True, help="number of latents")
+    t.add_argument(
+        "--kind",
+        default="sae",
+        choices=("sae", "transcoder", "skip-transcoder", "clt"),
+        help="an SAE at --hook, or transcoders (per layer, with a skip, cross-layer) from MLP input to output",
+    )
+    t.add_argument("--hook", default=None, help="the hook an SAE reads, e.g. blocks.6.hook_resid_post")
+    t.add_argument(
+        "--layers", default=None, help="transcoders: layers to train, comma separated (default all)"
+    )
+    t.add_argument(
+        "--input-site", default="ln2.hook_normalized", help="transcoders: the hook read in a block"
+    )
+    t.add_argument("--output-site", default="hook_mlp_out", help="transcoders: the hook written in a block")
+    t.add_argument("--d-sae", type=int, required=True, help="number of latents (features per layer)")
     t.add_argument("--k", type=int, default=None, help="active latents per token (topk, batchtopk)")
     t.add_argument("--out", required=True, help="output folder (activations, checkpoint, sae)")
     t.add_argument("--architecture", default="topk", choices=("topk", "batchtopk", "standard", "jumprelu"))

@@ -12,6 +12,7 @@ An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (
 - ``splice.py``: ``model.saes([...])`` and ``model.run_with_saes(...)`` run SAEs in place of activations;
 - ``training/``: :func:`train` on a tensor or an activation store, resumable, under torchrun;
 - ``evaluate.py``: :func:`evaluate` (L0, explained variance, CE loss recovered, KL, dead and dense latents);
+  ``evaluate_transcoders.py``: the same per transcoder layer, and CE recovered and KL of the replacement model;
 - ``features.py``: what a feature does (top contexts, histogram, logits), and a report section;
 - ``attribution.py``: attribution of a metric to features and the error node, and exact patching of features.
 
@@ -29,13 +30,14 @@ from interp.model import HookedTransformer
 from interp.sae.attribution import feature_attribution, patch_features
 from interp.sae.config import SAEConfig
 from interp.sae.evaluate import evaluate
+from interp.sae.evaluate_transcoders import evaluate_transcoders
 from interp.sae.features import add_feature_section, feature_stats, logit_effects
 from interp.sae.formats import load, save
 from interp.sae.formats.build import SAEFormatError
 from interp.sae.formats.transcoders import load_transcoders, save_transcoders
 from interp.sae.module import SAE, SAE_HOOKS
 from interp.sae.splice import spliced
-from interp.sae.training import TrainSettings, train
+from interp.sae.training import TrainSettings, train, train_transcoders
 from interp.sae.transcoder import CrossLayerTranscoder, Transcoder, TranscoderSet, spliced_transcoders
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "TranscoderSet",
     "add_feature_section",
     "evaluate",
+    "evaluate_transcoders",
     "feature_attribution",
     "feature_stats",
     "load",
@@ -60,6 +63,7 @@ __all__ = [
     "spliced",
     "spliced_transcoders",
     "train",
+    "train_transcoders",
 ]
 
 

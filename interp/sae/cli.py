@@ -1,5 +1,9 @@
 """``interp sae train``: stream a corpus through a model into an activation store and train an SAE on it.
 
+With ``--kind transcoder|skip-transcoder|clt`` the store caches every trained layer's input and output hook
+(``--input-site``, ``--output-site``) from the same forward, transcoders are trained on them, and they are
+written to ``OUT/transcoders`` in circuit-tracer's format.
+
 Every input is checked before the model runs a forward pass: the corpus (text, JSONL with a ``text`` field, or
 parquet with a ``text`` column) must hold non-empty text, ``k`` must not exceed ``d_sae``, the output folder must
 be new, empty or this same run's, the hook must exist and be one row per token, and a run being resumed must
@@ -71,7 +75,42 @@ def _settings(args: argparse.Namespace, data_sha: str) -> dict[str, Any]:
         "lr",
         "seed",
     )
-    return {"data_sha256": data_sha, **{k: getattr(args, k) for k in keys}}
+    settings = {"data_sha256": data_sha, **{k: getattr(args, k) for k in keys}}
+    kind = getattr(args, "kind", "sae")
+    if kind != "sae":  # an SAE run's record stays as it was, so earlier runs still resume
+        settings.update(
+            kind=kind, layers=args.layers, input_site=args.input_site, output_site=args.output_site
+        )
+    return settings
+
+
+def parse_layers(text: str | None, n_layers: int) -> list[int]:
+    """``--layers`` as a list (``None``: every layer), each checked against the model's ``n_layers``."""
+    if text is None:
+        return list(range(n_layers))
+    try:
+        layers = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ValueError(f"--layers {text!r}; give layer numbers separated by commas, e.g. 0,1,2") from None
+    bad = [layer for layer in layers if not 0 <= layer < n_layers]
+    if bad or not layers:
+        raise ValueError(f"--layers {text!r}: the model has layers 0..{n_layers - 1}")
+    return layers
+
+
+def transcoder_hooks_for(model: Any, args: argparse.Namespace) -> tuple[list[int], list[str]]:
+    """The layers and the hooks a transcoder run caches, checked against the model before any forward."""
+    from hooks.names import UnknownHookError, unknown_hook_message
+    from interp.sae.training.transcoders import transcoder_hooks
+
+    layers = parse_layers(args.layers, model.cfg.n_layers)
+    if args.kind == "clt" and layers != list(range(model.cfg.n_layers)):
+        raise ValueError(f"--kind clt spans every layer; drop --layers (got {args.layers!r})")
+    hooks = transcoder_hooks(layers, args.input_site, args.output_site)
+    for hook in hooks:
+        if hook not in model.hook_dict:
+            raise UnknownHookError(unknown_hook_message(hook, model.hook_dict))
+    return layers, hooks
 
 
 def check_out(out: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
@@ -130,6 +169,11 @@ def sae_main(args: argparse.Namespace) -> int:
     TrainSettings(
         d_sae=args.d_sae, architecture=args.architecture, k=args.k, batch_size=args.train_batch_size
     )
+    kind = getattr(args, "kind", "sae")
+    if kind == "sae" and args.hook is None:
+        raise ValueError("--hook is required for an SAE (--kind sae); e.g. --hook blocks.6.hook_resid_post")
+    if kind != "sae" and args.hook is not None:
+        raise ValueError(f"--hook is for SAEs; --kind {kind} reads --input-site and writes --output-site")
     if args.context < 1:
         raise ValueError(f"--context {args.context}; give at least 1 token per window")
     texts = read_corpus(args.data)
@@ -142,6 +186,8 @@ def sae_main(args: argparse.Namespace) -> int:
         if distributed.is_distributed() and device in (None, "cuda"):
             device = distributed.device()
         model = load(args.model, device=device, dtype=args.dtype)
+        if kind != "sae":
+            return _transcoders(model, args, texts, settings, out)
         hooks = model.resolve(args.hook)
         if len(hooks) != 1:
             raise ValueError(f"--hook {args.hook!r} selects {len(hooks)} hooks; name one hook")
@@ -169,22 +215,7 @@ def sae_main(args: argparse.Namespace) -> int:
             shard_rows=args.shard_rows,
             progress=not args.quiet,
         )
-        sae = train(
-            store,
-            hook_name=hook,
-            d_sae=args.d_sae,
-            architecture=args.architecture,
-            k=args.k,
-            lr=args.lr,
-            tokens=args.tokens,
-            batch_size=args.train_batch_size,
-            seed=args.seed,
-            checkpoint_dir=out / "checkpoint",
-            checkpoint_every=args.checkpoint_every,
-            buffer_rows=args.buffer_rows,
-            min_position=args.skip_first,
-            progress=not args.quiet,
-        )
+        sae = train(store, hook_name=hook, d_sae=args.d_sae, **_training_options(args, out))
         if distributed.rank() == 0:
             save(sae, out / "sae")
             last = sae.cfg.metadata["training"]["history"][-1]
@@ -195,4 +226,57 @@ def sae_main(args: argparse.Namespace) -> int:
                 f"{len(store):,} cached rows ({sae.cfg.metadata['training']['tokens']:,} rows seen); "
                 f"final fraction of variance unexplained {last['fvu']:.3f}, L0 {last['l0']:.1f}"
             )
+    return 0
+
+
+def _training_options(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The trainer's keyword arguments every kind of run takes from the command line."""
+    return dict(
+        architecture=args.architecture,
+        k=args.k,
+        lr=args.lr,
+        tokens=args.tokens,
+        batch_size=args.train_batch_size,
+        seed=args.seed,
+        checkpoint_dir=out / "checkpoint",
+        checkpoint_every=args.checkpoint_every,
+        buffer_rows=args.buffer_rows,
+        min_position=args.skip_first,
+        progress=not args.quiet,
+    )
+
+
+def _transcoders(
+    model: Any, args: argparse.Namespace, texts: list[str], settings: dict[str, Any], out: Path
+) -> int:
+    """The transcoder branch of :func:`sae_main`, once the model is loaded (inside the distributed session)."""
+    from interp.sae.formats.transcoders import save_transcoders
+    from interp.sae.training import train_transcoders
+    from interp.store import cache_activations
+
+    layers, hooks = transcoder_hooks_for(model, args)
+    if args.context > model.cfg.n_ctx:
+        raise ValueError(f"--context {args.context} is longer than the model's n_ctx={model.cfg.n_ctx}")
+    if distributed.rank() == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        record = {"settings": settings, "d_in": model.cfg.d_model, "complete": False}
+        (out / RUN).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    distributed.barrier()
+    batches = windows(model, texts, args.context, args.batch_size)
+    store = cache_activations(
+        model, batches, hooks, out / "activations", shard_rows=args.shard_rows, progress=not args.quiet
+    )
+    sites = dict(input_site=args.input_site, output_site=args.output_site)
+    options = _training_options(args, out)
+    tc = train_transcoders(store, kind=args.kind, layers=layers, d_transcoder=args.d_sae, **sites, **options)
+    if distributed.rank() == 0:
+        save_transcoders(tc, out / "transcoders")
+        last = tc.metadata["training"]["history"][-1]
+        record = {"settings": settings, "d_in": tc.d_model, "complete": True, "final": last}
+        (out / RUN).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        print(
+            f"{out / 'transcoders'}: {args.kind} ({args.architecture}) at layers {layers}, d_transcoder="
+            f"{tc.d_transcoder}, trained on {len(store):,} cached rows; final fraction of variance unexplained "
+            f"{last['fvu']:.3f}, L0 {last['l0']:.1f} per layer"
+        )
     return 0

@@ -144,7 +144,8 @@ def evaluate(
 
     Args:
         model: the model the SAEs belong to.
-        saes: one SAE or several; each is evaluated alone.
+        saes: one SAE or several; each is evaluated alone. A transcoder set or CLT is evaluated as the
+            replacement of the MLPs it covers.
         tokens: ``[batch, pos]`` ids, a :class:`~interp.tokens.Tokens` batch, or texts.
         attention_mask: ``[batch, pos]`` for ids (1 real, 0 padding).
         batch_size: sequences per forward pass.
@@ -152,8 +153,17 @@ def evaluate(
         skip_first: real tokens at the start of each sequence that the SAE does not touch.
 
     Returns:
-        One row per SAE, in the order given.
+        One row per SAE, in the order given; for a transcoder set or CLT, one row per layer (see
+        :func:`interp.sae.evaluate_transcoders`, which this calls).
     """
+    from interp.sae.transcoder import Transcoder
+
+    if isinstance(saes, Transcoder):
+        from interp.sae.evaluate_transcoders import evaluate_transcoders
+
+        return evaluate_transcoders(
+            model, saes, tokens, attention_mask, batch_size=batch_size, dense_threshold=dense_threshold
+        )
     saes = [saes] if isinstance(saes, SAE) else list(saes)
     for sae in saes:
         check_sae_fits(model, sae)

@@ -87,3 +87,48 @@ def test_bad_inputs_are_refused_before_the_model_runs(tmp_path, checkpoint, caps
     capsys.readouterr()
     assert main(_argv(checkpoint, text, out, "--tokens", "64", "--seed", "3")) == 2
     assert "holds another run (seed was 0, now 3)" in capsys.readouterr().err
+
+
+def _tc_argv(checkpoint, data, out, *extra):
+    return [
+        "sae", "train", str(checkpoint), "--data", str(data), "--d-sae", "24", "--k", "3", "--out", str(out),
+        "--train-batch-size", "64", "--context", "8", "--shard-rows", "40", "--checkpoint-every", "2",
+        "--tokens", "320", "--quiet", *extra,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "extra"), [("clt", ()), ("skip-transcoder", ("--layers", "1"))])
+def test_train_command_trains_transcoders_that_splice_into_the_model(
+    tmp_path, checkpoint, capsys, kind, extra
+):
+    data = tmp_path / "corpus.txt"
+    data.write_text("\n".join(sentences(40, seed=4)) + "\n")
+    out = tmp_path / kind
+    assert main(_tc_argv(checkpoint, data, out, "--kind", kind, *extra)) == 0
+    assert f"{kind} (topk)" in capsys.readouterr().out
+    model = load(checkpoint)
+    tc = sae_lib.load_transcoders(out / "transcoders", model=model)
+    assert tc.layers == ([0, 1] if kind == "clt" else [1]) and tc.d_transcoder == 24
+    assert tc.has_skip == (kind == "skip-transcoder")
+    ids, mask = model.to_tokens(sentences(3, seed=9))
+    observe = [(tc.input_hook(layer), lambda x, h: None) for layer in tc.layers]
+    with model.transcoders(tc, error=True):
+        logits = model(ids, mask)
+    assert torch.equal(logits, model.run_with_hooks(ids, mask, fwd_hooks=observe))
+    assert json.loads((out / "run.json").read_text())["complete"]
+
+
+def test_bad_transcoder_arguments_are_refused_before_the_model_runs(tmp_path, checkpoint, capsys):
+    data = tmp_path / "ok.txt"
+    data.write_text("one two three\nfour five\n")
+    cases = [
+        (("--kind", "clt", "--layers", "1"), "--kind clt spans every layer"),
+        (("--kind", "transcoder", "--hook", "blocks.0.hook_resid_post"), "--hook is for SAEs"),
+        (("--kind", "transcoder", "--input-site", "ln2.hook_normalised"), "did you mean"),
+        (("--kind", "transcoder", "--layers", "0,7"), "the model has layers 0..1"),
+    ]
+    cases.append(((), "--hook is required for an SAE"))
+    for extra, message in cases:
+        assert main(_tc_argv(checkpoint, data, tmp_path / "x", *extra)) == 2, extra
+        assert message in capsys.readouterr().err, (extra, message)
+        assert not (tmp_path / "x" / "activations").exists()

@@ -26,7 +26,15 @@ from interp.store.files import write_safetensors
 
 CONFIG = "config.yaml"
 MODEL_KINDS = ("transcoder_set", "cross_layer_transcoder")
-_ACTIVATIONS = {"relu": "relu", "jump_relu": "jumprelu", "jumprelu": "jumprelu", "topk": "topk"}
+ACTIVATION_NAMES = {
+    "relu": "relu",
+    "jump_relu": "jumprelu",
+    "jumprelu": "jumprelu",
+    "topk": "topk",
+    "batchtopk": "batchtopk",
+}
+CONFIG_ACTIVATIONS = {"relu": "relu", "jumprelu": "jump_relu", "topk": "topk", "batchtopk": "batchtopk"}
+"""interp's activation -> the config's name (circuit-tracer's own; ``batchtopk`` only this project reads)."""
 _KEYS = ("W_enc", "W_dec", "b_enc", "b_dec", "activation_function.threshold", "W_skip", "k")
 
 
@@ -42,9 +50,9 @@ def read_config(folder: Path) -> dict[str, Any]:
     if kind not in MODEL_KINDS:
         raise SAEFormatError(f"{file}: model_kind={kind!r}; expected one of {list(MODEL_KINDS)}")
     activation = config.get("activation")
-    if activation is not None and activation not in _ACTIVATIONS:
-        raise SAEFormatError(f"{file}: activation={activation!r}; expected one of {list(_ACTIVATIONS)}")
-    if activation == "topk" and not isinstance(config.get("k"), int):
+    if activation is not None and activation not in ACTIVATION_NAMES:
+        raise SAEFormatError(f"{file}: activation={activation!r}; expected one of {list(ACTIVATION_NAMES)}")
+    if activation in ("topk", "batchtopk") and not isinstance(config.get("k"), int):
         raise SAEFormatError(f"{file}: activation 'topk' needs an integer k, got k={config.get('k')!r}")
     for key in ("feature_input_hook", "feature_output_hook"):
         if not isinstance(config.get(key), str):
@@ -61,7 +69,11 @@ def read_config(folder: Path) -> dict[str, Any]:
 def layer_files(folder: Path, config: dict[str, Any]) -> list[Path]:
     """The per-layer files, layer 0 first: ``transcoders:`` from the config, else ``layer_{i}.safetensors``."""
     listed = config.get("transcoders")
-    if listed is not None:
+    if (
+        "layers" in config and listed is None
+    ):  # written here for a set with gaps (circuit-tracer needs 0..n-1)
+        files = [folder / f"layer_{i}.safetensors" for i in config["layers"]]
+    elif listed is not None:
         remote = [p for p in listed if str(p).startswith("hf://")]
         if remote:
             raise SAEFormatError(
@@ -98,11 +110,12 @@ def read_layer(file: Path) -> dict[str, torch.Tensor]:
 def load(folder: Path, config: dict[str, Any]) -> TranscoderSet:
     """The :class:`TranscoderSet` of a circuit-tracer folder whose config is ``config``."""
     files = layer_files(folder, config)
+    layer_numbers = list(config["layers"]) if "layers" in config else list(range(len(files)))
     layers = [read_layer(f) for f in files]
     shapes = {tuple(t["W_enc"].shape) for t in layers}
     if len(shapes) > 1:
         raise SAEFormatError(f"{folder}: the layers' W_enc shapes differ: {sorted(shapes)}")
-    activation = _ACTIVATIONS.get(config.get("activation") or "", None)
+    activation = ACTIVATION_NAMES.get(config.get("activation") or "", None)
     thresholds = ["activation_function.threshold" in t for t in layers]
     if activation is None:
         activation = "jumprelu" if all(thresholds) else "relu"
@@ -127,7 +140,8 @@ def load(folder: Path, config: dict[str, Any]) -> TranscoderSet:
         threshold=stack("activation_function.threshold") if activation == "jumprelu" else None,
         W_skip=stack("W_skip") if all(skip) else None,
         activation=activation,
-        k=config.get("k") if activation == "topk" else None,
+        k=config.get("k") if activation in ("topk", "batchtopk") else None,
+        layers=layer_numbers,
         input_site=input_site,
         output_site=output_site,
         metadata={"format": "circuit_tracer", "config_hooks": names, "folder": str(folder)},
@@ -137,17 +151,14 @@ def load(folder: Path, config: dict[str, Any]) -> TranscoderSet:
 def save(tc: TranscoderSet, folder: str | Path) -> Path:
     """Write ``tc`` as a circuit-tracer transcoder set (``config.yaml`` + ``layer_{i}.safetensors``).
 
-    circuit-tracer's sets cover layers ``0..n-1``: a set with gaps cannot be written.
+    circuit-tracer's sets cover layers ``0..n-1``; a set with gaps is written with its ``layers:`` listed in
+    the config, which this loader reads (circuit-tracer would not).
     """
     import yaml
 
-    if tc.layers != list(range(len(tc.layers))):
-        raise ValueError(f"circuit-tracer sets cover layers 0..n-1; this set has layers {tc.layers}")
-    if tc.activation == "batchtopk":
-        raise ValueError("circuit-tracer has no BatchTopK; convert it to JumpReLU with a threshold first")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for i in tc.layers:
+    for i, layer in enumerate(tc.layers):
         tensors = {
             "W_enc": tc.W_enc[i],
             "W_dec": tc.W_dec[i],
@@ -158,16 +169,18 @@ def save(tc: TranscoderSet, folder: str | Path) -> Path:
             tensors["activation_function.threshold"] = tc.thresholds[i]
         if tc.W_skip is not None:
             tensors["W_skip"] = tc.W_skip[i]
-        write_safetensors(folder / f"layer_{i}.safetensors", _cpu(tensors), {})
+        write_safetensors(folder / f"layer_{layer}.safetensors", _cpu(tensors), {})
     input_hook, output_hook = config_names(tc)
     config: dict[str, Any] = {
         "model_kind": "transcoder_set",
         "feature_input_hook": input_hook,
         "feature_output_hook": output_hook,
-        "activation": {"relu": "relu", "jumprelu": "jump_relu", "topk": "topk"}[tc.activation],
+        "activation": CONFIG_ACTIVATIONS[tc.activation],
     }
     if tc.k is not None:
         config["k"] = tc.k
+    if tc.layers != list(range(len(tc.layers))):
+        config["layers"] = tc.layers
     (folder / CONFIG).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return folder
 

@@ -19,7 +19,7 @@ import torch
 from interp.sae.formats import circuit_tracer, circuit_tracer_clt, gemma_scope_2
 from interp.sae.formats.build import SAEFormatError
 from interp.sae.formats.tl_hooks import bind, check_names, config_names, sites
-from interp.sae.transcoder import CrossLayerTranscoder, Transcoder, TranscoderSet, check_transcoder_fits
+from interp.sae.transcoder import Transcoder, TranscoderSet, check_transcoder_fits
 
 FORMATS = ("circuit_tracer", "gemma_scope_2")
 
@@ -72,7 +72,7 @@ def _read(path: Any, input_hook: str | None, output_hook: str | None, lazy: bool
         if config.get("transcoders"):
             files = dict(enumerate(circuit_tracer.layer_files(folder, config)))
             return _from_files(files, *names)
-        return _clt(folder, names, lazy)
+        return _clt(folder, names, lazy, config)
     if circuit_tracer_clt.is_clt_folder(folder):
         return _clt(folder, (input_hook or "hook_resid_mid", output_hook or "hook_mlp_out"), lazy)
     if (folder / "layer_0.safetensors").is_file():
@@ -90,11 +90,21 @@ def _read(path: Any, input_hook: str | None, output_hook: str | None, lazy: bool
     )
 
 
-def _clt(folder: Path, names: tuple[str, str], lazy: bool) -> CrossLayerTranscoder:
+def _clt(
+    folder: Path, names: tuple[str, str], lazy: bool, config: dict[str, Any] | None = None
+) -> Transcoder:
     check_names(*names, str(folder))
     input_site, output_site, _ = sites(*names, None)
+    config = config or {}
+    activation = circuit_tracer.ACTIVATION_NAMES.get(config.get("activation") or "")
     return circuit_tracer_clt.load(
-        folder, input_site=input_site, output_site=output_site, lazy=lazy, config_hooks=names
+        folder,
+        activation=activation,
+        k=config.get("k") if activation in ("topk", "batchtopk") else None,
+        input_site=input_site,
+        output_site=output_site,
+        lazy=lazy,
+        config_hooks=names,
     )
 
 
@@ -158,14 +168,15 @@ def save_transcoders(tc: Transcoder, folder: str | Path, *, format: str = "circu
         return folder
     if isinstance(tc, TranscoderSet):
         return circuit_tracer.save(tc, folder)
-    if tc.activation not in ("relu", "jumprelu"):
-        raise ValueError(f"circuit-tracer's CLTs are ReLU or JumpReLU; this one is {tc.activation}")
     circuit_tracer_clt.save(tc, folder)
     input_hook, output_hook = config_names(tc)
-    config = {
+    config: dict[str, Any] = {
         "model_kind": "cross_layer_transcoder",
         "feature_input_hook": input_hook,
         "feature_output_hook": output_hook,
+        "activation": circuit_tracer.CONFIG_ACTIVATIONS[tc.activation],
     }
+    if tc.k is not None:  # circuit-tracer's CLTs are ReLU or JumpReLU; TopK ones load here
+        config["k"] = tc.k
     (folder / circuit_tracer.CONFIG).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return folder

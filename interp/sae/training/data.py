@@ -25,11 +25,13 @@ DEFAULT_CHUNK_ROWS = 65536
 
 
 class RowSource:
-    """Rows ``[n, d_in]`` of a tensor or of one hook of an :class:`~interp.store.ActivationStore`.
+    """Rows ``[n, d_in]`` of a tensor or of hooks of an :class:`~interp.store.ActivationStore`.
 
     Args:
         source: a float tensor ``[n, d_in]`` or an activation store.
-        hook_name: the store's hook to read (default: its only hook); for a tensor, recorded as given.
+        hook_name: the store's hook to read (default: its only hook), or a list of hooks whose rows are read
+            side by side, concatenated in the order given (a transcoder's inputs and outputs, which the store
+            caches together from one forward); for a tensor, recorded as given.
         chunk_rows: for a tensor, the rows of one chunk (a store's chunks are its shards).
         min_position: for a store, keep only rows of tokens at this position or later in their item (``1``
             drops each sequence's first token, whose residual stream in many models is an outlier of a
@@ -67,11 +69,14 @@ class RowSource:
                 if len(names) != 1:
                     raise ValueError(f"the store holds {names}; pass hook_name= to say which to train on")
                 hook_name = names[0]
-            if hook_name not in names:
-                raise ValueError(f"hook_name={hook_name!r} is not in the store; it holds {names}")
-            shape = source.row_shape(hook_name)
+            self.hooks = [hook_name] if isinstance(hook_name, str) else list(hook_name)
+            for hook in self.hooks:
+                if hook not in names:
+                    raise ValueError(
+                        f"hook {hook!r} is not in the store at {source.folder}; it holds {names}"
+                    )
             self.store, self.hook_name = source, hook_name
-            self.d_in = int(np.prod(shape)) if shape else 0
+            self.d_in = sum(int(np.prod(source.row_shape(h))) for h in self.hooks)
             self.chunks = []
             for shard in source.shards:
                 keep = None
@@ -93,6 +98,7 @@ class RowSource:
     def fingerprint(self) -> str:
         """A hash that changes when the data does (a store's data fingerprint; a tensor's bytes, sampled)."""
         h = hashlib.sha256(f"{self.hook_name}:{self.n_rows}:{self.d_in}:{self.min_position}".encode())
+        # (a list of hooks formats as its list, a single hook as before: old checkpoints still resume)
         if self.store is not None:
             h.update(str(self.store.meta.get("data_fingerprint")).encode())
         else:
@@ -107,8 +113,9 @@ class RowSource:
             part = self.tensor[start : start + rows]
         else:
             shard = self.store.shards[chunk]
-            part = self.store.tensor(self.hook_name, slice(shard.start, shard.start + shard.rows))
-            part = part.reshape(shard.rows, -1)
+            rows_of = slice(shard.start, shard.start + shard.rows)
+            parts = [self.store.tensor(h, rows_of).reshape(shard.rows, -1) for h in self.hooks]
+            part = parts[0] if len(parts) == 1 else torch.cat([p.float() for p in parts], dim=-1)
             if self.keep[chunk] is not None:
                 part = part[torch.from_numpy(self.keep[chunk])]
         return part.float()

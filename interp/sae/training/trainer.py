@@ -143,25 +143,24 @@ def train(
         **options,
     )
     rows = RowSource(source, hook_name, min_position=settings.min_position)
-    run = _Run(settings, rows, Path(checkpoint_dir) if checkpoint_dir is not None else None)
+    run = Run(
+        settings, rows, Path(checkpoint_dir) if checkpoint_dir is not None else None, SAEJob(settings, rows)
+    )
     return run.execute(progress and distributed.rank() == 0)
 
 
-class _Run:
-    def __init__(self, settings: TrainSettings, rows: RowSource, folder: Path | None) -> None:
-        self.s, self.rows, self.folder = settings, rows, folder
-        self.total_tokens = settings.tokens or rows.n_rows
-        self.steps = -(-self.total_tokens // settings.batch_size)
-        self.stream = Stream(rows, settings.seed, settings.buffer_rows)
-        self.identity = identity(settings, rows.d_in, rows.fingerprint())
+class SAEJob:
+    """What is particular to training an SAE: the initial dictionary, the step, and the finished SAE."""
 
-    def _sample(self) -> torch.Tensor:
-        block = next(self.stream.rows_from(0))
-        return block[: self.s.init_rows]
+    def __init__(self, settings: TrainSettings, rows: RowSource) -> None:
+        self.s, self.rows = settings, rows
 
-    def _start(self) -> tuple[TrainingStep, torch.optim.Optimizer, TrainState]:
+    def n_features(self) -> int:
+        return self.s.d_sae
+
+    def start(self, sample: torch.Tensor) -> tuple[TrainingStep, float, float]:
+        """``(step, scale, variance)`` from a sample of rows."""
         s, d_in = self.s, self.rows.d_in
-        sample = self._sample()
         scale = math.sqrt(d_in) / float(sample.norm(dim=-1).mean().clamp(min=1e-12)) if s.normalize else 1.0
         sample = sample * scale
         variance = float((sample - sample.mean(0)).pow(2).sum(-1).mean().clamp(min=1e-12))
@@ -184,14 +183,59 @@ class _Run:
                 sae.b_dec.copy_(sample.mean(0))
         if cfg.has_threshold:
             sae.threshold.requires_grad_(False)
-        step_module = TrainingStep(sae, s, variance)
+        return TrainingStep(sae, s, variance), scale, variance
+
+    def finish(self, step_module: TrainingStep, state: TrainState, record: dict[str, Any]) -> SAE:
+        sae = step_module.sae
+        with torch.no_grad():
+            if sae.cfg.architecture == "jumprelu":
+                sae.threshold.copy_(step_module.log_threshold.exp())
+            elif sae.cfg.architecture == "batchtopk":
+                sae.threshold.fill_(float(state.batch_threshold))
+        if sae.cfg.has_threshold:
+            sae.threshold.requires_grad_(True)
+        sae.fold_activation_scale(state.scale)
+        sae.cfg.metadata["training"] = record
+        return sae
+
+
+class Run:
+    """The training loop shared by every kind of dictionary: streaming, schedule, checkpoints, DDP.
+
+    Args:
+        settings: the run's settings.
+        rows: the training rows.
+        folder: where checkpoints go (``None``: none).
+        job: what the kind provides: ``n_features()``, ``start(sample) -> (step, scale, variance)`` and
+            ``finish(step, state, record)`` (and, where the scale is not one number, ``batch_scale(scale)``,
+            the factor a batch is multiplied by); the step module returns ``loss``, ``fired [n_features]``,
+            ``fvu`` and ``l0`` for a batch.
+        label: extra identity a checkpoint must match (a transcoder's kind, layers and hooks).
+    """
+
+    def __init__(
+        self, settings: Any, rows: RowSource, folder: Path | None, job: Any, label: str = ""
+    ) -> None:
+        self.s, self.rows, self.folder, self.job = settings, rows, folder, job
+        self.total_tokens = settings.tokens or rows.n_rows
+        self.steps = -(-self.total_tokens // settings.batch_size)
+        self.stream = Stream(rows, settings.seed, settings.buffer_rows)
+        self.identity = identity(settings, rows.d_in, rows.fingerprint() + label)
+
+    def _sample(self) -> torch.Tensor:
+        block = next(self.stream.rows_from(0))
+        return block[: self.s.init_rows]
+
+    def _start(self) -> tuple[Any, torch.optim.Optimizer, TrainState]:
+        s = self.s
+        step_module, scale, variance = self.job.start(self._sample())
         params = step_module.trained_parameters()
         optimizer = torch.optim.Adam(params, lr=s.learning_rate())
         state = TrainState(
             step=0,
             scale=scale,
             variance=variance,
-            since_fired=torch.zeros(s.d_sae, dtype=torch.int64),
+            since_fired=torch.zeros(self.job.n_features(), dtype=torch.int64),
             batch_threshold=torch.zeros((), dtype=torch.float64),
             history=[],
         )
@@ -200,7 +244,7 @@ class _Run:
             state = self._resume(loaded, step_module, optimizer, params)
         return step_module, optimizer, state
 
-    def _resume(self, loaded, step_module: TrainingStep, optimizer, params) -> TrainState:
+    def _resume(self, loaded, step_module: Any, optimizer, params) -> TrainState:
         tensors, header = loaded
         if header["identity"] != self.identity:
             why = describe_mismatch(header["identity"], self.identity)
@@ -244,7 +288,7 @@ class _Run:
         if distributed.is_distributed():
             wrapped = torch.nn.parallel.DistributedDataParallel(step_module)
         dead_after = s.dead_after_tokens or max(s.batch_size, min(10_000_000, self.total_tokens // 4))
-        scale = state.scale
+        scale = self.job.batch_scale(state.scale) if hasattr(self.job, "batch_scale") else state.scale
         bar = tqdm(total=self.steps, initial=state.step, disable=not progress, unit="step", desc="train sae")
         batches = self.stream.batches(s.batch_size, state.step) if state.step < self.steps else iter(())
         with bar:
@@ -295,17 +339,8 @@ class _Run:
             "dead_fraction": round(float((state.since_fired >= dead_after).float().mean()), 6),
         }
 
-    def _finish(self, step_module: TrainingStep, state: TrainState) -> SAE:
-        sae = step_module.sae
-        with torch.no_grad():
-            if sae.cfg.architecture == "jumprelu":
-                sae.threshold.copy_(step_module.log_threshold.exp())
-            elif sae.cfg.architecture == "batchtopk":
-                sae.threshold.fill_(float(state.batch_threshold))
-        if sae.cfg.has_threshold:
-            sae.threshold.requires_grad_(True)
-        sae.fold_activation_scale(state.scale)
-        sae.cfg.metadata["training"] = {
+    def _finish(self, step_module: Any, state: TrainState) -> Any:
+        record = {
             "settings": asdict(self.s),
             "steps": self.steps,
             "tokens": self.steps * self.s.batch_size,
@@ -313,4 +348,4 @@ class _Run:
             "history": state.history,
             "data": self.identity["data"],
         }
-        return sae
+        return self.job.finish(step_module, state, record)

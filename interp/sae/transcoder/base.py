@@ -16,11 +16,13 @@ skip connection ``W_skip [d_model_out, d_model_in]`` adding ``x @ W_skip.T``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import nn
 
-from interp.sae.transcoder.activation import activate
+from interp.sae.transcoder.activation import activate, check_activation
+from interp.sae.transcoder.weights import stacked
 
 
 class Transcoder(nn.Module):
@@ -76,6 +78,26 @@ class Transcoder(nn.Module):
         raise NotImplementedError
 
     # -- shared -------------------------------------------------------------------------------------------
+
+    def _set_common(
+        self,
+        tensors: dict[str, Any],
+        activation: str,
+        k: int | None,
+        sites: tuple[str, str],
+        metadata: dict[str, Any] | None,
+    ) -> None:
+        """Check and store what both kinds hold per layer (encoder, biases, threshold, skip) and settings."""
+        d_tc, d = self.d_transcoder, self.d_model
+        self.W_enc = stacked("W_enc", tensors["W_enc"], self.layers, (d_tc, d))
+        self.b_enc = stacked("b_enc", tensors["b_enc"], self.layers, (d_tc,))
+        self.b_dec = stacked("b_dec", tensors["b_dec"], self.layers, (d,))
+        self.thresholds = stacked("threshold", tensors["threshold"], self.layers, (d_tc,))
+        self.W_skip = stacked("W_skip", tensors["W_skip"], self.layers, (d, d))
+        check_activation(activation, k, tensors["threshold"] is not None)
+        self.activation, self.k = activation, k
+        self.input_site, self.output_site = sites
+        self.metadata = dict(metadata or {})
 
     @property
     def has_skip(self) -> bool:

@@ -14,9 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from interp.sae.transcoder.activation import check_activation
 from interp.sae.transcoder.base import Transcoder
-from interp.sae.transcoder.weights import stacked
 
 DecoderReader = Callable[[int, torch.Tensor | None], torch.Tensor]
 """``(layer, features or None) -> [n_features, n_layers - layer, d_model]``: decoder rows read on demand."""
@@ -69,21 +67,14 @@ class CrossLayerTranscoder(Transcoder):
         self.n_layers, self.d_transcoder, self.d_model = W_enc.shape
         n, d_tc, d = W_enc.shape
         self.layers = list(range(n))
-        self.W_enc = stacked("W_enc", W_enc, self.layers, (d_tc, d))
-        self.b_enc = stacked("b_enc", b_enc, self.layers, (d_tc,))
-        self.b_dec = stacked("b_dec", b_dec, self.layers, (d,))
-        self.thresholds = stacked("threshold", threshold, self.layers, (d_tc,))
-        self.W_skip = stacked("W_skip", W_skip, self.layers, (d, d))
-        check_activation(activation, k, threshold is not None)
-        self.activation, self.k = activation, k
+        tensors = dict(W_enc=W_enc, b_enc=b_enc, b_dec=b_dec, threshold=threshold, W_skip=W_skip)
+        self._set_common(tensors, activation, k, (input_site, output_site), metadata)
         if (W_dec is None) == (decoder_reader is None):
             raise ValueError(
                 "pass exactly one of W_dec (the decoders) and decoder_reader (to read them lazily)"
             )
         self.decoder_reader = decoder_reader
         self.W_dec = None if W_dec is None else nn.ParameterList(_decoders(W_dec, n, d_tc, d))
-        self.input_site, self.output_site = input_site, output_site
-        self.metadata = dict(metadata or {})
 
     @property
     def lazy(self) -> bool:

@@ -11,7 +11,6 @@ from typing import Any
 
 import torch
 
-from interp.sae.transcoder.activation import check_activation
 from interp.sae.transcoder.base import Transcoder
 from interp.sae.transcoder.weights import Tensors, layers_of, stacked
 
@@ -68,20 +67,12 @@ class TranscoderSet(Transcoder):
                 f"W_enc of one layer has shape {tuple(first.shape)}; expected [d_transcoder, d_model]"
             )
         self.d_transcoder, self.d_model = first.shape
-        d_tc, d = self.d_transcoder, self.d_model
-        self.W_enc = stacked("W_enc", W_enc, self.layers, (d_tc, d))
-        self.W_dec = stacked("W_dec", W_dec, self.layers, (d_tc, d))
-        self.b_enc = stacked("b_enc", b_enc, self.layers, (d_tc,))
-        self.b_dec = stacked("b_dec", b_dec, self.layers, (d,))
-        self.thresholds = stacked("threshold", threshold, self.layers, (d_tc,))
-        self.W_skip = stacked("W_skip", W_skip, self.layers, (d, d))
-        check_activation(activation, k, threshold is not None)
-        self.activation, self.k = activation, k
+        self.W_dec = stacked("W_dec", W_dec, self.layers, (self.d_transcoder, self.d_model))
+        tensors = dict(W_enc=W_enc, b_enc=b_enc, b_dec=b_dec, threshold=threshold, W_skip=W_skip)
+        self._set_common(tensors, activation, k, (input_site, output_site), metadata)
         self.n_layers = max(self.layers) + 1 if n_layers is None else n_layers
         if self.n_layers <= max(self.layers):
             raise ValueError(f"n_layers={n_layers} but the set has features at layer {max(self.layers)}")
-        self.input_site, self.output_site = input_site, output_site
-        self.metadata = dict(metadata or {})
         self._row = {layer: i for i, layer in enumerate(self.layers)}
 
     def output_layers(self, layer: int) -> list[int]:

@@ -142,3 +142,20 @@ def test_transcoders_that_do_not_fit_the_model_are_refused_before_running():
         with model.transcoders(random_set(input_site="hook_resid_post")):
             pass
     assert all(not p.fwd_fns for p in model.hook_dict.values())
+
+
+def test_the_error_node_receives_the_outputs_gradient():
+    model, tc, ids = tiny_model(), KINDS["clt"](), tokens()
+    grads = {}
+
+    def keep(grad, hook):
+        grads[hook.name] = grad.clone()
+
+    out = tc.output_hook(1)
+    names = [f"{out}.hook_sae_error", f"{out}.hook_sae_output", f"{tc.output_hook(0)}.hook_sae_acts_post"]
+    with model.transcoders(tc, error=True):
+        with model.hooks(bwd_hooks=[(name, keep) for name in names]):
+            model(ids).logsumexp(-1).sum().backward()
+    assert set(grads) == set(names)
+    torch.testing.assert_close(grads[f"{out}.hook_sae_error"], grads[f"{out}.hook_sae_output"])
+    assert grads[f"{tc.output_hook(0)}.hook_sae_acts_post"].abs().sum() > 0
