@@ -12,6 +12,8 @@ One concern per module:
 - :mod:`~interp.circuits.select`: top-n and greedy circuits, pruned to paths from input to logits.
 - :mod:`~interp.circuits.faithfulness`: faithfulness, its curve against size, MIB's CPR and CMD.
 - :mod:`~interp.circuits.draw`: the circuit as a layered figure.
+- :mod:`~interp.circuits.node`: node values shared by every graph; :mod:`~interp.circuits.features`:
+  attribution graphs of transcoder features (:func:`attribute`, :class:`AttributionGraph`).
 
 Example (see the README for a whole run)::
 
@@ -33,23 +35,37 @@ from interp.circuits.faithfulness import (
     faithfulness,
     faithfulness_curve,
 )
+from interp.circuits.features import (
+    AttributionGraph,
+    FeatureEdit,
+    Target,
+    attribute,
+    generate_with_features,
+    intervene,
+)
 from interp.circuits.graph import Graph, GraphStructureError, UnknownNameError
+from interp.circuits.node import Node
 from interp.circuits.pairs import Metric, Pairs, logit_difference
 from interp.circuits.run import CorruptRun, corrupt_run, run_circuit
 from interp.circuits.select import greedy, prune, top_n
 
 __all__ = [
     "MIB_FRACTIONS",
+    "AttributionGraph",
     "Circuit",
     "CorruptRun",
     "EdgeScores",
     "Evaluation",
+    "FeatureEdit",
     "Graph",
     "GraphStructureError",
     "Metric",
+    "Node",
     "Pairs",
+    "Target",
     "UnknownNameError",
     "area_metrics",
+    "attribute",
     "corrupt_run",
     "draw_circuit",
     "eap",
@@ -59,7 +75,9 @@ __all__ = [
     "exact_edge_scores",
     "faithfulness",
     "faithfulness_curve",
+    "generate_with_features",
     "greedy",
+    "intervene",
     "logit_difference",
     "merge_scores",
     "prune",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 import torch
 
 from interp.circuits.graph import Graph
+from interp.circuits.node import Node
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +71,7 @@ class Circuit:
         return int(self.mask.sum())
 
     @property
-    def edges(self) -> list[tuple[str, str]]:
+    def edges(self) -> list[tuple[Node, Node]]:
         """The kept edges, by input then source, in forward order."""
         rows, cols = self.mask.T.nonzero(as_tuple=True)  # column-major: by input, then source
         return [
@@ -79,7 +79,7 @@ class Circuit:
         ]
 
     @property
-    def nodes(self) -> list[str]:
+    def nodes(self) -> list[Node]:
         """Nodes touched by a kept edge (as a source or through one of their inputs), in graph order."""
         touched = {self.graph.sources[i] for i in self.mask.any(1).nonzero().flatten().tolist()}
         for j in self.mask.any(0).nonzero().flatten().tolist():
@@ -89,8 +89,7 @@ class Circuit:
     @property
     def heads(self) -> list[tuple[int, int]]:
         """``(layer, head)`` of every head among :attr:`nodes`."""
-        found = (re.fullmatch(r"L(\d+)\.H(\d+)", n) for n in self.nodes)
-        return [(int(m[1]), int(m[2])) for m in found if m]
+        return [(n.layer, n.head) for n in self.nodes if n.kind == "head"]
 
     def __contains__(self, edge: Any) -> bool:
         return bool(self.mask[self.graph.edge_index(edge)])

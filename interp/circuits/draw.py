@@ -9,52 +9,47 @@ value, MLP or logits), a dashed line that its score is negative, and the width `
 
 from __future__ import annotations
 
-import re
-
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch
 
 from interp.circuits.attribution import EdgeScores
 from interp.circuits.circuit import Circuit
+from interp.circuits.node import Node
 
 KIND_COLOURS = {"q": "#1f77b4", "k": "#2ca02c", "v": "#ff7f0e", "mlp": "#7f7f7f", "logits": "#9467bd"}
 KV_DROP = 0.32  # how far below its layer's row a key/value head's marker sits
 
 
-def _kind(input_name: str) -> str:
-    if input_name == "logits":
-        return "logits"
-    if input_name.endswith(".MLP"):
-        return "mlp"
-    return input_name[-1]
+_INPUT_KIND = {"query": "q", "key": "k", "value": "v", "mlp": "mlp", "logits": "logits"}
+
+
+def _kind(input_name: Node) -> str:
+    return _INPUT_KIND[input_name.kind]
 
 
 def draw_circuit(circuit: Circuit, scores: EdgeScores | None = None, *, title: str | None = None) -> Figure:
     """The circuit as a figure; edge widths follow ``scores`` when given (else all edges are drawn alike)."""
     graph = circuit.graph
-    layers = sorted({int(m[1]) for n in circuit.nodes if (m := re.match(r"L(\d+)\.", n))})
+    layers = sorted({n.layer for n in circuit.nodes if n.layer is not None})
     row = {layer: i + 1 for i, layer in enumerate(layers)}
     top = len(layers) + 1
     centre = (graph.n_heads - 1) / 2
     mlp_x = graph.n_heads + 0.4
 
-    def node_xy(name: str) -> tuple[float, float]:
-        if name == "input":
+    def node_xy(node: Node) -> tuple[float, float]:
+        if node.kind == "input":
             return centre, 0.0
-        if name == "logits":
+        if node.kind == "logits":
             return centre, float(top)
-        m = re.fullmatch(r"L(\d+)\.(?:H(\d+)|MLP)", name)
-        layer = int(m[1])
-        return (float(m[2]) if m[2] is not None else mlp_x), float(row[layer])
+        return (float(node.head) if node.kind == "head" else mlp_x), float(row[node.layer])
 
-    def target_xy(input_name: str) -> tuple[float, float]:
-        m = re.fullmatch(r"L(\d+)\.KV(\d+)\.[kv]", input_name)
-        if m is None:
-            return node_xy(graph.heads_of(input_name)[0])
-        g, size = int(m[2]), graph.group_size
-        x = g * size + (size - 1) / 2
-        return (x, row[int(m[1])] - KV_DROP) if size > 1 else (x, float(row[int(m[1])]))
+    def target_xy(node: Node) -> tuple[float, float]:
+        if node.kind not in ("key", "value"):
+            return node_xy(graph.heads_of(node)[0])
+        size = graph.group_size
+        x = node.group * size + (size - 1) / 2
+        return (x, row[node.layer] - KV_DROP) if size > 1 else (x, float(row[node.layer]))
 
     edges = circuit.edges
     values = [scores[e] if scores is not None else 1.0 for e in edges]
@@ -80,16 +75,14 @@ def draw_circuit(circuit: Circuit, scores: EdgeScores | None = None, *, title: s
         )
     for name in circuit.nodes:
         x, y = node_xy(name)
-        marker = "s" if name.endswith("MLP") else ("o" if name.startswith("L") else "D")
+        marker = {"mlp": "s", "head": "o"}.get(name.kind, "D")
         ax.scatter([x], [y], s=260, marker=marker, color="white", edgecolor="black", zorder=3)
-        label = name.split(".", 1)[1] if name.startswith("L") else name
+        label = name.split(".", 1)[1] if name.layer is not None else name
         ax.annotate(label, (x, y), ha="center", va="center", fontsize=6, zorder=4)
     if graph.group_size > 1:
-        groups = {
-            (int(m[1]), int(m[2])) for e in edges if (m := re.fullmatch(r"L(\d+)\.KV(\d+)\.[kv]", e[1]))
-        }
+        groups = {(e[1].layer, e[1].group) for e in edges if e[1].kind in ("key", "value")}
         for layer, g in sorted(groups):
-            x, y = target_xy(f"L{layer}.KV{g}.k")
+            x, y = target_xy(Node.key(layer, g))
             ax.scatter([x], [y], s=40, marker="D", color="#dddddd", edgecolor="black", zorder=3)
     ax.set_yticks([0, *row.values(), top], ["input", *(f"L{layer}" for layer in layers), "logits"])
     ax.set_xticks(range(graph.n_heads), [f"H{h}" for h in range(graph.n_heads)], fontsize=7)

@@ -33,12 +33,13 @@ import difflib
 import functools
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from interp.circuits.node import Node
 
 SUPPORTED_PLACEMENTS = ("pre",)
 
@@ -132,28 +133,28 @@ class Graph:
         return self.n_heads // self.n_kv_heads
 
     @functools.cached_property
-    def sources(self) -> tuple[str, ...]:
+    def sources(self) -> tuple[Node, ...]:
         """Nodes that write into the stream, in forward order: ``input``, then per layer its heads and MLP."""
-        names = ["input"]
+        names = [Node.input()]
         for layer in range(self.n_layers):
-            names += [f"L{layer}.H{h}" for h in range(self.n_heads)] + [f"L{layer}.MLP"]
+            names += [Node.head_node(layer, h) for h in range(self.n_heads)] + [Node.mlp(layer)]
         return tuple(names)
 
     @functools.cached_property
-    def nodes(self) -> tuple[str, ...]:
+    def nodes(self) -> tuple[Node, ...]:
         """Every node: the sources and ``logits``."""
-        return (*self.sources, "logits")
+        return (*self.sources, Node.logits())
 
     @functools.cached_property
-    def inputs(self) -> tuple[str, ...]:
+    def inputs(self) -> tuple[Node, ...]:
         """Node inputs in forward order: per layer the queries, keys, values and the MLP; then ``logits``."""
         names = []
         for layer in range(self.n_layers):
-            names += [f"L{layer}.H{h}.q" for h in range(self.n_heads)]
-            names += [f"L{layer}.KV{g}.k" for g in range(self.n_kv_heads)]
-            names += [f"L{layer}.KV{g}.v" for g in range(self.n_kv_heads)]
-            names.append(f"L{layer}.MLP")
-        return (*names, "logits")
+            names += [Node.query(layer, h) for h in range(self.n_heads)]
+            names += [Node.key(layer, g) for g in range(self.n_kv_heads)]
+            names += [Node.value(layer, g) for g in range(self.n_kv_heads)]
+            names.append(Node.mlp(layer))
+        return (*names, Node.logits())
 
     @property
     def inputs_per_layer(self) -> int:
@@ -173,13 +174,16 @@ class Graph:
 
     def input_index(self, name: str) -> int:
         """Column of a node input in score and circuit matrices."""
-        m = re.fullmatch(r"L(\d+)\.H(\d+)\.([kv])", str(name))
-        if m and name not in self._input_index and int(m[2]) < self.n_heads:
-            meant = f"L{m[1]}.KV{int(m[2]) // self.group_size}.{m[3]}"
-            raise UnknownNameError(
-                f"the graph has no node input {name!r}: keys and values are inputs of key/value heads; "
-                f"did you mean {meant!r}?"
-            )
+        head, _, port = str(name).rpartition(".")
+        if port in ("k", "v") and name not in self._input_index:
+            node = _parse_or_none(head)
+            if node is not None and node.kind == "head" and node.head < self.n_heads:
+                make = Node.key if port == "k" else Node.value
+                meant = make(node.layer, node.head // self.group_size)
+                raise UnknownNameError(
+                    f"the graph has no node input {name!r}: keys and values are inputs of key/value heads; "
+                    f"did you mean {meant!r}?"
+                )
         return _lookup(self._input_index, name, "node input", "heads have inputs .q, KV{g}.k and KV{g}.v")
 
     def n_readable(self, column: int) -> int:
@@ -191,19 +195,15 @@ class Graph:
         is_mlp = offset == self.inputs_per_layer - 1
         return before + self.n_heads if is_mlp and not self.parallel_attn_mlp else before
 
-    def heads_of(self, input_name: str) -> list[str]:
+    def heads_of(self, input_name: str) -> list[Node]:
         """The head or MLP nodes that read through an input (a KV input serves its whole group)."""
-        if input_name == "logits":
-            return ["logits"]
-        match = re.fullmatch(r"L(\d+)\.(?:H(\d+)\.q|KV(\d+)\.[kv]|MLP)", input_name)
-        self.input_index(input_name)  # raises on an unknown name
-        layer, head, group = match.groups()
-        if head is not None:
-            return [f"L{layer}.H{head}"]
-        if group is not None:
-            g = int(group)
-            return [f"L{layer}.H{h}" for h in range(g * self.group_size, (g + 1) * self.group_size)]
-        return [f"L{layer}.MLP"]
+        node = self.inputs[self.input_index(input_name)]  # raises on an unknown name
+        if node.kind == "query":
+            return [Node.head_node(node.layer, node.head)]
+        if node.kind in ("key", "value"):
+            size = self.group_size
+            return [Node.head_node(node.layer, h) for h in range(node.group * size, (node.group + 1) * size)]
+        return [node]
 
     # -- edges ------------------------------------------------------------------------------------------
 
@@ -294,6 +294,13 @@ def _lookup(index: dict[str, int], name: str, what: str, hint: str) -> int:
     close = difflib.get_close_matches(str(name), list(index), n=3)
     suggestion = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else f" ({hint})"
     raise UnknownNameError(f"the graph has no {what} {name!r}{suggestion}")
+
+
+def _parse_or_none(text: str) -> Node | None:
+    try:
+        return Node.parse(text)
+    except ValueError:
+        return None
 
 
 def _readable_text(graph: Graph, column: int) -> str:

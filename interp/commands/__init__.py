@@ -7,5 +7,5 @@ model, data, in that order) and the library's own checks of the command's settin
 The modules import nothing heavy at the top, so that building the parser for ``interp models`` costs nothing.
 """
 
-COMMANDS = ("models", "study", "explain", "cache", "sae", "generate")
+COMMANDS = ("models", "study", "explain", "cache", "sae", "generate", "attribute")
 """The subcommands, in the order ``interp --help`` lists them (module names under ``interp.commands``)."""

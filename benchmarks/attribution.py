@@ -1,0 +1,204 @@
+"""Wall time and peak memory of one attribution graph: interp against circuit-tracer 0.5.0, in one run.
+
+Both build the graph of the same random checkpoint (Llama architecture; ``--size smollm2`` is SmolLM2-135M's
+shape: 30 layers, d_model 576, 9 heads of which 3 key/value, d_mlp 1536, 49152 tokens; ``--size tiny`` a
+2-layer model for a quick check) with the same random per-layer transcoders (``--d-transcoder`` features per
+layer, about 1% active), for prompts of each ``--prompt-lengths`` and each ``--max-feature-nodes``. Norm gains
+are 1, so circuit-tracer's ``mlp.hook_in`` and interp's ``ln2.hook_normalized`` hold the same tensor.
+
+Each graph is made in a child process of its own (interp's in this environment, circuit-tracer's with
+``--ct-python``, the interpreter of an environment with ``circuit-tracer==0.5.0`` and ``nnsight==0.6.*``), with
+``--threads`` threads; its wall time is that of the ``attribute`` call (after an untimed graph of the first
+four tokens, so one-time costs such as lazy imports are left out), its peak memory the largest resident
+set during the call minus that before it (on CUDA: ``torch.cuda.max_memory_allocated``). The script prints
+interp's time and memory over circuit-tracer's for every case, measured in the same run.
+
+    python benchmarks/attribution.py --ct-python PATH --size smollm2 --prompt-lengths 8,32 --threads 1
+    python benchmarks/attribution.py --ct-python PATH                      # tiny: a check that it runs
+
+This is a measurement script, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES = {
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=128, vocab_size=512),
+    "smollm2": dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                    intermediate_size=1536, vocab_size=49152),
+}  # fmt: skip
+ACTIVE = 0.01  # the share of features active at a position
+
+
+def build(folder: Path, size: str, d_transcoder: int) -> None:
+    """A random checkpoint with a word-level tokenizer, and transcoder weights, in ``folder``."""
+    import transformers
+    from safetensors.torch import save_file
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    cfg = transformers.LlamaConfig(**SIZES[size], max_position_embeddings=256, bos_token_id=0, eos_token_id=1,
+                                   pad_token_id=2, tie_word_embeddings=True)  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+    model.save_pretrained(folder)
+    words = ["<bos>", "<eos>", "<pad>"] + [f"w{i}" for i in range(3, cfg.vocab_size)]
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>"
+    ).save_pretrained(folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"  # a class every transformers version has
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    g = torch.Generator().manual_seed(1)
+    n, d, f = cfg.num_hidden_layers, cfg.hidden_size, d_transcoder
+    threshold = math.sqrt(2) * torch.erfinv(torch.tensor(1 - 2 * ACTIVE)).item()
+    save_file(
+        {
+            "W_enc": torch.randn(n, f, d, generator=g) / math.sqrt(d),
+            "b_enc": torch.full((n, f), -threshold),
+            "W_dec": torch.randn(n, f, d, generator=g) / math.sqrt(f * ACTIVE),
+            "b_dec": torch.zeros(n, d),
+        },
+        str(folder / "transcoders.safetensors"),
+    )
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Make one graph and print its time and memory as JSON (runs in a child process)."""
+    sys.path.insert(0, str(ROOT))
+    from safetensors.torch import load_file
+
+    from benchmarks.circuits import PeakRSS
+
+    torch.set_num_threads(args.threads)
+    folder = Path(args.folder)
+    w = load_file(str(folder / "transcoders.safetensors"), device=args.device)
+    prompt = torch.tensor(
+        [0] + [3 + (7 * i) % 400 for i in range(args.prompt_length - 1)], device=args.device
+    )
+    cap = args.max_feature_nodes or None
+    if args.worker == "interp":
+        import interp
+        from interp.circuits import attribute
+        from interp.sae import TranscoderSet
+
+        model = interp.load(str(folder), device=args.device, dtype="float32")
+        tc = TranscoderSet(w["W_enc"], w["W_dec"], w["b_enc"], w["b_dec"]).to(args.device)
+
+        def run(ids=prompt):
+            return attribute(
+                model, tc, ids, batch_size=args.batch_size, max_feature_nodes=cap, progress=False
+            )
+    else:
+        from circuit_tracer import ReplacementModel, attribute
+        from circuit_tracer.transcoder.single_layer_transcoder import SingleLayerTranscoder, TranscoderSet
+
+        layers = {}
+        for i in range(len(w["W_enc"])):
+            t = SingleLayerTranscoder(w["W_enc"].shape[2], w["W_enc"].shape[1], torch.nn.functional.relu, i,
+                                      device=torch.device(args.device), dtype=torch.float32)  # fmt: skip
+            with torch.no_grad():
+                for name in ("W_enc", "b_enc", "W_dec", "b_dec"):
+                    getattr(t, name).copy_(w[name][i])
+            layers[i] = t
+        tc = TranscoderSet(layers, feature_input_hook="mlp.hook_in", feature_output_hook="hook_mlp_out")
+        model = ReplacementModel.from_pretrained_and_transcoders(
+            str(folder), tc, backend="nnsight", device=torch.device(args.device), dtype=torch.float32
+        )
+
+        def run(ids=prompt):
+            return attribute(ids, model, batch_size=args.batch_size, max_feature_nodes=cap)
+
+    run(prompt[:4])  # untimed: one-time costs (lazy imports, first kernels) are not the graph's
+    cuda = args.device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+    with PeakRSS() as rss:
+        start = time.perf_counter()
+        graph = run()
+        if cuda:
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+    peak = (torch.cuda.max_memory_allocated() - before) / 2**20 if cuda else rss.peak - rss.start
+    n = graph.adjacency_matrix.shape[0] if hasattr(graph, "adjacency_matrix") else graph.adjacency.shape[0]
+    print(json.dumps({"seconds": seconds, "peak_mib": peak, "n_nodes": int(n)}))
+
+
+def child(args: argparse.Namespace, which: str, folder: Path, length: int, cap: int) -> dict:
+    python = sys.executable if which == "interp" else args.ct_python
+    cmd = [python, __file__, "--worker", which, "--folder", str(folder), "--prompt-length", str(length),
+           "--max-feature-nodes", str(cap), "--threads", str(args.threads), "--batch-size", str(args.batch_size),
+           "--device", args.device]  # fmt: skip
+    env = {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(args.threads), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {which} worker failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ct-python", help="the Python of an environment with circuit-tracer 0.5.0")
+    p.add_argument("--size", choices=tuple(SIZES), default="tiny")
+    p.add_argument("--d-transcoder", type=int, default=4096)
+    p.add_argument("--prompt-lengths", default="8,32")
+    p.add_argument("--max-feature-nodes", default="0", help="comma-separated caps; 0: every active feature")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default=None, help="write the results as JSON here")
+    p.add_argument("--worker", choices=("interp", "ct"), help=argparse.SUPPRESS)
+    p.add_argument("--folder", help=argparse.SUPPRESS)
+    p.add_argument("--prompt-length", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        args.max_feature_nodes = int(args.max_feature_nodes)
+        return worker(args)
+    if not args.ct_python:
+        p.error("--ct-python is needed: the interpreter of an environment with circuit-tracer 0.5.0")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        build(folder, args.size, args.d_transcoder)
+        for length in (int(x) for x in args.prompt_lengths.split(",")):
+            for cap in (int(x) for x in args.max_feature_nodes.split(",")):
+                ours, theirs = (
+                    child(args, "interp", folder, length, cap),
+                    child(args, "ct", folder, length, cap),
+                )
+                row = {"prompt_length": length, "max_feature_nodes": cap or None, "interp": ours,
+                       "circuit_tracer": theirs, "time_ratio": ours["seconds"] / theirs["seconds"],
+                       "memory_ratio": ours["peak_mib"] / max(theirs["peak_mib"], 1e-9)}  # fmt: skip
+                rows.append(row)
+                print(
+                    f"{args.size} pos={length} cap={cap or 'all'}: {ours['n_nodes']} nodes; interp "
+                    f"{ours['seconds']:.2f}s {ours['peak_mib']:.0f} MiB, circuit-tracer {theirs['seconds']:.2f}s "
+                    f"{theirs['peak_mib']:.0f} MiB; time {row['time_ratio']:.2f}x, memory {row['memory_ratio']:.2f}x"
+                )
+    if args.out:
+        Path(args.out).write_text(json.dumps({"size": args.size, "d_transcoder": args.d_transcoder,
+                                              "threads": args.threads, "device": args.device, "rows": rows},
+                                             indent=1) + "\n")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

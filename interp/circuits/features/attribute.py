@@ -1,0 +1,241 @@
+"""attribute(): the attribution graph of a prompt on the local replacement model.
+
+One frozen forward pass of the prompt (:mod:`.frozen`) finds the active features and the source vectors
+(:mod:`.sources`). Each backward pass then injects ``batch_size`` reads at once, one per row of a batched
+gradient (a logit target's direction at ``unembed.hook_in`` of the last position, or a feature's encoder vector
+at its input hook), and contracts the gradient at every write site with the vectors written there: those rows
+of the adjacency. Logit
+rows come first; feature rows follow, all of them, or, when ``max_feature_nodes`` caps them, in the order of
+their influence over the rows found so far (re-ranked every ``update_interval`` batches), as circuit-tracer does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from interp.circuits.features.frozen import FrozenRun, frozen_run
+from interp.circuits.features.graph import AttributionGraph
+from interp.circuits.features.influence import partial_influence
+from interp.circuits.features.sources import Sources, find_sources
+from interp.circuits.features.targets import Target, check_targets, select
+from interp.sae.transcoder import check_transcoder_fits
+
+LOGITS = -1  # the "layer" of a logit read
+CHUNK = 1 << 22  # elements of one gathered gradient block
+
+
+def attribute(
+    model: Any,
+    transcoders: Any,
+    prompt: str | torch.Tensor | Sequence[int],
+    *,
+    targets: Sequence[str | int | Target] | None = None,
+    max_logits: int = 10,
+    logit_probability: float = 0.95,
+    max_feature_nodes: int | None = None,
+    batch_size: int = 256,
+    update_interval: int = 4,
+    progress: bool = True,
+) -> AttributionGraph:
+    """The attribution graph of ``prompt`` (see the module docstring and :class:`AttributionGraph`).
+
+    Args:
+        model: a :class:`~interp.HookedTransformer`.
+        transcoders: a transcoder set or cross-layer transcoder with features at every layer.
+        prompt: text (tokenised with the model's tokenizer, which should put a special token first) or ids.
+        targets: tokens (single-token texts or ids) or :class:`Target` directions; ``None``: the likeliest
+            tokens until their probability reaches ``logit_probability``, at most ``max_logits``.
+        max_feature_nodes: at most this many feature nodes, the most influential; ``None``: every active one.
+        batch_size: reads per backward pass (rows of one batched gradient).
+        update_interval: batches between re-rankings when ``max_feature_nodes`` caps the features.
+        progress: show a progress bar.
+    """
+    tokens = _check(model, transcoders, prompt, max_feature_nodes, batch_size, max_logits)
+    if targets is not None:
+        check_targets(model, targets)
+    was_training = model.training
+    model.eval()
+    try:
+        run = frozen_run(model, tokens, transcoders)
+        sources = find_sources(run, transcoders, model.cfg.n_layers)
+        chosen = select(model, run.logits, targets, max_logits, logit_probability)
+        adjacency, selected = _adjacency(
+            run, sources, transcoders, chosen, max_feature_nodes, batch_size, update_interval, progress
+        )
+    finally:
+        model.train(was_training)
+    cfg = getattr(model, "cfg", None)
+    return AttributionGraph(
+        adjacency=adjacency,
+        features=sources.features[selected],
+        activations=sources.activations[selected].cpu(),
+        input_tokens=tokens.cpu(),
+        logit_tokens=torch.tensor([-1 if t.token is None else t.token for t in chosen]),
+        logit_probabilities=torch.tensor([t.weight for t in chosen]),
+        n_layers=model.cfg.n_layers,
+        logit_labels=tuple(t.label for t in chosen),
+        metadata={
+            "model": str(getattr(cfg, "name", "") or ""),
+            "transcoders": type(transcoders).__name__,
+            "prompt": prompt if isinstance(prompt, str) else "",
+        },
+    )
+
+
+def _adjacency(
+    run: FrozenRun,
+    sources: Sources,
+    transcoders: Any,
+    chosen: list[Target],
+    max_feature_nodes: int | None,
+    batch_size: int,
+    update_interval: int,
+    progress: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    n_active, n_pos = len(sources.features), sources.tokens.shape[0]
+    n_layers = sources.errors.shape[0]
+    logit_offset = n_active + (n_layers + 1) * n_pos
+    n_logits = len(chosen)
+    cap = min(max_feature_nodes or n_active, n_active)
+    rows = torch.zeros(cap + n_logits, logit_offset + n_logits)
+    row_nodes = torch.zeros(cap + n_logits, dtype=torch.long)
+    vectors = torch.stack([t.vector for t in chosen]).to(sources.tokens.device)  # [n_logits, d_model]
+    for i in range(0, n_logits, batch_size):
+        v = vectors[i : i + batch_size]
+        reads = (torch.full((len(v),), LOGITS), torch.full((len(v),), n_pos - 1), v)
+        rows[i : i + len(v), :logit_offset] = _rows(run, sources, transcoders, *reads)
+        row_nodes[i : i + len(v)] = torch.arange(i, i + len(v)) + logit_offset
+    layers, positions = sources.features[:, 0], sources.features[:, 1]
+    visited = torch.zeros(n_active, dtype=torch.bool)
+    filled = n_logits
+    bar = tqdm(total=cap, desc="attribution", disable=not progress, leave=False)
+    while int(visited.sum()) < cap:
+        if cap == n_active:
+            pending = torch.arange(n_active)
+        else:
+            weights = torch.tensor([t.weight for t in chosen])
+            ranked = partial_influence(rows[:filled], weights, row_nodes[:filled])[:n_active].argsort(
+                descending=True
+            )
+            room = min(update_interval * batch_size, cap - int(visited.sum()))
+            pending = ranked[~visited[ranked]][:room]
+        for batch in pending.split(batch_size):
+            reads = (layers[batch], positions[batch], sources.encoders[batch.to(sources.encoders.device)])
+            rows[filled : filled + len(batch), :logit_offset] = _rows(run, sources, transcoders, *reads)
+            row_nodes[filled : filled + len(batch)] = batch
+            visited[batch] = True
+            filled += len(batch)
+            bar.update(len(batch))
+    bar.close()
+    selected = visited.nonzero().flatten()
+    if cap < n_active:
+        keep = torch.cat([selected, torch.arange(n_active, logit_offset + n_logits)])
+        rows = rows[:, keep]
+    rows = rows[row_nodes.argsort()]
+    n = rows.shape[1]
+    adjacency = torch.zeros(n, n)
+    adjacency[:cap] = rows[:cap]
+    adjacency[n - n_logits :] = rows[cap:]
+    return adjacency, selected
+
+
+def _rows(
+    run: FrozenRun,
+    sources: Sources,
+    transcoders: Any,
+    layers: torch.Tensor,
+    positions: torch.Tensor,
+    vectors: torch.Tensor,
+) -> torch.Tensor:
+    """``[n, n_active + (n_layers + 1) * n_pos]``: the direct effects on read ``i`` (``vectors[i]`` at the
+    input of ``layers[i]``, or at the unembedding's input for ``LOGITS``, at ``positions[i]``)."""
+    n = len(vectors)
+    outputs, injected = [], []
+    for layer in layers.unique().tolist():
+        mask = layers == layer
+        t = run.unembed_in if layer == LOGITS else run.inputs[layer]  # [1, pos, d_model]
+        g = torch.zeros(n, *t.shape, dtype=t.dtype, device=t.device)  # one cotangent per read: [n, 1, pos, d]
+        rows = torch.arange(n)[mask].to(t.device)
+        g[rows, 0, positions[mask].to(t.device)] = vectors[mask.to(vectors.device)].to(t.device, t.dtype)
+        outputs.append(t)
+        injected.append(g)
+    grads = torch.autograd.grad(
+        outputs, run.leaves, injected, retain_graph=True, allow_unused=True, is_grads_batched=True
+    )
+    grads = [
+        torch.zeros(n, *leaf.shape[1:], device=leaf.device) if g is None else g[:, 0].float()
+        for g, leaf in zip(grads, run.leaves, strict=True)
+    ]
+    embed_grad, out_grads = grads[0], dict(zip(sorted(run.outputs), grads[1:], strict=True))
+    n_active, (n_layers, n_pos, _) = len(sources.features), sources.errors.shape
+    out = torch.zeros(n, n_active + (n_layers + 1) * n_pos, device=embed_grad.device)
+    for layer, (index, pos, dec) in sources.decoders.items():
+        step = max(1, CHUNK // max(1, n * dec.shape[-1]))
+        for j, out_layer in enumerate(transcoders.output_layers(layer)):
+            g = out_grads[out_layer]
+            for c in range(0, len(pos), step):
+                block = g[:, pos[c : c + step]]  # [n, chunk, d_model]
+                out[:, index[c : c + step]] += torch.einsum("bnd,nd->bn", block, dec[c : c + step, j])
+    for layer in range(n_layers):
+        start = n_active + layer * n_pos
+        if layer in out_grads:
+            out[:, start : start + n_pos] = torch.einsum(
+                "bpd,pd->bp", out_grads[layer], sources.errors[layer]
+            )
+    start = n_active + n_layers * n_pos
+    out[:, start : start + n_pos] = torch.einsum("bpd,pd->bp", embed_grad, sources.tokens)
+    return out.detach().cpu()
+
+
+def _check(
+    model: Any, transcoders: Any, prompt: Any, max_feature_nodes: int | None, batch_size: int, max_logits: int
+) -> torch.Tensor:
+    """The prompt's ids ``[pos]``, after checking every argument (one line per problem)."""
+    cfg = model.cfg
+    for name, value in (("batch_size", batch_size), ("max_logits", max_logits)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if max_feature_nodes is not None and (
+        isinstance(max_feature_nodes, bool) or not isinstance(max_feature_nodes, int) or max_feature_nodes < 1
+    ):
+        raise ValueError(f"max_feature_nodes must be a positive integer or None, got {max_feature_nodes!r}")
+    check_fit(model, transcoders)
+    tokens = prompt_ids(model, prompt)
+    if len(tokens) < 2:
+        raise ValueError(
+            f"the prompt has {len(tokens)} token(s); it needs a special token first and at least one more"
+        )
+    if len(tokens) > cfg.n_ctx:
+        raise ValueError(f"the prompt has {len(tokens)} tokens but the model's context is n_ctx={cfg.n_ctx}")
+    return tokens
+
+
+def prompt_ids(model: Any, prompt: str | torch.Tensor | Sequence[int]) -> torch.Tensor:
+    """The prompt as ids ``[pos]`` starting with a special token, as circuit-tracer makes it: text is encoded
+    without special tokens, and where the model has a tokenizer and the first id is not one of its special
+    tokens, its BOS (else its padding, else its end-of-sequence) token is put first."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if isinstance(prompt, str):
+        ids = model.to_tokens(prompt, prepend_bos=False).ids[0]
+    else:
+        ids = torch.as_tensor(prompt, dtype=torch.long).flatten().to(model.embed.W_E.device)
+    if tokenizer is not None and len(ids):
+        special = [i for i in (tokenizer.bos_id, tokenizer.pad_id, tokenizer.eos_id) if i is not None]
+        if special and int(ids[0]) not in special:
+            ids = torch.cat([ids.new_tensor([special[0]]), ids])
+    return ids
+
+
+def check_fit(model: Any, transcoders: Any) -> None:
+    """Raise one line when ``transcoders`` do not fit ``model`` or leave an MLP unreplaced."""
+    check_transcoder_fits(model, transcoders)
+    n_layers = model.cfg.n_layers
+    if list(transcoders.layers) != list(range(n_layers)):
+        raise ValueError(
+            f"an attribution graph replaces every MLP, but the transcoders have features at layers "
+            f"{list(transcoders.layers)} only, not at all {n_layers}"
+        )

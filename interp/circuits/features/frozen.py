@@ -1,0 +1,189 @@
+"""The local replacement model as one forward pass with the model's own hooks.
+
+Every attention pattern and every norm's divisor (``hook_pattern``, ``*.hook_scale``: the norms before and after
+sublayers, the final norm, q/k norms) is detached, and so is every transcoder output hook (the MLP's write),
+which is swapped for a leaf tensor of the same value. What is left differentiable is linear in those leaves and
+in the token embeddings (also a leaf): the stream, attention's OV path and, for transcoders with one, the skip
+connection, which is added back live (``leaf + skip(x) - skip(x).detach()`` keeps the value). The gradient of
+any linear read of the pass (a feature's pre-activation at its input hook, a logit direction at
+``unembed.hook_in``) with respect to a leaf is then that read's direct effect per unit written at the leaf.
+
+The pass runs the prompt once; each backward pass injects a batch of reads at once, one per row of a batched
+gradient (``torch.autograd.grad(..., is_grads_batched=True)``, which vectorises the backward over the rows),
+and the autograd graph is kept and reused across backward passes. No per-architecture mapping is involved: the hooks
+exist on every family interp loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+FROZEN_SUFFIXES = ("hook_pattern", "hook_scale")
+
+
+@dataclass
+class FrozenRun:
+    """What the frozen forward pass of a prompt leaves behind.
+
+    Attributes:
+        logits: ``[d_vocab]`` at the last position, detached.
+        inputs: layer -> the live transcoder input ``[1, pos, d_model]`` (differentiable).
+        outputs: layer -> the leaf at the transcoder output hook ``[1, pos, d_model]``.
+        skips: layer -> the skip connection's write (detached), where the transcoder has one.
+        embed: the leaf at ``hook_embed`` ``[1, pos, d_model]``.
+        unembed_in: the live input of the unembedding (what ``unembed.hook_in`` holds) ``[1, pos, d_model]``.
+    """
+
+    logits: torch.Tensor | None = None
+    inputs: dict[int, torch.Tensor] = field(default_factory=dict)
+    outputs: dict[int, torch.Tensor] = field(default_factory=dict)
+    skips: dict[int, torch.Tensor] = field(default_factory=dict)
+    embed: torch.Tensor | None = None
+    unembed_in: torch.Tensor | None = None
+
+    @property
+    def leaves(self) -> list[torch.Tensor]:
+        """``[embed, output of layer 0, 1, ...]``: where sources write, in the order gradients are returned."""
+        return [self.embed, *(self.outputs[layer] for layer in sorted(self.outputs))]
+
+
+def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any) -> FrozenRun:
+    """Run ``tokens [pos]`` through the frozen model (see the module docstring)."""
+    run = FrozenRun()
+    hooks: dict[str, list[Callable]] = {}
+
+    def add(name: str, fn: Callable) -> None:
+        hooks.setdefault(name, []).append(fn)
+
+    unread = _unread(model, transcoders)
+    for name in model.hook_names():
+        if name.endswith(FROZEN_SUFFIXES) or name in unread:
+            add(name, lambda x, hook: x.detach())
+
+    def embed(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        run.embed = x.detach().requires_grad_(True)
+        return run.embed
+
+    add("hook_embed", embed)
+    for layer in transcoders.layers:
+        add(transcoders.input_hook(layer), _record(run.inputs, layer))
+    for layer in _output_layers(transcoders):
+        add(transcoders.output_hook(layer), _write_site(run, transcoders, layer))
+
+    fwd = [(name, _chain(fns)) for name, fns in hooks.items()]
+    with torch.enable_grad(), model.hooks(fwd):
+        stream = model(tokens[None], stop_at_layer=model.cfg.n_layers)  # [1, pos, d_model]
+        x = model.ln_final(stream) if model.ln_final is not None else stream
+        run.unembed_in = model.head(x) if model.head is not None else x
+    with torch.no_grad():  # logits of the last position only
+        run.logits = model.unembed(run.unembed_in[:1, -1:].detach())[0, -1]
+    return run
+
+
+def _unread(model: Any, transcoders: Any) -> set[str]:
+    """Hooks whose gradients nothing reads once patterns and MLP outputs are frozen, detached so that autograd
+    keeps none of what follows them: the queries and keys (they only make patterns) and, where the transcoders
+    replace the MLPs' outputs, the MLPs' hidden activations."""
+    names = set(model.hook_names())
+    unread = {n for n in names if n.endswith((".attn.hook_q", ".attn.hook_k"))}
+    if all(transcoders.output_hook(layer) == f"blocks.{layer}.hook_mlp_out" for layer in transcoders.layers):
+        unread |= {n for n in names if ".mlp.hook_" in n}
+    return unread
+
+
+def _output_layers(transcoders: Any) -> list[int]:
+    return sorted({out for layer in transcoders.layers for out in transcoders.output_layers(layer)})
+
+
+def _record(store: dict[int, torch.Tensor], layer: int) -> Callable:
+    def record(x: torch.Tensor, hook: Any) -> None:
+        store[layer] = x
+
+    return record
+
+
+def _write_site(run: FrozenRun, transcoders: Any, layer: int) -> Callable:
+    def write(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        skip = transcoders.skip(run.inputs[layer], layer) if layer in run.inputs else None
+        if skip is None:
+            run.outputs[layer] = x.detach().requires_grad_(True)
+            return run.outputs[layer]
+        skip = skip.to(x.dtype)
+        run.skips[layer] = skip.detach()
+        run.outputs[layer] = (x - skip).detach().requires_grad_(True)
+        return run.outputs[layer] + skip
+
+    return write
+
+
+def _chain(fns: list[Callable]) -> Callable:
+    if len(fns) == 1:
+        return fns[0]
+
+    def chained(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        for fn in fns:
+            out = fn(x, hook)
+            x = x if out is None else out
+        return x
+
+    return chained
+
+
+@dataclass
+class Held:
+    """The model held at a clean run's values (for interventions and checks, not for attribution).
+
+    ``clean`` caches every pattern, norm divisor and transcoder input and output of one clean forward;
+    :meth:`hooks` hold those at their clean values in later forwards, except that the skip connection follows
+    its (live) input. ``seen`` collects the live transcoder inputs; with ``leaves``, each held output is a
+    leaf tensor stored there, so gradients can be taken with respect to it.
+    """
+
+    frozen: list[str]
+    inputs: dict[str, int]
+    outputs: dict[str, int]
+    clean: Any = None
+    seen: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @classmethod
+    def run(cls, model: Any, transcoders: Any, tokens: torch.Tensor) -> Held:
+        """Cache ``tokens [pos]``'s clean run."""
+        tc = transcoders
+        held = cls(
+            frozen=[n for n in model.hook_names() if n.endswith(FROZEN_SUFFIXES)],
+            inputs={tc.input_hook(layer): layer for layer in tc.layers},
+            outputs={tc.output_hook(out): out for out in _output_layers(tc)},
+        )
+        names = [*held.frozen, *held.inputs, *held.outputs, "hook_embed"]
+        with torch.no_grad():
+            _, held.clean = model.run_with_cache(tokens[None], names_filter=names)
+        return held
+
+    def hooks(
+        self, transcoders: Any, leaves: dict[str, torch.Tensor] | None = None
+    ) -> list[tuple[str, Callable]]:
+        """Forward hooks holding the model at the clean values (see the class docstring)."""
+        tc, clean = transcoders, self.clean
+
+        def hook(x: torch.Tensor, hook: Any) -> torch.Tensor | None:
+            name = hook.name
+            if name in self.frozen:
+                return clean[name].expand_as(x).clone()
+            if name in self.inputs:
+                self.seen[name] = x
+                return None
+            if name in self.outputs:
+                layer = self.outputs[name]
+                x_in = tc.input_hook(layer)
+                out = clean[name].expand_as(x).clone()
+                if leaves is not None:
+                    out = leaves[name] = out.requires_grad_(True)
+                live, before = tc.skip(self.seen[x_in], layer), tc.skip(clean[x_in], layer)
+                return out if live is None else out + (live - before).to(out.dtype)
+            return None
+
+        return [(n, hook) for n in dict.fromkeys([*self.frozen, *self.inputs, *self.outputs])]

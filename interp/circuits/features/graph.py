@@ -1,0 +1,237 @@
+"""AttributionGraph: the direct effects between features, errors, tokens and logit targets of one prompt.
+
+Plain data, in circuit-tracer's node order so graphs move between the tools: the feature nodes (layer-major,
+then position, then feature), one error node per (layer, position) layer-major, one token node per position,
+then the logit targets. ``adjacency [N, N]`` has rows as targets and columns as sources: ``A[t, s]`` is the
+source's activation times the derivative of the target's pre-activation (or de-meaned logit) in the frozen
+model. Rows of errors and tokens are zero (nothing is attributed into them).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from interp.circuits.features import influence as inf
+from interp.circuits.node import Node
+
+GRAPH_FILE = "graph.safetensors"
+
+
+@dataclass(frozen=True, eq=False)
+class AttributionGraph:
+    """An attribution graph (see the module docstring).
+
+    Attributes:
+        adjacency: ``[N, N]`` float32, rows targets, columns sources.
+        features: ``[n_features, 3]`` int64 (layer, position, feature) of the feature nodes.
+        activations: ``[n_features]`` their activations.
+        input_tokens: ``[n_pos]`` the prompt's token ids.
+        logit_tokens: ``[n_logits]`` token ids of the targets (-1 for a custom direction).
+        logit_probabilities: ``[n_logits]`` the targets' weights (probabilities, for tokens).
+        n_layers: layers of the model (one error node per layer and position).
+        logit_labels: the targets' labels.
+        metadata: model, transcoders, prompt (strings).
+    """
+
+    adjacency: torch.Tensor
+    features: torch.Tensor
+    activations: torch.Tensor
+    input_tokens: torch.Tensor
+    logit_tokens: torch.Tensor
+    logit_probabilities: torch.Tensor
+    n_layers: int
+    logit_labels: tuple[str, ...] = ()
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.features) + (self.n_layers + 1) * self.n_pos + self.n_logits
+        if tuple(self.adjacency.shape) != (n, n):
+            raise ValueError(
+                f"adjacency has shape {tuple(self.adjacency.shape)}; {len(self.features)} features, "
+                f"{self.n_layers} layers x {self.n_pos} positions and {self.n_logits} logits make [{n}, {n}]"
+            )
+        if not self.logit_labels:
+            object.__setattr__(self, "logit_labels", tuple(str(int(t)) for t in self.logit_tokens))
+
+    # -- nodes ------------------------------------------------------------------------------------------
+
+    @property
+    def n_pos(self) -> int:
+        return len(self.input_tokens)
+
+    @property
+    def n_logits(self) -> int:
+        return len(self.logit_tokens)
+
+    @property
+    def n_features(self) -> int:
+        return len(self.features)
+
+    @property
+    def n_errors(self) -> int:
+        return self.n_layers * self.n_pos
+
+    @functools.cached_property
+    def nodes(self) -> tuple[Node, ...]:
+        """Every node, in the adjacency's order."""
+        feats = [Node.feature_node(int(lay), int(p), int(f)) for lay, p, f in self.features.tolist()]
+        errors = [Node.error(lay, p) for lay in range(self.n_layers) for p in range(self.n_pos)]
+        tokens = [Node.token(p) for p in range(self.n_pos)]
+        return (*feats, *errors, *tokens, *(Node.logit(i) for i in range(self.n_logits)))
+
+    @functools.cached_property
+    def _index(self) -> dict[str, int]:
+        return {node: i for i, node in enumerate(self.nodes)}
+
+    def index(self, node: str) -> int:
+        """Row and column of ``node`` (a :class:`~interp.circuits.node.Node` or its text)."""
+        if node not in self._index:
+            raise KeyError(
+                f"the graph has no node {str(node)!r}; it has {len(self.nodes)} (e.g. {self.nodes[0]!r})"
+            )
+        return self._index[node]
+
+    def edge(self, target: str, source: str) -> float:
+        """``A[target, source]``: the direct effect of ``source`` on ``target``."""
+        return float(self.adjacency[self.index(target), self.index(source)])
+
+    @property
+    def logit_weights(self) -> torch.Tensor:
+        """``[N]``: the targets' probabilities at the logit nodes, zero elsewhere."""
+        w = torch.zeros(len(self.nodes))
+        w[-self.n_logits :] = self.logit_probabilities.float()
+        return w
+
+    # -- analysis ---------------------------------------------------------------------------------------
+
+    def influence(self) -> torch.Tensor:
+        """``[N]`` each node's total influence on the logit targets (row-normalised ``|A|``)."""
+        return inf.influence(inf.normalise(self.adjacency.float()), self.logit_weights)
+
+    def prune(self, node_threshold: float = 0.8, edge_threshold: float = 0.98) -> inf.Pruned:
+        """The nodes and edges that carry ``node_threshold`` and ``edge_threshold`` of the influence."""
+        return inf.prune_masks(
+            self.adjacency.float(),
+            self.logit_weights,
+            self.n_features,
+            self.n_pos,
+            self.n_logits,
+            node_threshold,
+            edge_threshold,
+        )
+
+    def scores(self) -> tuple[float, float]:
+        """``(replacement, completeness)`` scores, as circuit-tracer's ``compute_graph_scores``."""
+        return inf.graph_scores(
+            self.adjacency.float(), self.logit_weights, self.n_features, self.n_errors, self.n_pos
+        )
+
+    # -- files ------------------------------------------------------------------------------------------
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors of ``graph.safetensors``."""
+        return {
+            "adjacency": self.adjacency.float().contiguous(),
+            "features": self.features.long().contiguous(),
+            "activations": self.activations.float().contiguous(),
+            "input_tokens": self.input_tokens.long().contiguous(),
+            "logit_tokens": self.logit_tokens.long().contiguous(),
+            "logit_probabilities": self.logit_probabilities.float().contiguous(),
+        }
+
+    def save(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        node_threshold: float = 0.8,
+        edge_threshold: float = 0.98,
+        model: Any = None,
+        transcoders: Any = None,
+        contexts: Mapping[tuple[int, int], Sequence[str]] | Any = None,
+        slug: str = "graph",
+    ) -> Path:
+        """Write ``graph.safetensors``, the pruned Neuronpedia-schema ``graph.json`` and the viewer ``index.html``.
+
+        Args:
+            folder: created if missing.
+            node_threshold, edge_threshold: the pruning of ``graph.json`` and the page.
+            model: gives the prompt's tokens as text and, with ``transcoders``, the tokens each feature's
+                decoder promotes.
+            contexts: top activating contexts to show per feature: ``(layer, feature) -> texts``, or an
+                :class:`~interp.store.ActivationStore` holding the transcoders' input hooks (read with
+                :func:`~interp.circuits.features.contexts.top_contexts` for the features shown).
+            slug: the graph's name in ``graph.json`` (and the key of the page's saved pins).
+        """
+        from interp.circuits.features.neuronpedia import graph_json
+        from interp.circuits.features.viewer import write_viewer
+
+        out = Path(folder)
+        if out.exists() and not out.is_dir():
+            raise NotADirectoryError(f"{out} is a file; a graph is saved into a folder")
+        out.mkdir(parents=True, exist_ok=True)
+        meta = {
+            **self.metadata,
+            "n_layers": str(self.n_layers),
+            "logit_labels": json.dumps(self.logit_labels),
+        }
+        save_file(self.tensors(), str(out / GRAPH_FILE), metadata=meta)
+        tokens = _token_texts(model, self.input_tokens)
+        doc = graph_json(
+            self,
+            node_threshold=node_threshold,
+            edge_threshold=edge_threshold,
+            slug=slug,
+            prompt_tokens=tokens,
+        )
+        (out / "graph.json").write_text(json.dumps(doc) + "\n")
+        if contexts is not None and not isinstance(contexts, Mapping):
+            from interp.circuits.features.contexts import top_contexts
+
+            shown = sorted({(n.layer, n.feature) for n in self.nodes if n.kind == "feature"})
+            contexts = top_contexts(contexts, transcoders, shown)
+        write_viewer(
+            out / "index.html",
+            self,
+            doc,
+            node_threshold=node_threshold,
+            edge_threshold=edge_threshold,
+            model=model,
+            transcoders=transcoders,
+            contexts=contexts,
+        )
+        return out
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str]) -> AttributionGraph:
+        """The graph a :meth:`save` wrote."""
+        path = Path(folder) / GRAPH_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist; a graph folder holds {GRAPH_FILE}")
+        from safetensors import safe_open
+
+        with safe_open(str(path), "pt") as f:
+            meta = dict(f.metadata() or {})
+        t = load_file(str(path))
+        n_layers = int(meta.pop("n_layers"))
+        labels = tuple(json.loads(meta.pop("logit_labels", "[]")))
+        return cls(**t, n_layers=n_layers, logit_labels=labels, metadata=meta)
+
+    def __repr__(self) -> str:
+        return (
+            f"AttributionGraph({self.n_features} features, {self.n_layers} layers x {self.n_pos} positions, "
+            f"{self.n_logits} logits)"
+        )
+
+
+def _token_texts(model: Any, tokens: torch.Tensor) -> list[str] | None:
+    tokenizer = getattr(model, "tokenizer", None)
+    return None if tokenizer is None else [tokenizer.decode([t]) for t in tokens.tolist()]

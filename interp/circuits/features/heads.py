@@ -1,0 +1,129 @@
+"""Head loadings: an edge of an attribution graph split exactly into the attention heads it passes through.
+
+In the frozen model an edge ``A[t, s]`` sums the paths from the source's write to the target's read. Group the
+paths by the *last* attention head they pass through: the paths through none (the stream and skip connections
+only) give ``direct``, and those whose last hop is head ``(l, h)`` give ``heads[l, h]``. The share of a head is
+the direct (attention-free) derivative of the target's read with respect to that head's write
+(``hook_result``), contracted with the head's whole change of write when the source is added (which counts
+every earlier hop). The shares sum to the edge exactly: the target reads the stream, and in the frozen model
+the only writes that change are the source's own, the skip connections' and the heads'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from interp.circuits.features.frozen import Held
+from interp.circuits.node import Node
+
+
+@dataclass(frozen=True)
+class HeadLoadings:
+    """``edge = direct + heads.sum()``; ``heads`` is ``[n_layers, n_heads]``."""
+
+    edge: float
+    direct: float
+    heads: torch.Tensor
+
+    @property
+    def total(self) -> float:
+        return self.direct + float(self.heads.sum())
+
+
+def head_loadings(model: Any, transcoders: Any, graph: Any, target: str, source: str) -> HeadLoadings:
+    """The loadings of edge ``source -> target`` of ``graph`` (see the module docstring)."""
+    tc, tokens = transcoders, graph.input_tokens.to(model.embed.W_E.device)
+    t, s = Node.parse(target), Node.parse(source)
+    if t.kind not in ("feature", "logit") or s.kind not in ("feature", "error", "token"):
+        raise ValueError(f"an edge runs from a feature, error or token to a feature or logit; got {s} -> {t}")
+    edge = graph.edge(t, s)
+    if t.kind == "logit" and int(graph.logit_tokens[t.target]) < 0:
+        raise ValueError("head loadings of a custom-direction target need its token; give a token target")
+    held = Held.run(model, tc, tokens)
+    results = [f"blocks.{layer}.attn.hook_result" for layer in range(model.cfg.n_layers)]
+    with torch.no_grad():
+        pushes = _source_writes(graph, tc, held.clean, s)
+        moved = _pushed(model, tc, tokens, held, pushes, record=results)
+    change = {name: moved[name][1] - moved[name][0] for name in results}  # [pos, head, d_model]
+    grads = _direct_gradients(model, tc, tokens, held, results, graph, t)
+    heads = torch.stack([(grads[name] * change[name]).sum((0, 2)) for name in results]).float()
+    direct = sum(float((grads[name][pos] * vec).sum()) for name, pos, vec in pushes)
+    return HeadLoadings(edge=edge, direct=direct, heads=heads.cpu())
+
+
+def _source_writes(graph: Any, tc: Any, clean: Any, s: Node) -> list[tuple[str, int, torch.Tensor]]:
+    """Where the source writes: ``(hook, position, vector)``."""
+    if s.kind == "token":
+        return [("hook_embed", s.position, clean["hook_embed"][0, s.position].float())]
+    if s.kind == "error":
+        inputs = {layer: clean[tc.input_hook(layer)][0] for layer in tc.layers}
+        recon = tc.reconstruct(inputs)[s.layer].float()
+        out = clean[tc.output_hook(s.layer)][0].float()
+        return [(tc.output_hook(s.layer), s.position, (out - recon)[s.position])]
+    act = float(graph.activations[graph.index(s)])
+    rows = tc.decoder(s.layer, torch.tensor([s.feature]))[0].float()  # [n_out, d_model]
+    return [
+        (tc.output_hook(out), s.position, act * rows[j]) for j, out in enumerate(tc.output_layers(s.layer))
+    ]
+
+
+def _pushed(model, tc, tokens, held, pushes, record):
+    """Two rows held at the clean run, the second with the source's vectors added where it writes; returns
+    ``record``'s tensors."""
+    kept: dict[str, torch.Tensor] = {}
+    add: dict[str, torch.Tensor] = {}
+    for name, pos, vec in pushes:
+        add.setdefault(name, torch.zeros(2, len(tokens), model.cfg.d_model, device=vec.device))[1, pos] += vec
+
+    def push(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        return x + add[hook.name].to(x.dtype)
+
+    def keep(x: torch.Tensor, hook: Any) -> None:
+        kept[hook.name] = x.detach()
+
+    hooks = [*held.hooks(tc), *((name, push) for name in add), *((name, keep) for name in record)]
+    model.run_with_hooks(tokens[None].expand(2, -1), fwd_hooks=hooks)
+    return kept
+
+
+def _direct_gradients(model, tc, tokens, held, results, graph, t):
+    """The gradient of the target's read with respect to every head's write and every write site, with every
+    attention path blocked (``hook_z`` detached): the attention-free part of the frozen model."""
+    seen = held.seen
+    leaves: dict[str, torch.Tensor] = {}
+
+    def leaf(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        leaves[hook.name] = x.detach().requires_grad_(True)
+        return leaves[hook.name]
+
+    def block(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        return x.detach()
+
+    def unembed_in(x: torch.Tensor, hook: Any) -> None:
+        seen["unembed.hook_in"] = x
+
+    frozen_hooks = held.hooks(tc, leaves)
+    writes = [(n, leaf) for n in (*results, "hook_embed")]
+    z = [(f"blocks.{layer}.attn.hook_z", block) for layer in range(model.cfg.n_layers)]
+    with torch.enable_grad(), model.hooks([*frozen_hooks, *writes, *z, ("unembed.hook_in", unembed_in)]):
+        model(tokens[None])
+        if t.kind == "logit":
+            w_u = model.unembed.weight.float()
+            direction = w_u[:, int(graph.logit_tokens[t.target])] - w_u.mean(1)
+            if int(graph.logit_tokens[t.target]) < 0:
+                raise ValueError(
+                    "head loadings of a custom-direction target need its token; give a token target"
+                )
+            read = seen["unembed.hook_in"][0, -1].float() @ direction
+        else:
+            x = seen[tc.input_hook(t.layer)][0, t.position]
+            read = tc.encode(x[None], t.layer)[0][0, t.feature]
+        names = list(leaves)
+        grads = torch.autograd.grad(read, [leaves[n] for n in names], allow_unused=True)
+    return {
+        n: (torch.zeros_like(leaves[n]) if g is None else g)[0].float()
+        for n, g in zip(names, grads, strict=True)
+    }
