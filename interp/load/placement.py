@@ -99,7 +99,7 @@ def _check_covers(model: nn.Module, device_map: dict[str, int | str]) -> None:
 
 def _keep_embedding_together(model: nn.Module, device_map: dict[str, int | str]) -> dict[str, int | str]:
     """With tied embeddings the unembedding reads ``embed.W_E``: put it where the embedding is."""
-    if getattr(model, "unembed", None) is not None and model.unembed.W_U is None and "unembed" in device_map:
+    if getattr(model, "unembed", None) is not None and model.unembed.tied and "unembed" in device_map:
         embed = next((d for n, d in device_map.items() if n in ("embed", "")), None)
         if embed is not None:
             device_map["unembed"] = embed
@@ -119,7 +119,7 @@ def _check_embedding(model: nn.Module, device_map: dict[str, int | str]) -> None
     computing = {d for d in device_map.values() if d not in ("cpu", "disk")}
     offloaded = ("disk",) if not computing else ("cpu", "disk")
     embed = _device_of(device_map, "embed")
-    tied = getattr(model, "unembed", None) is not None and model.unembed.W_U is None
+    tied = getattr(model, "unembed", None) is not None and model.unembed.tied
     if embed in offloaded:
         raise ValueError(
             f"device_map puts 'embed' on {embed!r}, which only stores weights here; the token embedding must be "

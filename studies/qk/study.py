@@ -71,7 +71,9 @@ def parse(argv: Sequence[str] | None) -> tuple[QKConfig, StudyRun]:
     p.add_argument("--heads", default="L25H2,L26H2", help="heads always analysed, comma separated, or ''")
     p.add_argument("--top-heads", type=int, default=3, help="heads added by selection on half the schemas")
     p.add_argument("--top", type=int, default=5, help="query components removed in the intervention")
-    p.add_argument("--random-draws", type=int, default=5)
+    p.add_argument(
+        "--random-draws", type=int, default=5, help="random components of matched norm per top component"
+    )
     run = start(p, argv)
     args = run.args
     try:

@@ -15,6 +15,15 @@ import interp
 from tests.docs.pages import ROOT, blocks, pages, python_blocks, relative_links
 
 PACKAGED = "smollm2-135m"
+# Pages whose examples a test of their own runs, asserting what the page says they print: run once, there.
+OWN_TESTS = {
+    "docs/transcoders.md": "tests/sae/transcoder/test_docs.py",
+    "docs/attribution-graphs.md": "tests/circuits/test_docs.py",
+    "docs/qk-attribution.md": "tests/analysis/test_qk_doc.py",
+    "docs/transformer-lens.md": "tests/compat/test_docs.py",
+    "docs/devices.md": "tests/test_docs_devices.py",
+    "docs/commands.md": "tests/test_docs_commands.py",
+}
 
 
 def _page_params() -> list:
@@ -25,6 +34,8 @@ def _page_params() -> list:
             continue
         slow = any(PACKAGED in b.source for b in code)
         name = str(page.relative_to(ROOT))
+        if name in OWN_TESTS:
+            continue
         params.append(pytest.param(page, id=name, marks=[pytest.mark.slow] if slow else []))
     return params
 
@@ -64,6 +75,15 @@ def test_the_readme_and_the_main_pages_have_examples_that_run():
     pages_with_examples = ("hooks", "own-models", "analysis", "sparse-dictionaries", "circuits", "generation")
     for name in (*pages_with_examples, "studies", "reports", "scale"):
         assert python_blocks(ROOT / "docs" / f"{name}.md"), f"docs/{name}.md has no example that runs"
+
+
+def test_the_pages_run_elsewhere_have_their_own_test():
+    for page, test in OWN_TESTS.items():
+        assert (ROOT / page).is_file() and python_blocks(ROOT / page), page
+        assert (ROOT / test).is_file(), test
+        assert page.split("/")[-1] in (ROOT / test).read_text(encoding="utf-8"), (
+            f"{test} does not read {page}"
+        )
 
 
 def test_every_example_that_does_not_run_says_why():
