@@ -128,7 +128,7 @@ position here), and fills the adjacency matrix with one batch of backward passes
 is a direction, the logit difference " she" − " he" (`Target.difference`). `max_feature_nodes` keeps the 400
 features with the most influence on the target, ranked as circuit-tracer ranks them.
 
-The nodes are values: `L2.F56@1` is feature 56 of layer 2's transcoder at position 1, `L29.error@8` what layer
+The nodes are values: `L2.F56@1` is feature 56 of layer 2's transcoder at position 1, `L29.error@9` what layer
 29's transcoder misses at the last position, `token@2` the embedding of " aunt". A node's *influence* is its
 total effect on the target through every path (over the row-normalised absolute edges).
 
@@ -172,7 +172,7 @@ assert at_aunt >= 10
 Two scores say how far to trust it. The *replacement score* is the share of the influence on the target that
 starts at tokens rather than at error nodes; the *completeness score* is the share of all the nodes' inputs,
 weighted by influence, that does not come from errors. Here completeness is about 0.76 and replacement about
-0.4: most inputs are features, but much of what reaches " she" − " he" passes through error nodes on the way.
+0.4: most inputs are features or tokens, but much of what reaches " she" − " he" passes through error nodes on the way.
 Pruning keeps the nodes that carry 80% of the influence (and the edges that carry 98%).
 """,
     ),
