@@ -16,9 +16,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from cells_features import CELLS as FEATURES  # noqa: E402
+from cells_graphs import CELLS as GRAPHS  # noqa: E402
 from cells_sentence import CELLS as SENTENCE  # noqa: E402
 
-NOTEBOOKS = {"01-one-sentence.ipynb": SENTENCE, "02-features-to-circuits.ipynb": FEATURES}
+NOTEBOOKS = {
+    "01-one-sentence.ipynb": SENTENCE,
+    "02-features-to-circuits.ipynb": FEATURES,
+    "03-attribution-graphs.ipynb": GRAPHS,
+}
 
 
 def notebook(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:

@@ -212,6 +212,8 @@ assert faithfulness[0] < 0.5 < faithfulness[2] and faithfulness[2] > 0.6
   [docs/sparse-dictionaries.md](../sparse-dictionaries.md).
 - Steering vectors, sweeps and generation with hooks: [docs/generation.md](../generation.md).
 - Circuits (EAP, exact edge patching, faithfulness curves, drawing): [docs/circuits.md](../circuits.md).
+- The third tutorial trains transcoders for every layer and explains one she/he prediction with an attribution
+  graph of their features: [03-attribution-graphs.ipynb](03-attribution-graphs.ipynb).
 - The studies that run these at scale, with intervals and baselines: `interp study features`, `interp study
   steering`, `interp study circuits` ([docs/studies.md](../studies.md)).
 """,

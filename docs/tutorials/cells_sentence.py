@@ -9,7 +9,8 @@ CELLS = [
 *"The animal didn't cross the street because it was too tired."* Who was tired? Every reader knows it was the
 animal; swap *tired* for *wide* and "it" is the street. This notebook follows that sentence through SmolLM2-135M,
 the small model packaged with interp, from tokens to queries, keys and values, attention patterns, what the
-pronoun's position takes in, and which attention heads carry the difference between the two versions.
+pronoun's position takes in and why it looks there, and which attention heads carry the difference between the
+two versions.
 
 It runs on a laptop CPU in about a minute, with no network: `interp.load("smollm2-135m")` reads the model from
 an installed package.
@@ -21,7 +22,7 @@ an installed package.
 import torch
 
 import interp
-from interp.analysis import patch, source_contributions
+from interp.analysis import patch, qk_key_difference, qk_twin_difference, source_contributions
 
 torch.set_grad_enabled(False)  # we only read and edit activations here, never train
 model = interp.load("smollm2-135m")
@@ -153,6 +154,80 @@ torch.testing.assert_close(wide_cache[f"{attn}.hook_pattern"][0, head, it], row)
     (
         "md",
         """
+## Why does "it" attend where it does?
+
+A score is the query dotted with the key, and both are made of the residual stream entering layer 3: the token
+embeddings plus what every earlier head and MLP wrote. *QK attribution* splits the stream at the query and at
+the key into those parts, pushes each through the layer's (frozen) norm, `W_Q` or `W_K` and rotary, and returns
+the matrix of part-by-part products, which sums to the score exactly. `qk_key_difference` does it for the
+difference between two keys: why head 3.8 scores " animal" above " street" from " it".
+
+The two scores differ by about 1.1 (6.7 against 5.6), and the terms add up to the scores the model computed.
+Labels say what wrote a part and where: `L1H6@" cross"` is what head 1.6 carried into the key's position from
+the token " cross"; on the key side a part written at the key itself shows both tokens (`MLP0@" animal| street"`).
+The preference is made by earlier heads: their writes into the two keys account for almost all of it on the key
+side (mostly heads of layers 1 and 2), and the same holds for their writes into the query.
+""",
+    ),
+    (
+        "code",
+        """
+why = qk_key_difference(model, tired, layer=layer, head=head, query=it, key=animal, other_key=street)
+print(why.first)
+print(why.second)
+print(why.table(top=6)[["query", "key", "value"]].to_string(index=False))
+_, cache = model.run_with_cache(tired, names_filter=f"{attn}.hook_attn_scores")
+model_scores = cache[f"{attn}.hook_attn_scores"][0, head, it]  # [key]
+assert abs(why.first.score - float(model_scores[animal])) < 1e-3
+assert abs(why.second.score - float(model_scores[street])) < 1e-3
+assert abs(why.total - (why.first.score - why.second.score)) < 1e-3 and 1.0 < why.total < 1.2
+
+sides = (("key", why.key_marginal()), ("query", why.query_marginal()))
+by_kind = {side: frame.groupby("kind")["value"].sum() for side, frame in sides}
+print({side: sums.round(2).to_dict() for side, sums in by_kind.items()})
+assert by_kind["key"]["head"] > 0.8 * why.total and by_kind["query"]["head"] > 0.8 * why.total
+key_heads = why.key_marginal().query("kind == 'head'")
+print(key_heads.head(4)[["component", "value"]].to_string(index=False))
+assert set(key_heads.head(4)["layer"]) <= {1, 2}
+""",
+    ),
+    (
+        "md",
+        """
+What changes when *tired* becomes *wide*? `qk_twin_difference` splits a score in one prompt minus the same score
+in its twin, matching positions by their characters. From " it" the answer is *nothing*, term by term: " it"
+comes before the adjective, so neither its query nor the keys can contain it.
+
+The first token that has seen both is a full stop after the adjective. From there, head 3.8's score for
+" animal" does change, but by only about 0.05 on a score of 2.4. The largest single change in the query is head
+2.1 reading the adjective (each twin's adjective appears on its own side of the table), and writes made at the
+full stop itself nearly cancel it: head 3.8 does not pick the referent by the adjective.
+""",
+    ),
+    (
+        "code",
+        """
+same = qk_twin_difference(model, tired, wide, layer=layer, head=head, query=it, key=animal)
+assert same.total == 0.0 and not same.matrix.any()
+
+stop = qk_twin_difference(model, tired + ".", wide + ".", layer=layer, head=head, query=-1, key=animal)
+print(f"tired: {stop.first.score:.3f}  wide: {stop.second.score:.3f}  difference: {stop.total:.3f}")
+changes = stop.query_marginal()
+print(changes.head(5)[["component", "at", "value"]].to_string(index=False))
+assert abs(stop.total - (stop.first.score - stop.second.score)) < 1e-4
+assert abs(stop.total) < 0.05 * stop.first.score
+top = changes.iloc[0]
+adjective, full_stop = len(str_tokens) - 1, len(str_tokens)
+assert (top["kind"], top["layer"], top["head"], top["at"]) == ("head", 2, 1, adjective)
+by_position = changes.groupby("at")["value"].sum()  # what was read from each position, or written there
+print(f"from the adjective {by_position[adjective]:.3f}, at the stop {by_position[full_stop]:.3f}")
+assert by_position[adjective] < 0 < by_position[full_stop]
+assert abs(by_position[adjective] + by_position[full_stop]) < 0.2 * abs(by_position[adjective])
+""",
+    ),
+    (
+        "md",
+        """
 ## Does the model resolve "it"?
 
 One way to ask (the coreference study's *partial scoring*): put each candidate in the pronoun's place and compare
@@ -225,6 +300,8 @@ assert (top.iloc[0]["layer"], top.iloc[0]["head"]) == (22, 8) and top.iloc[0]["v
 
 - Every hook name and shape: [docs/hooks.md](../hooks.md); patching, ablation, attribution and probes:
   [docs/analysis.md](../analysis.md).
+- QK attribution (transcoder features as parts, the explainer's "Why here" panel):
+  [docs/qk-attribution.md](../qk-attribution.md).
 - The coreference study runs these measurements over hundreds of sentences, with intervals and baselines:
   `interp study coreference` ([studies/coreference/README.md](../../studies/coreference/README.md)).
 - The second tutorial goes from sparse features to steering and circuits:

@@ -70,6 +70,13 @@ def test_the_notebooks_links_resolve():
         assert not broken, f"{path.name}: {broken}"
 
 
+def test_the_readme_lists_every_notebook():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    linked = {target for target in links_in(readme) if target.startswith("docs/tutorials/")}
+    missing = [p.name for p in NOTEBOOKS if f"docs/tutorials/{p.name}" not in linked]
+    assert not missing, f"README.md's contents do not link {missing}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_the_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
