@@ -17,7 +17,7 @@ from interp.tokens import Tokenizer
 from studies.data.load import AgreementItem, twin_pairs
 from studies.data.pairs import make_pairs
 from studies.features import measure
-from studies.features.data import Corpus, kjv_paragraphs, passages
+from studies.data.corpus import Corpus, kjv_paragraphs, passages
 
 FEMALE = ["alice", "emma", "mary", "anna", "lucy", "rose", "jane", "kate"]
 MALE = ["bob", "jack", "tom", "paul", "john", "mark", "luke", "sam"]
