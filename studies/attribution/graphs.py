@@ -93,6 +93,7 @@ def summary(graph: AttributionGraph, prompt: Prompt, features: pd.DataFrame) -> 
     ]
     return {
         "prompt": prompt.name,
+        "schema": prompt.schema,
         "n_tokens": graph.n_pos,
         "n_features": graph.n_features,
         "replacement_score": float(replacement),

@@ -103,7 +103,7 @@ def summarise(rows: list[dict], seed: int) -> dict:
     Effects are signed toward each prompt's expected answer (``sign * change``), so a feature set that
     carries the answer gives a negative effect when ablated.
     """
-    groups = [r["prompt"][:-1] for r in rows]  # the twins of one schema share all but the last character
+    groups = [r["schema"] for r in rows]  # the twins of a schema are resampled together
     signed = lambda key: [r["sign"] * r[key] for r in rows]  # noqa: E731
     random_free = [r["sign"] * float(np.mean(r["random_free"])) for r in rows]
     errors = [abs(r["frozen"] - r["predicted"]) / max(1.0, abs(r["predicted"])) for r in rows]

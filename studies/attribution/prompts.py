@@ -26,6 +26,7 @@ class Prompt:
 
     Attributes:
         name: the item id (``ag-001a``) or ``seed-tired`` / ``seed-wide``.
+        schema: what the prompt's twin shares with it (its schema id; ``seed`` for the seed's pair).
         text: the prompt.
         tokens: ``[pos]`` ids, a special token first.
         target: ``(a, b)``: the graph explains the logit difference ``a - b`` at the last position.
@@ -34,6 +35,7 @@ class Prompt:
     """
 
     name: str
+    schema: str
     text: str
     tokens: torch.Tensor
     target: tuple[str, str]
@@ -68,7 +70,7 @@ def agreement_prompts(model, items: list, n_pairs: int) -> list[Prompt]:
                 "last": [len(ids) - 1],
             }
             sign = 1 if answer == AGREEMENT_TARGET[0] else -1
-            out.append(Prompt(item.id, item.prompt, ids, AGREEMENT_TARGET, sign, roles))
+            out.append(Prompt(item.id, item.schema_id, item.prompt, ids, AGREEMENT_TARGET, sign, roles))
     return out
 
 
@@ -85,5 +87,5 @@ def seed_prompts(model) -> list[Prompt]:
         switch = "tired" if sign == 1 else "wide"
         roles["switch"] = _span(tokens, prompt, find_span(prompt, switch)[0], switch)
         roles["last"] = [len(ids) - 1]
-        out.append(Prompt(name, prompt, ids, SEED_TARGET, sign, roles))
+        out.append(Prompt(name, "seed", prompt, ids, SEED_TARGET, sign, roles))
     return out
