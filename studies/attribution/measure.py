@@ -89,9 +89,10 @@ def head_shares(loadings: list[dict]) -> np.ndarray:
 
 
 def interval(values: list[float], seed: int, groups: list | None = None) -> dict:
-    """The mean of ``values`` with its 95% bootstrap interval (NaN bounds for fewer than two values)."""
+    """The mean of ``values`` with its 95% bootstrap interval (NaN bounds for fewer than two values or groups:
+    one schema's twins resampled as one group give no interval)."""
     v = np.asarray(values, dtype=float)
-    if len(v) < 2:
+    if len(v) < 2 or (groups is not None and len(set(groups)) < 2):
         return {"mean": float(v.mean()) if len(v) else float("nan"), "ci": [float("nan"), float("nan")]}
     mean, lo, hi = bootstrap_mean_interval(v, 2000, seed, groups=groups)
     return {"mean": float(mean), "ci": [float(lo), float(hi)]}

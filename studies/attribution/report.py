@@ -14,6 +14,8 @@ TITLES = {"agreement": "Agreement twins: she - he", "winograd": "The seed's pair
 
 def _ci(x: dict, digits: int = 3) -> str:
     lo, hi = x["ci"]
+    if not np.isfinite(lo):
+        return f"{x['mean']:.{digits}g} (no interval: one schema)"
     return f"{x['mean']:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
 
 
@@ -172,9 +174,29 @@ def _findings(report: Report, config, whole: dict, groups: dict) -> None:
         )
         asked = ", ".join(f"{h} {v:.1%}" for h, v in ag["head_shares_asked"].items())
         lead = ", ".join(h["head"] for h in ag["top_heads"][:3])
+        name = np.mean([shares.get("name", 0.0) for shares in ag["role_shares"].values()])
         report.add_finding(
-            f"Heads carrying the name's features to the target: {asked} of the loadings; the largest are {lead}.",
+            f"Features at the name hold {name:.0%} of the agreement graphs' feature influence; the heads carrying "
+            f"the name's top features to the target: {asked} of the loadings; the largest are {lead}.",
             TITLES["agreement"],
+        )
+        frozen, rnd_frozen = s["frozen"], s["random_frozen"]
+        report.add_finding(
+            f"Frozen (the graph's linear model), the top features move the answer's preference by {_ci(frozen)} "
+            f"against {_ci(rnd_frozen)} for matched random features.",
+            TITLES["agreement"],
+        )
+    wg = groups.get("winograd")
+    if wg is not None:
+        rows = wg["prompts"]
+        asked = ", ".join(f"{h} {v:.1%}" for h, v in wg["head_shares_asked"].items())
+        words = np.mean([wg["role_shares"][r["prompt"]].get("animal", 0.0) for r in rows])
+        report.add_finding(
+            "The seed's pair: animal - street is "
+            + ", ".join(f"{r['clean']:.2f} ({r['prompt']})" for r in rows)
+            + f"; features at 'animal' hold {words:.1%} of the graphs' feature influence, and the heads "
+            f"{asked} of the loadings from the words' top features.",
+            TITLES["winograd"],
         )
     report.add_finding(
         f"The transcoders are small: mean variance explained {whole['explained_variance_mean']:.2f} per layer, "

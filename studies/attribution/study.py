@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from interp.load import PACKAGED_MODELS
 from interp.registry import study_parser
@@ -156,7 +157,7 @@ def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bo
     for name, prompts in groups.items():
         clock = time.perf_counter()
         rows, tables = [], {}
-        for prompt in prompts:
+        for prompt in tqdm(prompts, desc=f"{name} graphs", disable=not progress):
             row, table = measure.measure_prompt(
                 model, trained.transcoders, prompt, config.graphs(), config.probes(), progress
             )
