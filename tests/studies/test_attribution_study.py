@@ -102,3 +102,29 @@ def test_study_end_to_end(folder, corpus, tmp_path):
     assert [r["predicted"] for r in second] == [
         r["predicted"] for r in results["groups"]["agreement"]["prompts"]
     ]
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--k", "32", "--d-transcoder", "16"], "--k 32 is larger than --d-transcoder 16"),
+        (["--max-feature-nodes", "0"], "--max-feature-nodes 0: give at least 1"),
+        (["--top", "9", "--max-feature-nodes", "4"], "--top 9 is larger than --max-feature-nodes 4"),
+        (["--heads", "25.2"], "give heads as L25H2,L26H2"),
+    ],
+)
+def test_bad_flags_are_one_line_before_any_work(flags, said, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main([*flags, "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit.value.code == 2 and said in err[-1] and not (tmp_path / "r").exists()
+
+
+def test_a_head_the_model_lacks_is_refused_naming_it(folder, corpus, tmp_path):
+    from studies.attribution.study import AttributionConfig, run_study
+    from studies.data.corpus import Corpus
+
+    model = load(folder)
+    config = AttributionConfig(model="tiny", heads=((25, 2),))
+    with pytest.raises(ValueError, match=r"L25H2 is not a head of tiny \(2 layers"):
+        run_study(model, config, Corpus([], "none", None, 0, 0), tmp_path, False)
