@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from interp.report import Report, table_records
+from interp.report import Report, figures, table_records
 
 QUALITY_COLUMNS = ["layer", "explained_variance", "l0", "dead_fraction", "dense_fraction"]
 WHOLE = ["ce_clean", "ce_replacement", "ce_zero", "ce_recovered", "kl"]
@@ -117,6 +117,11 @@ def _group_section(report: Report, model, config, name: str, group: dict) -> dic
     ]
     asked = {f"L{layer}H{head}": float(shares[layer, head]) for layer, head in config.heads}
     report.add_table(f"{name}_heads", pd.DataFrame(top_heads), caption="Heads by share of the loadings")
+    fig = figures.heatmap_layer_head(
+        shares, title=f"{title}: head loadings of the words' top features", cbar_label="share of |loadings|",
+        vmin=0.0, mark=_marks(shares.shape, config.heads), mark_label="outlined: the heads asked about",
+    )  # fmt: skip
+    report.add_figure(f"{name}_heads", fig)
     sources = sum(len(r["loadings"]["sources"]) for r in rows)
     report.add_text(
         f"Head loadings of the edges from the top feature at each word ({sources} edges) to the target: "
@@ -133,6 +138,13 @@ def _group_section(report: Report, model, config, name: str, group: dict) -> dic
         "top_heads": top_heads,
         "role_shares": {r["prompt"]: r["role_shares"] for r in rows},
     }
+
+
+def _marks(shape: tuple[int, int], heads) -> np.ndarray:
+    marks = np.zeros(shape, dtype=bool)
+    for layer, head in heads:
+        marks[layer, head] = True
+    return marks
 
 
 def _prompt_row(r: dict) -> dict:

@@ -134,8 +134,9 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
 
 def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bool, items=None) -> dict:
     """Train or reuse the transcoders, evaluate them, draw and test every graph; the report's inputs."""
+    from interp.circuits.features.targets import check_targets
     from studies.attribution import measure, transcoders
-    from studies.attribution.prompts import agreement_prompts, seed_prompts
+    from studies.attribution.prompts import AGREEMENT_TARGET, SEED_TARGET, agreement_prompts, seed_prompts
     from studies.data.load import load_items
 
     bad = [h for h in config.heads if not (0 <= h[0] < model.cfg.n_layers and 0 <= h[1] < model.cfg.n_heads)]
@@ -144,6 +145,7 @@ def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bo
             f"--heads: L{bad[0][0]}H{bad[0][1]} is not a head of {config.model} "
             f"({model.cfg.n_layers} layers, {model.cfg.n_heads} heads)"
         )
+    check_targets(model, [*AGREEMENT_TARGET, *SEED_TARGET])  # before any training
     items = load_items("agreement") if items is None else items
     trained = transcoders.trained_transcoders(
         model, corpus.texts, corpus.source, config.training(), work, progress
@@ -201,6 +203,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         device=str(model.device),
         dtype=model.dtype,
     )
-    with run.step("the report"):
+    with run.step("figures and the report"):
         write_report(report, model, config, corpus, results, time.perf_counter() - clock)
     return run.finish(report)

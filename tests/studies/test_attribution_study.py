@@ -20,10 +20,14 @@ from tests.studies.tiny_lm import tiny_llama_folder
 WORDS = " she he animal street" * 40
 
 
+def texts() -> list[str]:
+    """Texts for the tiny model's tokenizer, in which every target of the study is one token."""
+    return [x.prompt for x in load_items("agreement")] + [s + SEED_QUESTION for s in SEED] + [WORDS]
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    texts = [x.prompt for x in load_items("agreement")] + [s + SEED_QUESTION for s in SEED] + [WORDS]
-    return tiny_llama_folder(tmp_path_factory.mktemp("attribution") / "llama", texts)
+    return tiny_llama_folder(tmp_path_factory.mktemp("attribution") / "llama", texts())
 
 
 @pytest.fixture(scope="module")
