@@ -25,7 +25,6 @@ from interp.circuits.features.targets import Target, check_targets, select
 from interp.sae.transcoder import check_transcoder_fits
 
 LOGITS = -1  # the "layer" of a logit read
-CHUNK = 1 << 22  # elements of one gathered gradient block
 
 
 def attribute(
@@ -96,19 +95,29 @@ def _adjacency(
     update_interval: int,
     progress: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The adjacency ``[n, n]`` in node order (features, errors, tokens, logits) and the features kept.
+
+    Without a cap every row is written straight into the adjacency, so the graph is held once. With one, rows
+    over every active feature are kept until the last features are chosen (ranking needs their columns), then
+    copied into the adjacency block by block: at most the rows and the adjacency are held at once."""
     n_active, n_pos = len(sources.features), sources.tokens.shape[0]
     n_layers = sources.errors.shape[0]
     logit_offset = n_active + (n_layers + 1) * n_pos
     n_logits = len(chosen)
     cap = min(max_feature_nodes or n_active, n_active)
-    rows = torch.zeros(cap + n_logits, logit_offset + n_logits)
-    row_nodes = torch.zeros(cap + n_logits, dtype=torch.long)
+    n = cap + (n_layers + 1) * n_pos + n_logits
+    adjacency = torch.zeros(n, n)
+    # Without a cap, row r of the work is node r; with one, rows are kept in the order they are found.
+    rows = adjacency if cap == n_active else torch.zeros(cap + n_logits, logit_offset + n_logits)
+    row_nodes = torch.zeros(cap + n_logits, dtype=torch.long)  # the node of each row found, in order
     vectors = torch.stack([t.vector for t in chosen]).to(sources.tokens.device)  # [n_logits, d_model]
     for i in range(0, n_logits, batch_size):
         v = vectors[i : i + batch_size]
         reads = (torch.full((len(v),), LOGITS), torch.full((len(v),), n_pos - 1), v)
-        rows[i : i + len(v), :logit_offset] = _rows(run, sources, transcoders, *reads)
-        row_nodes[i : i + len(v)] = torch.arange(i, i + len(v)) + logit_offset
+        nodes = torch.arange(i, i + len(v)) + logit_offset
+        where = nodes if rows is adjacency else torch.arange(i, i + len(v))
+        rows[where, :logit_offset] = _rows(run, sources, transcoders, *reads)
+        row_nodes[i : i + len(v)] = nodes
     layers, positions = sources.features[:, 0], sources.features[:, 1]
     visited = torch.zeros(n_active, dtype=torch.bool)
     filled = n_logits
@@ -125,21 +134,22 @@ def _adjacency(
             pending = ranked[~visited[ranked]][:room]
         for batch in pending.split(batch_size):
             reads = (layers[batch], positions[batch], sources.encoders[batch.to(sources.encoders.device)])
-            rows[filled : filled + len(batch), :logit_offset] = _rows(run, sources, transcoders, *reads)
+            where = batch if rows is adjacency else torch.arange(filled, filled + len(batch))
+            rows[where, :logit_offset] = _rows(run, sources, transcoders, *reads)
             row_nodes[filled : filled + len(batch)] = batch
             visited[batch] = True
             filled += len(batch)
             bar.update(len(batch))
     bar.close()
     selected = visited.nonzero().flatten()
-    if cap < n_active:
+    if rows is not adjacency:
+        # The columns kept, in node order; each found row goes to its node's index among them.
         keep = torch.cat([selected, torch.arange(n_active, logit_offset + n_logits)])
-        rows = rows[:, keep]
-    rows = rows[row_nodes.argsort()]
-    n = rows.shape[1]
-    adjacency = torch.zeros(n, n)
-    adjacency[:cap] = rows[:cap]
-    adjacency[n - n_logits :] = rows[cap:]
+        rank = torch.full((logit_offset + n_logits,), -1, dtype=torch.long)
+        rank[keep] = torch.arange(n)
+        dest = rank[row_nodes]
+        for start in range(0, len(rows), batch_size):
+            adjacency[dest[start : start + batch_size]] = rows[start : start + batch_size][:, keep]
     return adjacency, selected
 
 
@@ -174,12 +184,16 @@ def _rows(
     n_active, (n_layers, n_pos, _) = len(sources.features), sources.errors.shape
     out = torch.zeros(n, n_active + (n_layers + 1) * n_pos, device=embed_grad.device)
     for layer, (index, pos, dec) in sources.decoders.items():
-        step = max(1, CHUNK // max(1, n * dec.shape[-1]))
+        # A layer's features are listed position by position, so those at one position are one run of
+        # columns: a matrix product per position, with no gathered copy of the gradient.
+        first = int(index[0]) if len(index) else 0
+        where, counts = torch.unique_consecutive(pos, return_counts=True)
+        ends = counts.cumsum(0).tolist()
         for j, out_layer in enumerate(transcoders.output_layers(layer)):
-            g = out_grads[out_layer]
-            for c in range(0, len(pos), step):
-                block = g[:, pos[c : c + step]]  # [n, chunk, d_model]
-                out[:, index[c : c + step]] += torch.einsum("bnd,nd->bn", block, dec[c : c + step, j])
+            g = out_grads[out_layer]  # [n, pos, d_model]
+            for p, end, count in zip(where.tolist(), ends, counts.tolist(), strict=True):
+                a = end - count
+                out[:, first + a : first + end] += g[:, p] @ dec[a:end, j].T  # [n, features at p]
     for layer in range(n_layers):
         start = n_active + layer * n_pos
         if layer in out_grads:

@@ -2,9 +2,9 @@
 
 Active features are those with a non-zero activation at a position after the first (the first holds a special
 token and, as in circuit-tracer, nothing is attributed there), listed layer-major, then by position, then by
-feature. Each has an *encoder vector* (the gradient of its pre-activation with respect to its input hook, read
-with autograd from the transcoder's own ``encode``, so any affine encoder works) and a *decoder vector* per
-layer it writes (activation times decoder row). An error node is what the transcoder's reconstruction (decoder
+feature. Each has an *encoder vector* (the gradient of its pre-activation with respect to its input hook: its
+encoder row, since pre-activations are affine in the input) and a *decoder vector* per layer it writes
+(activation times decoder row). An error node is what the transcoder's reconstruction (decoder
 writes, ``b_dec`` and skip) misses of the output hook; a token node is the token's embedding at ``hook_embed``.
 """
 
@@ -52,7 +52,7 @@ def find_sources(run: FrozenRun, transcoders: Any, n_layers: int) -> Sources:
         acts_of[layer] = acts
         where = acts.nonzero()  # [n, 2] (position, feature), position-major
         pos, feat = where[:, 0], where[:, 1]
-        encoders.append(_encoder_rows(transcoders, layer, x[pos], feat))
+        encoders.append(transcoders.encoder(layer, feat).detach().to(x.device))
         value = acts[pos, feat].detach().float()
         dec = transcoders.decoder(layer, feat).detach().float() * value[:, None, None]  # [n, n_out, d_model]
         decoders[layer] = (torch.arange(start, start + len(pos)), pos, dec)
@@ -70,15 +70,6 @@ def find_sources(run: FrozenRun, transcoders: Any, n_layers: int) -> Sources:
         errors=errors,
         tokens=run.embed[0].detach().float(),
     )
-
-
-def _encoder_rows(transcoders: Any, layer: int, x: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
-    """``[n, d_model]``: the gradient of pre-activation ``feat[i]`` at input ``x[i]`` (one backward pass)."""
-    x = x.detach().clone().requires_grad_(True)
-    with torch.enable_grad():
-        pre = transcoders.encode(x, layer)[0]  # [n, d_transcoder]
-        (grad,) = torch.autograd.grad(pre.gather(1, feat[:, None]).sum(), x, allow_unused=True)
-    return torch.zeros_like(x) if grad is None else grad.detach()
 
 
 def _errors(run: FrozenRun, transcoders: Any, acts_of: dict, n_layers: int) -> torch.Tensor:

@@ -60,6 +60,11 @@ class Transcoder(nn.Module):
         """Encoder pre-activations ``[..., d_transcoder]`` of inputs ``[..., d_model]`` at ``layer``."""
         raise NotImplementedError
 
+    def encoder(self, layer: int, features: torch.Tensor) -> torch.Tensor:
+        """Encoder rows ``[n_features, d_model]`` of ``features`` (a LongTensor) of ``layer``: the derivative of
+        each feature's pre-activation with respect to the input (``pre_acts`` is affine)."""
+        raise NotImplementedError
+
     def threshold(self, layer: int) -> torch.Tensor | None:
         """The JumpReLU threshold ``[d_transcoder]`` of ``layer``, or ``None``."""
         raise NotImplementedError

@@ -94,6 +94,11 @@ class CrossLayerTranscoder(Transcoder):
         self.check_layer(layer)
         return None if self.thresholds is None else self.thresholds[layer]
 
+    def encoder(self, layer: int, features: torch.Tensor) -> torch.Tensor:
+        self.check_layer(layer)
+        w = self.W_enc[layer]  # [d_transcoder, d_model]
+        return w[features.to(w.device)]  # [n_features, d_model]
+
     def decoder(self, layer: int, features: torch.Tensor | None = None) -> torch.Tensor:
         self.check_layer(layer)
         if self.W_dec is None:

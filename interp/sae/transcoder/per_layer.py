@@ -87,6 +87,10 @@ class TranscoderSet(Transcoder):
     def threshold(self, layer: int) -> torch.Tensor | None:
         return None if self.thresholds is None else self.thresholds[self._index(layer)]
 
+    def encoder(self, layer: int, features: torch.Tensor) -> torch.Tensor:
+        w = self.W_enc[self._index(layer)]  # [d_transcoder, d_model]
+        return w[features.to(w.device)]  # [n_features, d_model]
+
     def decoder(self, layer: int, features: torch.Tensor | None = None) -> torch.Tensor:
         w = self.W_dec[self._index(layer)]  # [d_transcoder, d_model]
         if features is not None:

@@ -45,6 +45,17 @@ def test_encode_is_the_affine_map_then_the_activation(kind, activation, k):
         assert (acts != 0).sum(-1).eq(3).all()
 
 
+@pytest.mark.parametrize("kind", ["set", "clt"])
+def test_encoder_rows_are_the_derivative_of_the_pre_activations(kind):
+    tc = random_set() if kind == "set" else random_clt()
+    features = torch.tensor([5, 0, 5, 3])
+    for layer in tc.layers:
+        x = torch.randn(len(features), tc.d_model, requires_grad=True)
+        pre = tc.pre_acts(x, layer).gather(1, features[:, None]).sum()
+        (want,) = torch.autograd.grad(pre, x)  # row i: d pre[i, features[i]] / d x[i]
+        torch.testing.assert_close(tc.encoder(layer, features), want)
+
+
 def test_a_set_reads_and_writes_its_own_layer():
     g = torch.Generator().manual_seed(3)
     W = {0: torch.randn(6, 4, generator=g), 2: torch.randn(6, 4, generator=g)}
