@@ -83,8 +83,11 @@ class HookPoint(nn.Module):
         """Whether any forward or backward function is attached."""
         return bool(self.fwd_fns or self.bwd_fns)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if (
+    @property
+    def idle(self) -> bool:
+        """Whether calling the point returns its input without running anything: no function of its own and
+        no torch module hook. A caller may then skip forming a tensor that only the point would read."""
+        return not (
             self.fwd_fns
             or self.bwd_fns
             or self._forward_hooks
@@ -95,9 +98,12 @@ class HookPoint(nn.Module):
             or _torch_module._global_forward_pre_hooks
             or _torch_module._global_backward_hooks
             or _torch_module._global_backward_pre_hooks
-        ):
-            return super().__call__(x)
-        return x  # nothing listens: the identity, without nn.Module.__call__
+        )
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.idle:
+            return x  # nothing listens: the identity, without nn.Module.__call__
+        return super().__call__(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for fn in self.fwd_fns:
