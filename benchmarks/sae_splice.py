@@ -11,7 +11,7 @@ Nothing else is needed: hook points that nothing hooks, the dense ``[..., d_sae]
 a second (clean) pass for the error term when no hook edits anything are overhead. The script counts the model
 in multiply-adds a token (the model's matmuls: projections, causal attention, MLP, unembedding; the SAEs' encode
 and decode), and measures it in the same run as the spliced forwards: ``cost model`` is the plain forward
-followed by, for every SAE, a bare encode, activation and decode on a tensor of the spliced activation's shape.
+plus, for every SAE, a bare encode, activation and decode of the activation it reads (cached beforehand).
 The figure to watch is each spliced variant's time over the cost model's.
 
 Memory: each variant runs again in a fresh process (``--worker splice``), with glibc's malloc told to map every
@@ -74,14 +74,17 @@ def bare_sae(sae, x: torch.Tensor) -> torch.Tensor:
 
 
 def variants(model, saes, ids) -> dict:
-    """Each variant as a function of no arguments; ``cost model`` is the plain forward plus the bare SAEs."""
-    stand_in = torch.randn(*ids.shape, model.cfg.d_model, device=ids.device)  # [batch, pos, d_model]
+    """Each variant as a function of no arguments; ``cost model`` is the bare SAEs, each on the activation it
+    reads (cached beforehand), then the plain forward."""
+    names = [sae.cfg.hook_name for sae in saes]
+    with torch.no_grad():
+        cache = model.run_with_cache(ids, names_filter=names)[1]
+    inputs = [cache[name] for name in names]  # [batch, pos, d_model] each
 
     def cost_model():
-        out = model(ids)
-        for sae in saes:
-            bare_sae(sae, stand_in)
-        return out
+        for sae, x in zip(saes, inputs, strict=True):
+            bare_sae(sae, x)
+        return model(ids)
 
     def spliced():
         with model.saes(saes):
