@@ -101,9 +101,21 @@ class HookPoint(nn.Module):
         )
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.idle:
-            return x  # nothing listens: the identity, without nn.Module.__call__
-        return super().__call__(x)
+        # The test of `idle`, written out: a property call here would cost more than the identity itself.
+        if (
+            self.fwd_fns
+            or self.bwd_fns
+            or self._forward_hooks
+            or self._forward_pre_hooks
+            or self._backward_hooks
+            or self._backward_pre_hooks
+            or _torch_module._global_forward_hooks
+            or _torch_module._global_forward_pre_hooks
+            or _torch_module._global_backward_hooks
+            or _torch_module._global_backward_pre_hooks
+        ):
+            return super().__call__(x)
+        return x  # nothing listens: the identity, without nn.Module.__call__
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for fn in self.fwd_fns:

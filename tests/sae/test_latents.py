@@ -157,3 +157,13 @@ def test_the_dense_code_is_decoded_only_after_an_edit_or_while_autograd_records(
         out, run = sae.output(x)
     assert run.dense and not run.edited and out.requires_grad
     assert torch.equal(out, sae.output(x, hooked=False, dense=True)[0])
+
+
+def test_a_point_with_only_a_torch_module_hook_is_not_idle():
+    point, seen = HookPoint(), []
+    handle = point.register_forward_hook(lambda module, args, out: seen.append(out))
+    assert not point.idle
+    Run(hooked=True)(point, torch.ones(2))
+    assert len(seen) == 1 and seen[0].tolist() == [1.0, 1.0]
+    handle.remove()
+    assert point.idle
