@@ -25,11 +25,14 @@ Each runs in a fresh process, after two warm-up steps; the script prints activat
 ``interp-store``, after the store was written and the rows freed, so it shows memory bounded by the buffer, not
 by the store).
 
-Splicing: a random-weight model (``--shape``) runs ``--batch`` x ``--pos`` tokens with no SAE, with a TopK SAE
-spliced at every ``hook_resid_post`` without and with the error term, and with the error term while caching
-the latents; the median over ``--rounds`` of each time over the plain forward's, measured in one process.
+Splicing (``sae_splice.py``): a random-weight model (``--shape``) runs ``--batch`` x ``--pos`` tokens with no
+SAE, with a TopK SAE spliced at every ``hook_resid_post`` without and with the error term, and with the error
+term while caching the latents; the median over ``--rounds`` of each time over the plain forward's and over a
+cost model's (the plain forward plus each SAE's bare encode and decode: see that module), measured in one
+process, and each one's peak memory above baseline, measured in a process of its own.
 
     python benchmarks/sae.py --threads 1 --rows 20000 --steps 20 --d-sae 1024   # tiny settings
+    python benchmarks/sae.py --threads 1 --only splice                          # splicing alone
     python benchmarks/sae.py --device cuda --rows 2000000 --d-in 768 --d-sae 24576 --k 32 --steps 400
 
 This is a measurement script, not a test.
@@ -41,13 +44,13 @@ import argparse
 import json
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import sae_splice
 import torch
 
 SHAPES = {
@@ -246,67 +249,6 @@ def run_variant(name: str, args: argparse.Namespace) -> dict:
     return result
 
 
-def splice_costs(args: argparse.Namespace) -> dict:
-    from interp import HookedTransformer, TransformerConfig
-    from interp.sae import SAE, SAEConfig
-
-    torch.set_num_threads(args.threads or torch.get_num_threads())
-    cfg = TransformerConfig(**SHAPES[args.shape], n_ctx=max(args.pos, 128), seed=0)
-    model = HookedTransformer(cfg).to(args.device).eval()
-    saes = []
-    for layer in range(cfg.n_layers):
-        sae = SAE(
-            SAEConfig(
-                d_in=cfg.d_model,
-                d_sae=args.splice_d_sae,
-                k=args.k,
-                hook_name=f"blocks.{layer}.hook_resid_post",
-            )
-        )
-        with torch.no_grad():
-            for p in sae.parameters():
-                p.normal_(0, 0.02)
-        saes.append(sae.to(args.device))
-    ids = torch.randint(0, cfg.d_vocab, (args.batch, args.pos), generator=torch.Generator().manual_seed(0))
-    ids = ids.to(args.device)
-
-    def plain():
-        return model(ids)
-
-    def without_error():
-        with model.saes(saes):
-            return model(ids)
-
-    def with_error():
-        with model.saes(saes, use_error_term=True):
-            return model(ids)
-
-    def with_error_cached():
-        with model.saes(saes, use_error_term=True):
-            return model.run_with_cache(ids, names_filter="*.hook_sae_acts_post")
-
-    variants = {"no SAE": plain, "spliced": without_error, "spliced + error term": with_error,
-                "spliced + error term, latents cached": with_error_cached}  # fmt: skip
-    times: dict[str, list[float]] = {k: [] for k in variants}
-    with torch.no_grad():
-        for fn in variants.values():
-            fn()
-        for r in range(args.rounds):
-            names = list(variants)
-            names = names[r % len(names) :] + names[: r % len(names)]
-            for name in names:
-                start = time.perf_counter()
-                variants[name]()
-                if args.device.startswith("cuda"):
-                    torch.cuda.synchronize()
-                times[name].append(time.perf_counter() - start)
-    base = statistics.median(times["no SAE"])
-    return {
-        name: {"median_s": statistics.median(t), "x plain": statistics.median(t) / base}
-        for name, t in times.items()
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=200000)
@@ -332,15 +274,33 @@ def main() -> None:
     parser.add_argument("--tc-d-model", type=int, default=64)
     parser.add_argument("--tc-d", type=int, default=512, help="features per layer of the CLT row")
     parser.add_argument("--tc-steps", type=int, default=10)
+    parser.add_argument("--only", choices=("all", "training", "splice"), default="all", help="what to run")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--splice-variant", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help="write the numbers as JSON here")
     args = parser.parse_args()
     if args.worker in ("transcoder", "per-layer", "clt"):
         transcoder_worker(args)
         return
+    if args.worker == "splice":
+        sae_splice.memory_worker(args, SHAPES, peak_rss_mib)
+        return
     if args.worker:
         worker(args)
         return
+    training, cross = training_rows(args) if args.only != "splice" else ({}, {})
+    splicing = sae_splice.report(args, SHAPES, __file__) if args.only != "training" else {}
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps(
+                {"training": training, "cross_layer": cross, "splicing": splicing, "args": vars(args)},
+                indent=2,
+            )
+        )
+
+
+def training_rows(args: argparse.Namespace) -> tuple[dict, dict]:
+    """Train each variant in a process of its own and print the rows; returns (training, cross-layer)."""
     names = ["minimal", "interp", "interp-store", "transcoder"] + (["saelens"] if args.saelens_python else [])
     training = {name: run_variant(name, args) for name in names}
     floor = training["minimal"].get("activations_per_s")
@@ -366,18 +326,7 @@ def main() -> None:
         )
     if all("error" not in r for r in cross.values()):
         print(f"  clt / per-layer: {cross['clt']['us_per_token'] / cross['per-layer']['us_per_token']:.2f} x")
-    splicing = splice_costs(args)
-    print(f"splicing: {args.shape}, {args.batch} x {args.pos} tokens, a TopK SAE (d_sae={args.splice_d_sae}) at every "
-          f"hook_resid_post, median of {args.rounds} rounds")  # fmt: skip
-    for name, r in splicing.items():
-        print(f"  {name:38s} {r['median_s'] * 1e3:9.1f} ms  {r['x plain']:.2f} x no SAE")
-    if args.out:
-        Path(args.out).write_text(
-            json.dumps(
-                {"training": training, "cross_layer": cross, "splicing": splicing, "args": vars(args)},
-                indent=2,
-            )
-        )
+    return training, cross
 
 
 if __name__ == "__main__":

@@ -83,7 +83,25 @@ class HookPoint(nn.Module):
         """Whether any forward or backward function is attached."""
         return bool(self.fwd_fns or self.bwd_fns)
 
+    @property
+    def idle(self) -> bool:
+        """Whether calling the point returns its input without running anything: no function of its own and
+        no torch module hook. A caller may then skip forming a tensor that only the point would read."""
+        return not (
+            self.fwd_fns
+            or self.bwd_fns
+            or self._forward_hooks
+            or self._forward_pre_hooks
+            or self._backward_hooks
+            or self._backward_pre_hooks
+            or _torch_module._global_forward_hooks
+            or _torch_module._global_forward_pre_hooks
+            or _torch_module._global_backward_hooks
+            or _torch_module._global_backward_pre_hooks
+        )
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        # The test of `idle`, written out: a property call here would cost more than the identity itself.
         if (
             self.fwd_fns
             or self.bwd_fns

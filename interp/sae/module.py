@@ -2,14 +2,14 @@
 
 ``encode`` and ``decode`` follow SAELens's inference code step by step (input normalisation, ``b_dec``
 subtracted where the config says so, the activation, the decoder), so a dictionary loaded from any format
-computes what its own library computes. The hook points are :class:`hooks.HookPoint` s: standalone,
-``sae.run_with_cache(x)`` caches them; spliced into a model (``model.saes([sae])``) they are listed under the
-model's names, ``HOOK.hook_sae_acts_post`` and so on.
+computes what its own library computes. A TopK code is decoded from its k active latents, and formed densely
+only when something reads it (:mod:`interp.sae.latents`). The hook points are :class:`hooks.HookPoint` s:
+standalone, ``sae.run_with_cache(x)`` caches them; spliced into a model (``model.saes([sae])``) they are listed
+under the model's names, ``HOOK.hook_sae_acts_post`` and so on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import einops
@@ -18,6 +18,7 @@ from torch import nn
 
 from hooks import HookedModule, HookPoint
 from interp.sae.config import SAEConfig
+from interp.sae.latents import Active, Latents, Run, through_post, top_k
 
 SAE_HOOKS = (
     "hook_sae_input",
@@ -29,8 +30,6 @@ SAE_HOOKS = (
 )
 """The hook points of a spliced SAE, in the order a forward pass reaches them (SAELens's names)."""
 
-_Hook = Callable[[HookPoint, torch.Tensor], torch.Tensor]
-
 
 @dataclass(frozen=True)
 class _Context:
@@ -39,14 +38,6 @@ class _Context:
     shape: torch.Size
     sae_in: torch.Tensor | None
     stats: tuple[torch.Tensor, ...]
-
-
-def _through(point: HookPoint, x: torch.Tensor) -> torch.Tensor:
-    return point(x)
-
-
-def _past(point: HookPoint, x: torch.Tensor) -> torch.Tensor:
-    return x
 
 
 class SAE(HookedModule):
@@ -124,7 +115,7 @@ class SAE(HookedModule):
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Latent activations ``[..., d_sae]`` of inputs ``[..., d_in]`` (``[..., head, d_head]`` for hook_z)."""
-        return self._encode(x, _through)[0]
+        return self._encode(x, Run(hooked=True))[0].to_dense(self.d_sae)
 
     def decode(self, acts: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
         """The output ``[..., d_out]`` (the input's shape for hook_z) written by latents ``acts``.
@@ -135,22 +126,37 @@ class SAE(HookedModule):
                 (``constant_norm_rescale``, ``layer_norm``), adds a skip connection, or is reshaped back to
                 heads (hook_z).
         """
-        ctx = None if x is None else self._prepare(x, _past)[1]
-        return self._decode(acts, ctx, _through)
+        ctx = None if x is None else self._prepare(x, Run(hooked=False))[1]
+        return self._decode(Latents(dense=acts), ctx, Run(hooked=True))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The reconstruction (an autoencoder) or prediction (a transcoder) of ``x``."""
-        return self.hook_sae_output(self.reconstruct(x)[1])
+        return self.hook_sae_output(self.output(x)[0])
 
     def reconstruct(self, x: torch.Tensor, *, hooked: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """``(acts, output)`` for inputs ``x``; ``hooked=False`` bypasses the hook points (the clean path)."""
-        hook = _through if hooked else _past
-        acts, ctx = self._encode(x, hook)
-        return acts, self._decode(acts, ctx, hook)
+        run = Run(hooked=hooked)
+        latents, ctx = self._encode(x, run)
+        return latents.to_dense(self.d_sae), self._decode(latents, ctx, run)
+
+    def output(
+        self, x: torch.Tensor, *, hooked: bool = True, dense: bool = False
+    ) -> tuple[torch.Tensor, Run]:
+        """The output for inputs ``x``, forming the dense latents only when a hook reads them, and the
+        :class:`~interp.sae.latents.Run`: whether a hook changed a tensor on the way, and whether the code was
+        decoded densely.
+
+        The splice's error term needs the output of the clean path (``hooked=False``) too: when no hook changed
+        anything it is the hooked output itself; otherwise ``dense=run.dense`` decodes it the way the hooked
+        pass did, so the two are the same bits wherever the hooks changed nothing.
+        """
+        run = Run(hooked=hooked, dense=dense)
+        latents, ctx = self._encode(x, run)
+        return self._decode(latents, ctx, run), run
 
     def pre_acts(self, x: torch.Tensor) -> torch.Tensor:
         """Encoder pre-activations ``[..., d_sae]`` (what TopK ranks and JumpReLU thresholds), no hooks."""
-        return self._pre(self._prepare(x, _past)[0])
+        return self._pre(self._prepare(x, Run(hooked=False))[0])
 
     def activate(self, pre: torch.Tensor) -> torch.Tensor:
         """The activation function on pre-activations ``[..., d_sae]``."""
@@ -162,7 +168,7 @@ class SAE(HookedModule):
             return torch.zeros_like(pre).scatter(-1, indices, values.relu())
         return pre.relu() * (pre > self.threshold).to(pre.dtype)  # jumprelu, batchtopk at inference
 
-    def _prepare(self, x: torch.Tensor, hook: _Hook) -> tuple[torch.Tensor, _Context]:
+    def _prepare(self, x: torch.Tensor, run: Run) -> tuple[torch.Tensor, _Context]:
         shape = x.shape
         x = x.to(self.dtype)
         if self.cfg.reshape_activations == "hook_z":
@@ -172,7 +178,7 @@ class SAE(HookedModule):
                 f"the SAE for {self.cfg.hook_name!r} reads d_in={self.d_in} features, but the input has "
                 f"{x.shape[-1]} (shape {tuple(shape)}); load the SAE that matches this hook and model"
             )
-        sae_in = hook(self.hook_sae_input, x)
+        sae_in = run(self.hook_sae_input, x)
         stats: tuple[torch.Tensor, ...] = ()
         mode = self.cfg.normalize_activations
         if mode == "constant_norm_rescale":
@@ -194,18 +200,23 @@ class SAE(HookedModule):
             pre = pre * self.W_dec.norm(dim=-1)
         return pre
 
-    def _encode(self, x: torch.Tensor, hook: _Hook) -> tuple[torch.Tensor, _Context]:
-        sae_in, ctx = self._prepare(x, hook)
-        pre = hook(self.hook_sae_acts_pre, self._pre(sae_in))
-        return hook(self.hook_sae_acts_post, self.activate(pre)), ctx
+    def _encode(self, x: torch.Tensor, run: Run) -> tuple[Latents, _Context]:
+        sae_in, ctx = self._prepare(x, run)
+        pre = run(self.hook_sae_acts_pre, self._pre(sae_in))
+        if self.cfg.architecture == "topk":
+            return through_post(self.hook_sae_acts_post, top_k(pre, self.cfg.k), self.d_sae, run), ctx
+        return Latents(dense=run(self.hook_sae_acts_post, self.activate(pre))), ctx
 
-    def _decode(self, acts: torch.Tensor, ctx: _Context | None, hook: _Hook) -> torch.Tensor:
-        acts = acts.to(self.dtype)
-        if self.cfg.rescale_acts_by_decoder_norm:
-            acts = acts / self.W_dec.norm(dim=-1)
-        if self.cfg.finetuning_scaling_factor:
-            acts = acts * self.finetuning_scaling_factor
-        out = acts @ self.W_dec + self.b_dec  # [..., d_out]
+    def _decode(self, latents: Latents, ctx: _Context | None, run: Run) -> torch.Tensor:
+        if latents.active is not None:
+            out = self._decode_active(latents.active.values, latents.active.indices)  # [..., d_out]
+        else:
+            acts = latents.dense.to(self.dtype)
+            if self.cfg.rescale_acts_by_decoder_norm:
+                acts = acts / self.W_dec.norm(dim=-1)
+            if self.cfg.finetuning_scaling_factor:
+                acts = acts * self.finetuning_scaling_factor
+            out = acts @ self.W_dec + self.b_dec  # [..., d_out]
         mode = self.cfg.normalize_activations
         if ctx is None and (self.cfg.skip or mode in ("constant_norm_rescale", "layer_norm")):
             raise ValueError(
@@ -218,10 +229,18 @@ class SAE(HookedModule):
             out = out * ctx.stats[1] + ctx.stats[0]
         if self.cfg.skip:
             out = out + ctx.sae_in @ self.W_skip.T
-        out = hook(self.hook_sae_recons, out)
+        out = run(self.hook_sae_recons, out)
         if self.cfg.reshape_activations == "hook_z" and ctx is not None:
             out = out.reshape(ctx.shape)  # [..., head, d_head]
         return out
+
+    def _decode_active(self, values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        """The dense decode's ``acts @ W_dec + b_dec`` from the k active latents (``[..., k]``) alone."""
+        if self.cfg.rescale_acts_by_decoder_norm:
+            values = values / self.W_dec.norm(dim=-1)[indices]
+        if self.cfg.finetuning_scaling_factor:
+            values = values * self.finetuning_scaling_factor[indices]
+        return Active(values, indices).decode(self.W_dec) + self.b_dec  # [..., d_out]
 
     # -- conversions --------------------------------------------------------------------------------------
 

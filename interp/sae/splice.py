@@ -16,8 +16,10 @@ without the SAE's hooks, and is itself a hook point (``HOOK.hook_sae_error``) th
 differentiated. The sum's value is formed as ``x + (recons - recons_clean) + (error' - error)``, so when nothing
 is edited the model's output is bit for bit what it is without the SAE, while its gradient is that of
 ``recons + error'``: the error node receives the output's gradient, and gradients through the splice are the
-model's own. (A transcoder observes its input hook; where a hook switches a layer to its explicit path, such as
-a norm's ``hook_normalized``, the output is the bits of that path, equal to the fused one to float tolerance.)
+model's own. The clean reconstruction is not computed a second time when no hook inside the SAE changed a
+tensor (:class:`~interp.sae.latents.Run` tells), except while autograd records and a latent is observed.
+(A transcoder observes its input hook; where a hook switches a layer to its explicit path, such as a norm's
+``hook_normalized``, the output is the bits of that path, equal to the fused one to float tolerance.)
 """
 
 from __future__ import annotations
@@ -143,11 +145,16 @@ def _splice_fns(sae: SAE, use_error_term: bool):
             return None  # nothing reads or edits the SAE: the output is the activation itself
         device = sae.device
         x_in = x.to(device)
-        recons = sae.reconstruct(x_in)[1]
+        recons, run = sae.output(x_in)
         if not use_error_term:
             out = recons
         else:
-            clean = sae.reconstruct(x_in, hooked=False)[1] if _observed(internal) else recons
+            # Unless a hook changed a tensor inside the SAE, the hooked output is the clean one. It is computed
+            # apart while autograd records and a latent is observed, so that a gradient reaching the latent does
+            # not flow back out through the error term; decoded as the hooked pass was, it has the same bits.
+            clean = recons
+            if run.edited or (recons.requires_grad and _observed(internal)):
+                clean = sae.output(x_in, hooked=False, dense=run.dense)[0]
             target = actual.to(device, recons.dtype)
             error = target - clean
             edited = sae.hook_sae_error(error)
