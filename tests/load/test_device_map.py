@@ -78,8 +78,8 @@ def test_logits_and_every_activation_are_exactly_the_whole_models(whole, dispatc
 
 
 def test_patching_gives_the_same_table(whole, dispatched):
-    def metric(logits: torch.Tensor) -> torch.Tensor:
-        return (logits[:, -1, 5] - logits[:, -1, 6]).mean()
+    def metric(logits: torch.Tensor, batch) -> torch.Tensor:
+        return logits[:, -1, 5] - logits[:, -1, 6]
 
     hooks = "blocks.{layer}.hook_resid_pre"
     expected = patch(whole, TOKENS, CORRUPT, hooks, metric, positions=[1, 3, 6])
@@ -91,8 +91,8 @@ def test_patching_gives_the_same_table(whole, dispatched):
 def test_attribution_patching_gives_the_same_gradients(whole, dispatched):
     """Backward passes run through blocks whose weights are loaded from disk for the forward only."""
 
-    def metric(logits: torch.Tensor) -> torch.Tensor:
-        return (logits[:, -1, 5] - logits[:, -1, 6]).mean()
+    def metric(logits: torch.Tensor, batch) -> torch.Tensor:
+        return logits[:, -1, 5] - logits[:, -1, 6]
 
     hooks = "blocks.{layer}.attn.hook_z"
     expected = attribution_patch(whole, TOKENS, CORRUPT, metric, hooks, by="head")
