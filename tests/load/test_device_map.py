@@ -14,7 +14,8 @@ from interp.analysis.patching import patch
 from interp.circuits import eap, logit_difference
 from interp.sae import SAE, SAEConfig
 from tests.circuits.models import tiny_pairs
-from tests.load.builders import byte_level_bpe, save_folder, tiny_llama
+from tests.load.builders import byte_level_bpe, save_folder
+from tests.load.families import tiny_llama
 
 pytest.importorskip("accelerate")
 
