@@ -1,51 +1,24 @@
-"""Tiny random `transformers` models shared by the tests that compare against them (attach, from_hf)."""
+"""Tiny random `transformers` models shared by the tests that compare against them (attach, from_hf).
+
+The narrow ``narrow-*`` configs of the tests' one factory (:mod:`tests.load.families`), with
+``transformers``' own initialisation and the caller's random state (these builders do not seed).
+"""
 
 from __future__ import annotations
 
-import pytest
+from tests.load.families import NARROW, build
 
-transformers = pytest.importorskip("transformers")
-
-VOCAB, D, HEADS, LAYERS = 64, 32, 4, 2
+VOCAB = 64
+D, HEADS, LAYERS = NARROW["d_model"], NARROW["n_heads"], NARROW["n_layers"]
 
 
 def gpt2(impl: str = "sdpa"):
-    cfg = transformers.GPT2Config(
-        n_layer=LAYERS,
-        n_embd=D,
-        n_head=HEADS,
-        vocab_size=VOCAB,
-        n_positions=32,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    return transformers.GPT2LMHeadModel._from_config(cfg, attn_implementation=impl)
+    return build("narrow-gpt2", VOCAB, impl, widen=False, seed=None)
 
 
 def bert(impl: str = "sdpa"):
-    cfg = transformers.BertConfig(
-        num_hidden_layers=LAYERS,
-        hidden_size=D,
-        num_attention_heads=HEADS,
-        intermediate_size=4 * D,
-        vocab_size=VOCAB,
-        max_position_embeddings=32,
-        pad_token_id=0,
-    )
-    return transformers.BertForMaskedLM._from_config(cfg, attn_implementation=impl)
+    return build("narrow-bert", VOCAB, impl, widen=False, seed=None)
 
 
 def llama(impl: str = "sdpa"):
-    cfg = transformers.LlamaConfig(
-        num_hidden_layers=LAYERS,
-        hidden_size=D,
-        num_attention_heads=HEADS,
-        num_key_value_heads=2,
-        intermediate_size=2 * D,
-        vocab_size=VOCAB,
-        max_position_embeddings=32,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
-    return transformers.LlamaForCausalLM._from_config(cfg, attn_implementation=impl)
+    return build("narrow-llama", VOCAB, impl, widen=False, seed=None)

@@ -10,8 +10,8 @@ import torch
 from interp.analysis import steering_vector
 from interp.cli import main
 from interp.load import load
-from tests.load.builders import byte_level_bpe, save_folder, tiny_llama
-from tests.load.families import embolden
+from tests.load.builders import byte_level_bpe
+from tests.load.families import build
 
 PROMPT = "The cat sat on the mat"
 
@@ -19,9 +19,9 @@ PROMPT = "The cat sat on the mat"
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     backend = byte_level_bpe()
-    reference = tiny_llama(backend.get_vocab_size())
-    embolden(reference)
-    return save_folder(reference, backend, tmp_path_factory.mktemp("cli") / "tiny")
+    folder = tmp_path_factory.mktemp("cli") / "tiny"
+    build("llama", backend.get_vocab_size(), None, folder=folder, tokenizer=backend)  # emboldened weights
+    return folder
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:

@@ -8,6 +8,7 @@ import torch
 import interp
 from interp.load import CheckpointError
 from tests.hf_models import VOCAB, bert, gpt2, llama
+from tests.load.families import build
 
 transformers = pytest.importorskip("transformers")
 
@@ -41,7 +42,6 @@ def test_the_converted_model_keeps_the_hf_dtype():
 def test_unsupported_inputs_raise():
     with pytest.raises(TypeError, match="needs a transformers model"):
         interp.from_hf(torch.nn.Linear(2, 2))
-    cfg = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=8)
-    cfg.scale_attn_by_inverse_layer_idx = True
+    odd = build("gpt2", 16, None, widen=False, scale_attn_by_inverse_layer_idx=True)
     with pytest.raises(CheckpointError, match="scale_attn_by_inverse_layer_idx"):
-        interp.from_hf(transformers.GPT2LMHeadModel(cfg))
+        interp.from_hf(odd)

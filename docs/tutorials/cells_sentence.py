@@ -280,8 +280,8 @@ assert clean.shape == corrupt.shape  # the positions line up
 animal_id, street_id = (int(model.to_tokens(w, prepend_bos=False).ids[0, 0]) for w in (" animal", " street"))
 
 
-def animal_over_street(logits: torch.Tensor) -> torch.Tensor:
-    return (logits[:, -1, animal_id] - logits[:, -1, street_id]).mean()
+def animal_over_street(logits: torch.Tensor, batch) -> torch.Tensor:
+    return logits[:, -1, animal_id] - logits[:, -1, street_id]  # one value per row; patch averages them
 
 
 heads = [f"blocks.{n}.attn.hook_z" for n in range(20, 24)]

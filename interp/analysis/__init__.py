@@ -4,6 +4,10 @@ steering, and QK attribution (why a head attends where it does).
 The statistics reports put next to these numbers (Wilson intervals, the exact binomial test, Holm's
 correction) are in :mod:`interp.analysis.stats`.
 
+Every function that measures a behaviour (patching, attribution patching, steering sweeps, and circuits
+above this package) takes one kind of metric, ``metric(logits, batch) -> [batch]``:
+:mod:`interp.analysis.metric`.
+
 Functions take ``(model, cache)`` or ``(model, tokens)`` and return tensors or pandas DataFrames with named
 columns (``layer``, ``head``, ``position``, ``value``...). Each needs specific hooks in the cache; a missing
 one raises :class:`MissingHooksError` naming the hooks and the ``names_filter`` that captures them.
@@ -25,6 +29,7 @@ from interp.analysis.head_scores import (
 )
 from interp.analysis.lens import accumulated_resid, logit_lens, logit_lens_top, unembed_stream
 from interp.analysis.logit_attribution import component_table, direct_logit_attribution, dla_names
+from interp.analysis.metric import Batch, Metric, logit_difference
 from interp.analysis.norms import apply_norm, linearise_norm
 from interp.analysis.patching import Slot, hook_names_for, patch, run_patched
 from interp.analysis.probes import ProbeResult, probe_layers, train_probe
@@ -49,6 +54,8 @@ from interp.analysis.steering import (
 from interp.analysis.steering_sweep import steering_sweep
 
 __all__ = [
+    "Batch",
+    "Metric",
     "MissingHooksError",
     "ProbeResult",
     "QKAttribution",
@@ -77,6 +84,7 @@ __all__ = [
     "induction_scores",
     "linearise_norm",
     "load_steering_vector",
+    "logit_difference",
     "logit_lens",
     "logit_lens_top",
     "mean_interval",

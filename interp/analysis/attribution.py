@@ -9,18 +9,18 @@ a softmax that is nearly one-hot, or across a large change in a norm's scale).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import torch
 from torch import nn
 
-from interp.analysis.checks import as_scalar, check_same_shape
+from interp.analysis.checks import check_same_shape
 from interp.analysis.conditions import run_conditions
 from interp.analysis.effect import normalised_effect
+from interp.analysis.metric import Batch, Metric, check_signature, mean_metric, run_batches
 from interp.analysis.patching import (
     TOKEN_BUDGET,
-    Metric,
     Slot,
     check_by,
     hook_names_for,
@@ -39,27 +39,32 @@ def attribution_patch(
     by: str = "position",
     *,
     attention_mask: torch.Tensor | None = None,
+    labels: Mapping[str, torch.Tensor] | None = None,
 ) -> pd.DataFrame:
     """Estimate :func:`~interp.analysis.patch` for every slot of ``hook_names`` with one gradient.
 
     Args:
         model: the model; its parameters' ``.grad`` are left untouched.
         clean_tokens, corrupt_tokens: ``[batch, pos]`` of the same shape.
-        metric: ``metric(logits) -> scalar tensor``, differentiable.
+        metric: ``metric(logits, batch) -> [batch]``, differentiable; its mean over the rows is attributed
+            (see :func:`~interp.analysis.patch`).
         hook_names: a name, glob, list, or template with ``{layer}``.
         by: ``"position"``, ``"head"``, ``"head_position"`` or ``"layer"``, as in ``patch``.
         attention_mask: ``[batch, pos]`` used by both runs.
+        labels: per-row tensors the metric reads from its batch, as in ``patch``.
 
     Returns:
         The same columns as ``patch``: ``hook, layer, [position], [head], delta, value``, where ``delta``
         is the estimated change of the metric and ``value`` that change over ``clean - corrupt``.
     """
+    check_signature(metric)
     check_same_shape(clean_tokens, corrupt_tokens)
     check_by(by)
     names = hook_names_for(model, hook_names)
+    clean_run, corrupt_run = run_batches(clean_tokens, corrupt_tokens, attention_mask, labels)
     with torch.no_grad():
         clean_logits, clean_cache = model.run_with_cache(clean_tokens, attention_mask, names_filter=names)
-        clean = float(as_scalar(metric(clean_logits), "on the clean run"))
+        clean = float(mean_metric(metric, clean_logits, clean_run, "on the clean run"))
     acts: dict[str, torch.Tensor] = {}
 
     def keep(act: torch.Tensor, hook) -> torch.Tensor | None:
@@ -69,10 +74,8 @@ def attribution_patch(
         return act
 
     with torch.enable_grad():
-        corrupt_value = as_scalar(
-            metric(model.run_with_hooks(corrupt_tokens, attention_mask, fwd_hooks=[(names, keep)])),
-            "on the corrupt run",
-        )
+        logits = model.run_with_hooks(corrupt_tokens, attention_mask, fwd_hooks=[(names, keep)])
+        corrupt_value = mean_metric(metric, logits, corrupt_run, "on the corrupt run")
         grads = torch.autograd.grad(corrupt_value, [acts[n] for n in names], allow_unused=True)
     slots, deltas = [], []
     for name, grad in zip(names, grads, strict=True):
@@ -99,6 +102,7 @@ def verify_top_k(
     k: int = 10,
     *,
     attention_mask: torch.Tensor | None = None,
+    labels: Mapping[str, torch.Tensor] | None = None,
     batch_size: int | None = None,
 ) -> pd.DataFrame:
     """Re-measure by exact patching the ``k`` slots with the largest ``|delta|`` in an attribution frame.
@@ -107,6 +111,7 @@ def verify_top_k(
         The top rows with ``attribution`` and ``patched`` (normalised recoveries) and ``attribution_delta``
         and ``patched_delta`` (raw changes of the metric), sorted by ``|attribution_delta|``.
     """
+    check_signature(metric)
     if k < 1:
         raise ValueError(f"k={k}; it must be at least 1")
     check_same_shape(clean_tokens, corrupt_tokens)
@@ -119,9 +124,8 @@ def verify_top_k(
         )
         for row in top.itertuples()
     ]
-    clean, corrupt, values = _patch_in_batch(
-        model, clean_tokens, corrupt_tokens, slots, metric, attention_mask, batch_size
-    )
+    clean_run, corrupt_run = run_batches(clean_tokens, corrupt_tokens, attention_mask, labels)
+    clean, corrupt, values = _patch_in_batch(model, clean_run, corrupt_run, slots, metric, batch_size)
     out = top.rename(columns={"delta": "attribution_delta", "value": "attribution"}).reset_index(drop=True)
     out["patched_delta"] = [v - corrupt for v in values]
     out["patched"] = normalised_effect(out["patched_delta"], clean, corrupt, what="the patched recovery")
@@ -130,11 +134,10 @@ def verify_top_k(
 
 def _patch_in_batch(
     model: nn.Module,
-    clean_tokens: torch.Tensor,
-    corrupt_tokens: torch.Tensor,
+    clean_run: Batch,
+    corrupt_run: Batch,
     slots: Sequence[Slot],
     metric: Metric,
-    attention_mask: torch.Tensor | None,
     batch_size: int | None,
 ) -> tuple[float, float, list[float]]:
     """Clean metric, corrupt metric and each slot's patched metric, from as few forward passes as fit.
@@ -142,10 +145,8 @@ def _patch_in_batch(
     Each pass stacks ``[clean, corrupt, corrupt, ...]`` along the batch; at a patched hook a copy takes the
     slot's value from the clean rows of the same pass, which no patch touches, so it is the clean run's.
     """
-    if clean_tokens.ndim == 1:
-        clean_tokens, corrupt_tokens = clean_tokens[None], corrupt_tokens[None]
     if batch_size is None:
-        batch_size = max(1, TOKEN_BUDGET // clean_tokens.numel() - 2)
+        batch_size = max(1, TOKEN_BUDGET // clean_run.tokens.numel() - 2)
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}; it must be at least 1 (patches per forward pass)")
     clean = corrupt = float("nan")
@@ -166,11 +167,12 @@ def _patch_in_batch(
             return torch.where(mask, copies[:1], copies)
 
         hooks = [(name, from_clean) for name in by_hook]
-        tokens = [clean_tokens] + [corrupt_tokens] * (n - 1)
-        parts = run_conditions(model, tokens, hooks, attention_mask=attention_mask)
-        clean = float(as_scalar(metric(parts[0]), "on the clean run"))
-        corrupt = float(as_scalar(metric(parts[1]), "on the corrupt run"))
+        tokens = [clean_run.tokens] + [corrupt_run.tokens] * (n - 1)
+        parts = run_conditions(model, tokens, hooks, attention_mask=clean_run.attention_mask)
+        clean = float(mean_metric(metric, parts[0], clean_run, "on the clean run"))
+        corrupt = float(mean_metric(metric, parts[1], corrupt_run, "on the corrupt run"))
         values += [
-            float(as_scalar(metric(part), f"for the patch {chunk[i]}")) for i, part in enumerate(parts[2:])
+            float(mean_metric(metric, part, corrupt_run, f"for the patch {chunk[i]}"))
+            for i, part in enumerate(parts[2:])
         ]
     return clean, corrupt, values

@@ -69,18 +69,6 @@ def check_layer(model, layer: int, *, allow_end: bool = False) -> int:
     return check_index(layer, size, "layer", of)
 
 
-def as_scalar(value, where: str) -> torch.Tensor:
-    """A metric's result as a 0-d tensor; anything with more than one element is an error."""
-    if not isinstance(value, torch.Tensor):
-        value = torch.as_tensor(value, dtype=torch.float32)
-    if value.numel() != 1:
-        raise ValueError(
-            f"the metric returned a tensor of shape {tuple(value.shape)} {where}; it must return a scalar "
-            "(reduce over the batch, e.g. with .mean())"
-        )
-    return value.reshape(())
-
-
 def check_same_shape(clean: torch.Tensor, corrupt: torch.Tensor) -> None:
     """Patching copies activations position by position, so both runs need the same ``[batch, pos]``."""
     if tuple(clean.shape) != tuple(corrupt.shape):

@@ -1,6 +1,7 @@
 """Activation patching: copy activations of a clean run into a corrupt run, one slot at a time.
 
-The question is causal: how much of the clean behaviour (measured by ``metric(logits)``) comes back when
+The question is causal: how much of the clean behaviour (measured by ``metric(logits, batch)``, averaged over
+the batch's rows; see :mod:`interp.analysis.metric`) comes back when
 a single activation slot (a position, a head, or both, of one hook) takes its clean value inside the corrupt
 run?
 The answer is reported as the raw metric and as the normalised recovery
@@ -12,7 +13,7 @@ has a different slot patched.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -20,12 +21,12 @@ import torch
 from torch import nn
 
 from hooks import ActivationCache
-from interp.analysis.checks import as_scalar, check_indices, check_same_shape
+from interp.analysis.checks import check_indices, check_same_shape
 from interp.analysis.conditions import run_conditions
 from interp.analysis.effect import normalised_effect
+from interp.analysis.metric import Batch, Metric, check_signature, mean_metric, run_batches
 from interp.analysis.slots import slot_axes, slot_mask, slots_of
 
-Metric = Callable[[torch.Tensor], torch.Tensor]
 BY = ("position", "head", "head_position", "layer")
 TOKEN_BUDGET = 8192  # tokens per patched forward when batch_size is not given
 
@@ -77,18 +78,15 @@ def _patch_fn(source: torch.Tensor, rows: list[tuple[int, Slot]], n: int):
 def run_slots(
     model: nn.Module,
     source: ActivationCache,
-    target_tokens: torch.Tensor,
+    target: Batch,
     slots: Sequence[Slot],
     metric: Metric,
     *,
-    attention_mask: torch.Tensor | None = None,
     batch_size: int | None = None,
 ) -> list[float]:
-    """``metric`` of the target run with each slot patched from ``source`` (one value per slot)."""
-    if target_tokens.ndim == 1:
-        target_tokens = target_tokens[None]
+    """``metric``'s mean over the target run with each slot patched from ``source`` (one value per slot)."""
     if batch_size is None:
-        batch_size = max(1, TOKEN_BUDGET // target_tokens.numel())
+        batch_size = max(1, TOKEN_BUDGET // target.tokens.numel())
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}; it must be at least 1 (patches per forward pass)")
     values: list[float] = []
@@ -99,9 +97,9 @@ def run_slots(
         for i, slot in enumerate(chunk):
             rows[slot.hook].append((i, slot))
         hooks = [(name, _patch_fn(source[name], hook_rows, n)) for name, hook_rows in rows.items()]
-        parts = run_conditions(model, target_tokens, hooks, copies=n, attention_mask=attention_mask)
+        parts = run_conditions(model, target.tokens, hooks, copies=n, attention_mask=target.attention_mask)
         for i, part in enumerate(parts):
-            values.append(float(as_scalar(metric(part), f"for the patch {chunk[i]}")))
+            values.append(float(mean_metric(metric, part, target, f"for the patch {chunk[i]}")))
     return values
 
 
@@ -203,6 +201,7 @@ def patch(
     positions: int | Sequence[int] | None = None,
     heads: int | Sequence[int] | None = None,
     attention_mask: torch.Tensor | None = None,
+    labels: Mapping[str, torch.Tensor] | None = None,
     batch_size: int | None = None,
 ) -> pd.DataFrame:
     """Patch each slot of ``hook_name`` from the clean run into the corrupt run and measure ``metric``.
@@ -211,12 +210,15 @@ def patch(
         model: the model.
         clean_tokens, corrupt_tokens: ``[batch, pos]`` of the same shape; a patch applies to every row.
         hook_name: one name, a glob or list (``"blocks.*.hook_resid_pre"``), or a template with ``{layer}``.
-        metric: ``metric(logits [batch, pos, d_vocab]) -> scalar tensor`` (e.g. a mean logit difference).
+        metric: ``metric(logits [batch, pos, d_vocab], batch) -> [batch]``, one value per row, averaged here
+            (e.g. :func:`~interp.analysis.logit_difference` with ``labels``); ``batch`` is a
+            :class:`~interp.analysis.Batch` of the tokens of the run measured (clean, corrupt or patched).
         by: ``"position"``, ``"head"``, ``"head_position"``, or ``"layer"`` (the whole activation at once).
             Heads are query heads for q, z, result and patterns, key/value heads for k and v; the position
             of a pattern or score is its query.
         positions, heads: restrict the sweep to these (default: all).
         attention_mask: ``[batch, pos]`` used by both runs; positions index the padded tensor.
+        labels: per-row tensors ``[batch, ...]`` the metric reads from its batch (``answer``, ``foil``...).
         batch_size: patches per forward pass (default: as many as fit in about 8k tokens).
 
     Returns:
@@ -225,17 +227,19 @@ def patch(
         and ``corrupt_metric``.
 
     Raises:
-        ValueError: the token shapes differ, ``by`` is unknown or needs heads the hook lacks, or the metric is
-            not a scalar. IndexError: a position or head is out of range.
+        ValueError: the token shapes differ, ``by`` is unknown or needs heads the hook lacks, or the metric
+            does not return one value per row. IndexError: a position or head is out of range. TypeError: the
+            metric does not take ``(logits, batch)``.
     """
+    check_signature(metric)
     check_same_shape(clean_tokens, corrupt_tokens)
     check_by(by)
     names = hook_names_for(model, hook_name)
+    clean_run, corrupt_run = run_batches(clean_tokens, corrupt_tokens, attention_mask, labels)
     clean_logits, cache = model.run_with_cache(clean_tokens, attention_mask, names_filter=names)
-    clean = float(as_scalar(metric(clean_logits), "on the clean run"))
-    corrupt = float(as_scalar(metric(model(corrupt_tokens, attention_mask)), "on the corrupt run"))
+    clean = float(mean_metric(metric, clean_logits, clean_run, "on the clean run"))
+    corrupt_logits = model(corrupt_tokens, attention_mask)
+    corrupt = float(mean_metric(metric, corrupt_logits, corrupt_run, "on the corrupt run"))
     slots = sweep_slots(model, names, {n: cache[n].shape for n in names}, by, positions, heads)
-    values = run_slots(
-        model, cache, corrupt_tokens, slots, metric, attention_mask=attention_mask, batch_size=batch_size
-    )
+    values = run_slots(model, cache, corrupt_run, slots, metric, batch_size=batch_size)
     return slot_frame(model, slots, by, [v - corrupt for v in values], clean, corrupt)

@@ -8,6 +8,10 @@ Steering only each prompt's last token (``positions="last"``) leaves everything 
 prompt minus its last token is run once, unsteered, into a KV cache, and every condition then runs a single
 token against a copy of that cache: a sweep of many layers and scales costs little more than one token per
 condition and prompt.
+
+The metric is the one of :mod:`interp.analysis.metric`, ``metric(logits, batch) -> [rows]``: ``logits`` are
+``[rows, d_vocab]`` at each row's last token, and ``batch`` holds the rows that ran (each prompt once per
+condition) with the label ``prompt`` (each row's prompt index) and the caller's per-prompt ``labels``.
 """
 
 from __future__ import annotations
@@ -20,11 +24,9 @@ import torch
 from tqdm.auto import tqdm
 
 from interp.analysis.conditions import Conditions
+from interp.analysis.metric import Batch, Metric, check_metric, check_signature
 from interp.analysis.steering import SteeringVector
 from interp.model.kv_cache import KVCache
-
-Metric = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-"""``metric(logits [rows, d_vocab], prompt [rows]) -> [rows]``: the logits at each prompt's last token."""
 
 
 @torch.no_grad()
@@ -37,6 +39,7 @@ def steering_sweep(
     *,
     positions: str | Sequence[int] = "all",
     baseline: bool = True,
+    labels: Mapping[str, torch.Tensor] | None = None,
     batch_size: int = 64,
     prepend_bos: bool | None = None,
     progress: bool = False,
@@ -49,11 +52,14 @@ def steering_sweep(
         vectors: one :class:`~interp.analysis.SteeringVector` or ``{label: vector}``; each is added at its
             own hook.
         scales: multiples of each vector to add.
-        metric: ``metric(logits, prompt)`` with ``logits [rows, d_vocab]`` at the last token and ``prompt
-            [rows]`` the index of each row's prompt; returns one value per row.
+        metric: ``metric(logits, batch) -> [rows]`` with ``logits [rows, d_vocab]`` at the last token and
+            ``batch`` a :class:`~interp.analysis.Batch` of the rows: ``batch.labels["prompt"]`` is each row's
+            prompt index, and ``labels`` come repeated per row (so
+            :func:`~interp.analysis.logit_difference` works with ``answer`` and ``foil``).
         positions: ``"all"`` (every token of the prompt), ``"last"`` (its last token only, with the rest run
             once and cached), or token indices counted in each prompt (negative from its end).
         baseline: also measure each prompt unsteered (``vector="none"``, ``scale=0``).
+        labels: per-prompt tensors ``[n_prompts, ...]`` the metric reads from its batch.
         batch_size: rows (prompt and condition pairs) per forward pass.
         prepend_bos: as in ``model.to_tokens``.
         progress: show a progress bar.
@@ -62,6 +68,7 @@ def steering_sweep(
         A DataFrame with columns ``vector``, ``hook``, ``scale``, ``prompt`` and ``value``, one row per
         prompt and condition.
     """
+    check_signature(metric)
     if not isinstance(vectors, (SteeringVector, Mapping)):
         raise TypeError(
             f"vectors is a {type(vectors).__name__}; give a SteeringVector or a {{label: SteeringVector}} "
@@ -84,6 +91,7 @@ def steering_sweep(
         conditions.insert(0, ("none", None, 0.0))
     if not conditions:
         raise ValueError("no conditions: give at least one scale, or baseline=True")
+    labels = _check_labels(labels, len(prompts))
     indices = _check_positions(positions)
     chunk = min(len(prompts), batch_size)
     per_pass = max(1, batch_size // chunk)  # conditions stacked in one pass
@@ -97,12 +105,14 @@ def steering_sweep(
             group = conditions[first : first + per_pass]
             logits = _run_group(model, ids, mask, group, indices, prefix)  # [len(group) * n, d_vocab]
             n = ids.shape[0]
-            prompt = torch.arange(start, start + n).repeat(len(group))  # [rows], condition-major
-            values = metric(logits, prompt.to(logits.device))
-            values = torch.as_tensor(values).detach().float().cpu().reshape(-1)
-            if values.shape[0] != logits.shape[0]:
-                raise ValueError(f"metric returned {values.shape[0]} values for {logits.shape[0]} rows")
-            for row, value in enumerate(values.tolist()):
+            stack = Conditions(copies=len(group), batch=n)
+            rows = {k: v[start : start + n] for k, v in labels.items()}
+            rows["prompt"] = torch.arange(start, start + n, device=logits.device)
+            batch = Batch(
+                stack.repeat(ids), stack.repeat(mask), labels={k: stack.repeat(v) for k, v in rows.items()}
+            )
+            values = check_metric(metric(logits, batch), batch, f"for prompts {start}..{start + n - 1}")
+            for row, value in enumerate(values.detach().float().cpu().tolist()):
                 label, vector, scale = group[row // n]
                 records.append(
                     {
@@ -116,6 +126,20 @@ def steering_sweep(
             bar.update(len(group) * n)
     bar.close()
     return pd.DataFrame.from_records(records, columns=["vector", "hook", "scale", "prompt", "value"])
+
+
+def _check_labels(labels: Mapping[str, torch.Tensor] | None, n_prompts: int) -> dict[str, torch.Tensor]:
+    labels = {} if labels is None else {k: torch.as_tensor(v) for k, v in labels.items()}
+    if "prompt" in labels:
+        raise ValueError(
+            "labels has a 'prompt' entry; that label is the sweep's own (each row's prompt index)"
+        )
+    for key, value in labels.items():
+        if value.ndim == 0 or value.shape[0] != n_prompts:
+            raise ValueError(
+                f"label {key!r} has shape {list(value.shape)}; give one entry per prompt: [{n_prompts}, ...]"
+            )
+    return labels
 
 
 def _check_positions(positions: str | Sequence[int]) -> str | list[int]:

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from interp.analysis.metric import Metric, check_metric, check_signature
 from interp.circuits.graph import Graph
-from interp.circuits.pairs import Metric, Pairs, check_metric
+from interp.circuits.pairs import Pairs
 from interp.circuits.run import check_graph, new_store, record_sources
 from interp.circuits.shards import map_batches, ordered_sum
 from interp.circuits.wiring import InputHook, forward, input_hooks, split
@@ -181,6 +182,7 @@ def edge_attribution(
         raise ValueError(f"method={method!r}; expected one of {list(METHODS)}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps={steps!r}; EAP-IG needs a positive number of interpolation points")
+    check_signature(metric)
     graph = check_graph(model, None)
     pairs.batches(batch_size)  # checks batch_size before any work
     steps = 1 if method == "eap" else steps

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import torch
 
 from interp.analysis.conditions import Conditions
+from interp.analysis.metric import Metric, check_metric, check_signature
 from interp.circuits.attribution import EdgeScores
 from interp.circuits.circuit import Circuit
-from interp.circuits.pairs import Metric, Pairs, check_metric
+from interp.circuits.pairs import Pairs
 from interp.circuits.run import check_graph, new_store, record_sources
 from interp.circuits.shards import map_batches, ordered_sum
 from interp.circuits.wiring import forward, input_hooks, split
@@ -99,6 +100,7 @@ def exact_edge_scores(
         :class:`EdgeScores` with ``method="exact"``: the measured edges hold their score, every other edge 0;
         ``EdgeScores.values(edges)`` reads them back in order.
     """
+    check_signature(metric)
     graph = check_graph(model, edges.graph if isinstance(edges, Circuit) else None)
     names = edges.edges if isinstance(edges, Circuit) else [tuple(e) for e in edges]
     index = [graph.edge_index(e) for e in names]  # raises on an edge the graph lacks

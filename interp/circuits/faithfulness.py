@@ -21,9 +21,10 @@ import pandas as pd
 import torch
 
 from interp.analysis.effect import normalised_effect
+from interp.analysis.metric import Metric, check_metric, check_signature
 from interp.circuits.attribution import EdgeScores
 from interp.circuits.circuit import Circuit
-from interp.circuits.pairs import Metric, Pairs, check_metric
+from interp.circuits.pairs import Pairs
 from interp.circuits.run import check_graph, corrupt_run, run_circuit
 from interp.circuits.select import greedy, top_n
 from interp.circuits.shards import map_batches, ordered_sum
@@ -83,6 +84,7 @@ def evaluate(
     One corrupted run per batch serves every circuit; the full model and the corrupted inputs are measured on
     the same batches.
     """
+    check_signature(metric)
     circuits = [circuits] if isinstance(circuits, Circuit) else list(circuits)
     if not circuits:
         raise ValueError("no circuits to evaluate")

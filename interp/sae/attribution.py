@@ -10,7 +10,7 @@ the real effect of patching a set of features, for :func:`feature_attribution`'s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -18,7 +18,7 @@ import torch
 
 from interp.analysis.conditions import run_conditions
 from interp.analysis.effect import normalised_effect
-from interp.analysis.patching import Metric
+from interp.analysis.metric import Metric, check_signature, mean_metric, run_batches
 from interp.sae.module import SAE
 
 
@@ -34,20 +34,26 @@ def feature_attribution(
     metric: Metric,
     *,
     attention_mask: torch.Tensor | None = None,
+    labels: Mapping[str, torch.Tensor] | None = None,
 ) -> pd.DataFrame:
     """Attribution-patching estimates for every feature of ``sae`` and for its error node.
+
+    ``metric(logits, batch) -> [batch]`` is averaged over the rows (see :func:`~interp.analysis.patch`, whose
+    ``labels`` this takes too).
 
     Returns:
         One row per feature (``node="feature"``, ``feature``, ``delta``) and a last row ``node="error"``; ``value``
         is ``delta / (clean - corrupt)``. ``frame.attrs`` holds ``clean_metric`` and ``corrupt_metric``.
     """
+    check_signature(metric)
+    clean_run, corrupt_run = run_batches(clean_tokens, corrupt_tokens, attention_mask, labels)
     acts_name, error_name = _names(sae)
     with model.saes([sae], use_error_term=True):
         with torch.no_grad():
             clean_logits, cache = model.run_with_cache(
                 clean_tokens, attention_mask, names_filter=[acts_name, error_name]
             )
-            clean = float(metric(clean_logits))
+            clean = float(mean_metric(metric, clean_logits, clean_run, "on the clean run"))
         kept: dict[str, torch.Tensor] = {}
 
         def keep(act: torch.Tensor, hook) -> torch.Tensor:
@@ -59,7 +65,7 @@ def feature_attribution(
             logits = model.run_with_hooks(
                 corrupt_tokens, attention_mask, fwd_hooks=[(acts_name, keep), (error_name, keep)]
             )
-            value = metric(logits)
+            value = mean_metric(metric, logits, corrupt_run, "on the corrupt run")
             grads = torch.autograd.grad(value, [kept[acts_name], kept[error_name]])
     diff_a = cache[acts_name] - kept[acts_name].detach()
     diff_e = cache[error_name] - kept[error_name].detach()
@@ -88,9 +94,13 @@ def patch_features(
     feature_sets: Sequence[Sequence[int]],
     *,
     attention_mask: torch.Tensor | None = None,
+    labels: Mapping[str, torch.Tensor] | None = None,
 ) -> list[float]:
     """The metric of the corrupt run with each set of features taken from the clean run (at every position,
-    the error term of the corrupt run kept), all sets in one batched forward pass."""
+    the error term of the corrupt run kept), all sets in one batched forward pass; the metric is averaged over
+    the rows, as in :func:`feature_attribution`."""
+    check_signature(metric)
+    _, corrupt_run = run_batches(clean_tokens, corrupt_tokens, attention_mask, labels)
     acts_name, _ = _names(sae)
     with model.saes([sae], use_error_term=True):
         _, cache = model.run_with_cache(clean_tokens, attention_mask, names_filter=acts_name)
@@ -108,4 +118,7 @@ def patch_features(
         parts = run_conditions(
             model, corrupt_tokens, [(acts_name, take)], copies=n, attention_mask=attention_mask
         )
-    return [float(metric(part)) for part in parts]
+    return [
+        float(mean_metric(metric, part, corrupt_run, f"with the features {list(features)} patched"))
+        for part, features in zip(parts, feature_sets, strict=True)
+    ]

@@ -140,7 +140,7 @@ def mlp_positions(model, pairs: StudyPairs, layers: list[int]) -> pd.DataFrame:
             model,
             one.clean,
             one.corrupt,
-            lambda logits, one=one: logit_difference(logits, one)[0],
+            lambda logits, batch, one=one: logit_difference(logits, one),  # the pair's own read position
             hooks,
             by="position",
             attention_mask=one.attention_mask,

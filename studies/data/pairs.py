@@ -9,11 +9,12 @@ logits; its metric is the projection of the final stream at the pronoun (resolut
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from interp.analysis import Batch, Metric
 from studies.data.forward import has_lm_head, prepend_bos
 from studies.data.items import AgreementItem, ResolutionItem
 from studies.data.spans import agreement_spans, resolution_spans, target_ids
@@ -26,12 +27,13 @@ ROLES_AGREEMENT = ("antecedent", "distractor", "final", "other")
 
 @dataclass
 class Pair:
-    """A twin pair ready to patch: ``clean``/``corrupt`` ``[2, pos]``, the metric and each position's role."""
+    """A twin pair ready to patch: ``clean``/``corrupt`` ``[2, pos]``, the metric (one value per twin, as every
+    analysis function takes it: patching averages the two) and each position's role."""
 
     ids: tuple[str, str]
     clean: torch.Tensor
     corrupt: torch.Tensor
-    metric: Callable[[torch.Tensor], torch.Tensor]
+    metric: Metric
     roles: list[str]
     length: int
 
@@ -98,9 +100,9 @@ def _lm_metric(model, a, b, bos: bool | None):
     t = _answer_ids(model, a, bos)
     signs = torch.tensor([1.0 if x.answer == 0 else -1.0 for x in (a, b)])
 
-    def metric(logits: torch.Tensor) -> torch.Tensor:
+    def metric(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         last = logits[:, -1].float()  # [2, d_vocab]
-        return (signs.to(last.device) * (last[:, t[0]] - last[:, t[1]])).mean()
+        return signs.to(last.device) * (last[:, t[0]] - last[:, t[1]])
 
     return metric
 
@@ -115,8 +117,8 @@ def _stream_metric(model, tokens, spans: dict, item):
     direction = diff / diff.pow(2).sum(-1, keepdim=True).clamp(min=1e-12)
     base = out.flip(0)
 
-    def metric(stream: torch.Tensor) -> torch.Tensor:
+    def metric(stream: torch.Tensor, batch: Batch) -> torch.Tensor:
         h = stream[:, position].float()
-        return ((h - base.to(h.device)) * direction.to(h.device)).sum(-1).mean()
+        return ((h - base.to(h.device)) * direction.to(h.device)).sum(-1)
 
     return metric

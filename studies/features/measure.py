@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from interp.analysis import Batch
 from interp.analysis.stats import bootstrap_mean_interval, wilson_interval
 from interp.sae import SAE
 from interp.sae.attribution import feature_attribution, patch_features
@@ -178,7 +179,8 @@ def ablation_effects(model: Any, sae: SAE, pairs: Sequence[tuple[Any, int]], set
     out = np.zeros((len(pairs), n))
     with model.saes([sae], use_error_term=True):
         for p, (pair, _) in enumerate(pairs):
-            base = float(pair.metric(model(pair.clean)))
+            batch = Batch(pair.clean)
+            base = float(pair.metric(model(pair.clean), batch).mean())
 
             def zero(act: torch.Tensor, hook) -> torch.Tensor:
                 act = act.unflatten(0, (n, 2)).clone()  # [set, twin, pos, d_sae]
@@ -186,7 +188,7 @@ def ablation_effects(model: Any, sae: SAE, pairs: Sequence[tuple[Any, int]], set
                 return act.flatten(0, 1)
 
             logits = model.run_with_hooks(pair.clean.repeat(n, 1), fwd_hooks=[(name, zero)])
-            out[p] = [float(pair.metric(part)) - base for part in logits.split(2)]
+            out[p] = [float(pair.metric(part, batch).mean()) - base for part in logits.split(2)]
     return out
 
 

@@ -14,8 +14,10 @@ import pandas as pd
 import torch
 
 from interp.analysis import (
+    Batch,
     SteeringVector,
     bootstrap_mean_interval,
+    logit_difference,
     steering_sweep,
     steering_vectors,
     wilson_interval,
@@ -128,18 +130,14 @@ def flip_sweep(
             continue
         targets = ids[group]
 
-        def metric(logits: torch.Tensor, prompt: torch.Tensor, targets=targets) -> torch.Tensor:
-            rows = torch.arange(len(prompt), device=logits.device)
-            t = targets.to(logits.device)[prompt]
-            return logits[rows, t[:, 0]] - logits[rows, t[:, 1]]
-
         frame = steering_sweep(
             model,
             [test[i].prompt for i in group],
             vectors,
             [sign * s for s in scales],
-            metric,
+            logit_difference,
             positions="last",
+            labels={"answer": targets[:, 0], "foil": targets[:, 1]},
             batch_size=batch_size,
             progress=progress,
         )
@@ -216,8 +214,8 @@ def fluency_cost(
     ids, mask = model.to_tokens(list(neutral), padding_side="left")
     base = model(ids, mask)[:, -1].float().log_softmax(-1)  # [prompt, d_vocab]
 
-    def metric(logits: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
-        reference = base.to(logits.device)[prompt]
+    def metric(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        reference = base.to(logits.device)[batch.labels["prompt"]]
         kl = (reference.exp() * (reference - logits.float().log_softmax(-1))).sum(-1)
         return kl.clamp(min=0.0)  # >= 0; float rounding can dip a hair below when nothing changed
 

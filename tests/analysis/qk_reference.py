@@ -49,16 +49,7 @@ def reference_scores(reference: torch.nn.Module, ids: torch.Tensor) -> list[torc
 
 def embolden_gpt2_bert(name: str, vocab: int) -> torch.nn.Module:
     """GPT-2 (LayerNorm with biases, learned positions) or BERT (post-norm, bidirectional), weights widened."""
-    from tests.load.families import embolden
+    from tests.load.families import build
 
-    torch.manual_seed(0)
-    if name == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=3, n_embd=64, n_head=4, vocab_size=vocab, n_positions=64)
-        model = transformers.GPT2LMHeadModel(cfg)
-    else:
-        cfg = transformers.BertConfig(
-            hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_size=96, vocab_size=vocab
-        )
-        model = transformers.BertForMaskedLM(cfg)
-    embolden(model)
-    return model.eval()
+    layers = {"n_layer": 3} if name == "gpt2" else {"num_hidden_layers": 3}
+    return build(name, vocab, None, **layers)

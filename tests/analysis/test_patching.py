@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from interp import HookedTransformer
-from interp.analysis import attribution_patch, patch, run_patched, verify_top_k
+from interp.analysis import Batch, attribution_patch, logit_difference, patch, run_patched, verify_top_k
 from tests.analysis.models import CONFIGS, build, tokens
 
 
@@ -14,8 +14,8 @@ def _no_grad():
         yield
 
 
-def logit_diff(logits: torch.Tensor) -> torch.Tensor:
-    return (logits[:, -1, 3] - logits[:, -1, 7]).mean()
+def logit_diff(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+    return logits[:, -1, 3] - logits[:, -1, 7]
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +42,12 @@ def test_batched_patches_match_one_at_a_time(setting):
     )
     assert list(frame.columns) == ["hook", "layer", "position", "head", "delta", "value"]
     assert len(frame) == 2 * 8 * 4
-    corrupt_metric = float(logit_diff(model(corrupt)))
+    corrupt_metric = float(logit_diff(model(corrupt), Batch(corrupt)).mean())
     for row in frame.sample(6, random_state=0).itertuples():
         logits = run_patched(model, corrupt, clean, row.hook, positions=[row.position], heads=[row.head])
-        assert float(logit_diff(logits)) - corrupt_metric == pytest.approx(row.delta, abs=1e-5)
+        assert float(logit_diff(logits, Batch(corrupt)).mean()) - corrupt_metric == pytest.approx(
+            row.delta, abs=1e-5
+        )
     clean_metric = frame.attrs["clean_metric"]
     assert frame["value"].to_numpy() == pytest.approx(
         frame["delta"].to_numpy() / (clean_metric - corrupt_metric)
@@ -114,6 +116,18 @@ def test_key_value_hooks_are_patched_per_key_value_head():
     )
 
 
+def test_the_ready_made_logit_difference_reads_labels_as_a_metric_written_here(setting):
+    model, clean, corrupt = setting
+    labels = {"answer": torch.full((2,), 3), "foil": torch.full((2,), 7)}
+    mine = patch(model, clean, corrupt, "blocks.0.hook_resid_pre", logit_diff)
+    ready = patch(model, clean, corrupt, "blocks.0.hook_resid_pre", logit_difference, labels=labels)
+    assert ready["delta"].to_numpy() == pytest.approx(mine["delta"].to_numpy(), abs=1e-5)
+    approx = attribution_patch(
+        model, clean, corrupt, logit_difference, "blocks.0.hook_resid_pre", labels=labels
+    )
+    assert approx.attrs["clean_metric"] == pytest.approx(mine.attrs["clean_metric"], abs=1e-5)
+
+
 def test_attribution_leaves_parameter_grads_alone(setting):
     model, clean, corrupt = setting
     attribution_patch(model, clean, corrupt, logit_diff, "blocks.0.hook_resid_pre")
@@ -126,10 +140,18 @@ def test_patching_errors(setting):
         ValueError, match=r"clean tokens have shape \(2, 8\) but corrupt tokens have shape \(2, 7\)"
     ):
         patch(model, clean, corrupt[:, :7], "blocks.0.hook_resid_pre", logit_diff)
-    with pytest.raises(ValueError, match=r"metric returned a tensor of shape \(2,\)"):
-        patch(model, clean, corrupt, "blocks.0.hook_resid_pre", lambda logits: logits[:, -1, 3])
-    with pytest.raises(ValueError, match=r"metric returned a tensor of shape \(2,\)"):
-        attribution_patch(model, clean, corrupt, lambda logits: logits[:, -1, 3], "blocks.0.hook_resid_pre")
+    with pytest.raises(ValueError, match=r"returned shape \[\] on the clean run.*a mean over the batch"):
+        patch(model, clean, corrupt, "blocks.0.hook_resid_pre", lambda logits, batch: logits[:, -1, 3].mean())
+    with pytest.raises(ValueError, match=r"returned shape \[\] on the clean run.*a mean over the batch"):
+        attribution_patch(
+            model, clean, corrupt, lambda logits, batch: logits[:, -1, 3].mean(), "blocks.0.hook_resid_pre"
+        )
+    with pytest.raises(TypeError, match=r"cannot be called as metric\(logits, batch\).*write e\.g\."):
+        patch(model, clean, corrupt, "blocks.0.hook_resid_pre", lambda logits: logits[:, -1, 3].mean())
+    with pytest.raises(
+        TypeError, match=r"the metric <lambda>\(logits\) cannot be called as metric\(logits, batch\)"
+    ):
+        verify_top_k(model, clean, corrupt, lambda logits: logits[:, -1, 3].mean(), pd.DataFrame())
     with pytest.raises(IndexError, match="position 8 is out of range"):
         patch(model, clean, corrupt, "blocks.0.hook_resid_pre", logit_diff, positions=[8])
     with pytest.raises(IndexError, match="head 4 is out of range"):

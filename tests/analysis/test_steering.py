@@ -8,8 +8,10 @@ import torch
 from safetensors.torch import save_file
 
 from interp.analysis import (
+    Batch,
     SteeringVector,
     load_steering_vector,
+    logit_difference,
     steer,
     steering_sweep,
     steering_vector,
@@ -119,12 +121,21 @@ def _naive_sweep(model, prompts, vectors, scales, metric, positions):
     for p, text in enumerate(prompts):
         ids, _ = model.to_tokens(text)
         base = model(ids)[:, -1]
-        rows.append(("none", 0.0, p, float(metric(base, torch.tensor([p]))[0])))
+        rows.append(
+            ("none", 0.0, p, float(metric(base, Batch(ids, labels={"prompt": torch.tensor([p])}))[0]))
+        )
         for label, vec in vectors.items():
             for scale in scales:
                 where = [-1] if positions == "last" else positions
                 logits = model.run_with_hooks(ids, fwd_hooks=[vec.hook(scale, where)])[:, -1]
-                rows.append((label, float(scale), p, float(metric(logits, torch.tensor([p]))[0])))
+                rows.append(
+                    (
+                        label,
+                        float(scale),
+                        p,
+                        float(metric(logits, Batch(ids, labels={"prompt": torch.tensor([p])}))[0]),
+                    )
+                )
     return sorted(rows)
 
 
@@ -134,8 +145,8 @@ def test_a_sweep_equals_one_naive_forward_per_prompt_and_condition(model, positi
     labelled = {"first": vectors["blocks.0.hook_resid_post"], "second": vectors[HOOK]}
     prompts = [*POSITIVE, *NEGATIVE, "x"]  # one-token prompts too
 
-    def metric(logits, prompt):
-        return logits[:, 5] - logits[:, 7] + prompt.float()
+    def metric(logits, batch):
+        return logits[:, 5] - logits[:, 7] + batch.labels["prompt"].float()
 
     frame = steering_sweep(
         model, prompts, labelled, [-2.0, 1.0, 3.0], metric, positions=positions, batch_size=10
@@ -146,3 +157,20 @@ def test_a_sweep_equals_one_naive_forward_per_prompt_and_condition(model, positi
     assert [g[:3] for g in got] == [e[:3] for e in expected]
     values = torch.tensor([g[3] for g in got])
     torch.testing.assert_close(values, torch.tensor([e[3] for e in expected]), atol=1e-4, rtol=0)
+
+
+def test_a_sweep_reads_per_prompt_labels_with_the_ready_made_logit_difference(model):
+    vector = steering_vector(model, POSITIVE, NEGATIVE, HOOK)
+    prompts = [*POSITIVE, "x"]
+
+    def by_hand(logits, batch):
+        return logits[:, 5] - logits[:, 7]
+
+    labels = {"answer": torch.full((len(prompts),), 5), "foil": torch.full((len(prompts),), 7)}
+    mine = steering_sweep(model, prompts, vector, [1.0, 2.0], by_hand, batch_size=3)
+    ready = steering_sweep(model, prompts, vector, [1.0, 2.0], logit_difference, labels=labels, batch_size=3)
+    torch.testing.assert_close(torch.tensor(ready.value.to_numpy()), torch.tensor(mine.value.to_numpy()))
+    with pytest.raises(ValueError, match="label 'answer' has shape \\[2\\]; give one entry per prompt"):
+        steering_sweep(model, prompts, vector, [1.0], logit_difference, labels={"answer": torch.ones(2)})
+    with pytest.raises(TypeError, match="cannot be called as metric\\(logits, batch\\)"):
+        steering_sweep(model, prompts, vector, [1.0], lambda logits: logits[:, 5])

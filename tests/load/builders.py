@@ -1,8 +1,9 @@
 """Checkpoints built inside the tests: tiny random models saved as Hugging Face folders and GGUF files.
 
-Every reference model is a ``transformers`` model with a small random config; the folder or file is what its
-own ``save_pretrained`` writes (or, for GGUF, what llama.cpp's converter would: renamed tensors, Q and K rows
-permuted), plus a tokenizer trained here on a few sentences.
+Every reference model is a ``transformers`` model with a small random config from the tests' one factory,
+:mod:`tests.load.families`; the folder or file is what its own ``save_pretrained`` writes (or, for GGUF, what
+llama.cpp's converter would: renamed tensors, Q and K rows permuted), plus a tokenizer trained here on a few
+sentences.
 """
 
 from __future__ import annotations
@@ -170,27 +171,6 @@ def _add_tokenizer(writer: gguf.GGUFWriter, backend: Backend, add_bos: bool) -> 
     writer.add_eos_token_id(0)
     writer.add_pad_token_id(1)
     writer.add_add_bos_token(add_bos)
-
-
-def tiny_llama(vocab_size: int, **overrides):
-    """A random two-layer Llama with grouped-query attention (4 query heads, 2 key/value heads)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    kwargs = dict(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=96,
-        vocab_size=vocab_size,
-        max_position_embeddings=128,
-        rms_norm_eps=1e-6,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    kwargs.update(overrides)
-    return LlamaForCausalLM(LlamaConfig(**kwargs)).eval()
 
 
 def hf_from_gguf(path: Path) -> torch.nn.Module:

@@ -8,10 +8,10 @@ Llama 2 and Phi-3 repositories ship for Phi-3 (and for Qwen2: ``transformers`` 5
 with Qwen2's own split, whose hash the converter does not know for SmolLM2's vocabulary, so the Qwen2 folder
 converts through the converter's SentencePiece path instead).
 
-SmolLM2's vocabulary has 49,152 tokens, so those models keep ``d_model`` small. Configs set what each GGUF
-architecture can carry (Gemma's query scale is the one llama.cpp derives from ``head_dim``); weights are drawn
-large (:func:`tests.load.families.embolden`) so that a dropped ``+ 1``, a wrong row order or a missing scaling
-fails the comparison by far.
+SmolLM2's vocabulary has 49,152 tokens, so those models keep ``d_model`` small. The configs (``gguf-*`` in
+:data:`tests.load.families.CONFIGS`) set what each GGUF architecture can carry; weights are drawn large
+(:func:`tests.load.families.embolden`) so that a dropped ``+ 1``, a wrong row order or a missing scaling fails
+the comparison by far.
 """
 
 from __future__ import annotations
@@ -19,162 +19,39 @@ from __future__ import annotations
 import io
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.load import families
 from tests.load.builders import CORPUS
-from tests.load.families import WINDOW, embolden
 
 transformers = pytest.importorskip("transformers")
 
 SMOLLM_VOCAB = 49152
 SPM_VOCAB = 400
 
+VOCAB = {"smollm": SMOLLM_VOCAB, "gemma-spm": SPM_VOCAB, "llama-spm": SPM_VOCAB}  # per tokenizer
 
-def _common(vocab: int, **overrides) -> dict:
-    kwargs = dict(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=96,
-        vocab_size=vocab,
-        max_position_embeddings=128,
-    )
-    kwargs.update(overrides)
-    return kwargs
-
-
-_SMOL = dict(vocab=SMOLLM_VOCAB, bos_token_id=1, eos_token_id=2, pad_token_id=2)
-_GEMMA_SPM = dict(vocab=SPM_VOCAB, pad_token_id=0, eos_token_id=1, bos_token_id=2)
-_LLAMA_SPM = dict(vocab=SPM_VOCAB, bos_token_id=1, eos_token_id=2, pad_token_id=0)
-
-
-def _config(ids: dict, **overrides) -> dict:
-    ids = dict(ids)
-    return _common(ids.pop("vocab"), **ids, **overrides)
-
-
-def gemma():
-    cfg = transformers.GemmaConfig(**_config(_GEMMA_SPM, head_dim=24, hidden_act="gelu_pytorch_tanh"))
-    return transformers.GemmaForCausalLM(cfg)
-
-
-def gemma2():
-    cfg = transformers.Gemma2Config(
-        **_config(_GEMMA_SPM, num_hidden_layers=3, head_dim=24),
-        query_pre_attn_scalar=24,  # llama.cpp's: head_dim
-        attn_logit_softcapping=4.0,
-        final_logit_softcapping=6.0,
-        sliding_window=WINDOW,
-    )
-    return transformers.Gemma2ForCausalLM(cfg)
-
-
-def gemma3():
-    cfg = transformers.Gemma3TextConfig(
-        **_config(_SMOL, num_hidden_layers=7, hidden_size=48, head_dim=16, num_attention_heads=2),
-        query_pre_attn_scalar=16,
-        sliding_window=WINDOW,
-        rope_parameters={
-            "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 100000.0},
-            "sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
-        },
-    )
-    return transformers.Gemma3ForCausalLM(cfg)
-
-
-def qwen2():
-    return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**_config(_LLAMA_SPM)))
-
-
-def qwen3():
-    cfg = transformers.Qwen3Config(
-        **_config(_SMOL, hidden_size=32, head_dim=16),
-        tie_word_embeddings=False,
-        rope_parameters={
-            "rope_type": "yarn",
-            "rope_theta": 10000.0,
-            "factor": 4.0,
-            "original_max_position_embeddings": 16,
-            "beta_fast": 8.0,
-            "beta_slow": 1.0,
-        },
-    )
-    return transformers.Qwen3ForCausalLM(cfg)
-
-
-def phi3():
-    half = 64 // 4 // 2  # rotary_dim / 2
-    cfg = transformers.Phi3Config(
-        **_config(_LLAMA_SPM, max_position_embeddings=64),
-        sliding_window=WINDOW,
-        tie_word_embeddings=False,
-        original_max_position_embeddings=8,
-        rope_parameters={
-            "rope_type": "longrope",
-            "rope_theta": 10000.0,
-            "long_factor": [1.0 + 0.5 * i for i in range(half)],
-            "short_factor": [1.0 + 0.125 * i for i in range(half)],
-            "original_max_position_embeddings": 8,
-        },
-    )
-    return transformers.Phi3ForCausalLM(cfg)
-
-
-def pythia():
-    cfg = transformers.GPTNeoXConfig(
-        **_config(_SMOL, num_key_value_heads=None),
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
-        use_parallel_residual=True,
-        hidden_act="gelu",
-    )
-    return transformers.GPTNeoXForCausalLM(cfg)
-
-
-def olmo2():
-    return transformers.Olmo2ForCausalLM(transformers.Olmo2Config(**_config(_SMOL, hidden_size=32)))
-
-
-def llama3():
-    cfg = transformers.LlamaConfig(
-        **_config(_SMOL, hidden_size=32),
-        rope_parameters={
-            "rope_type": "llama3",
-            "rope_theta": 10000.0,
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 16,
-        },
-    )
-    return transformers.LlamaForCausalLM(cfg)
-
-
-# name -> (builder, tokenizer, GGUF architecture llama.cpp writes)
-MODELS: dict[str, tuple[Callable[[], torch.nn.Module], str, str]] = {
-    "gemma": (gemma, "gemma-spm", "gemma"),
-    "gemma2": (gemma2, "gemma-spm", "gemma2"),
-    "gemma3": (gemma3, "smollm", "gemma3"),
-    "qwen2": (qwen2, "llama-spm", "qwen2"),
-    "qwen3": (qwen3, "smollm", "qwen3"),
-    "phi3": (phi3, "llama-spm", "phi3"),
-    "pythia": (pythia, "smollm", "gptneox"),
-    "olmo2": (olmo2, "smollm", "olmo2"),
-    "llama3": (llama3, "smollm", "llama"),
+# name -> (config of tests.load.families.CONFIGS, tokenizer, GGUF architecture llama.cpp writes)
+MODELS: dict[str, tuple[str, str, str]] = {
+    "gemma": ("gguf-gemma", "gemma-spm", "gemma"),
+    "gemma2": ("gguf-gemma2", "gemma-spm", "gemma2"),
+    "gemma3": ("gguf-gemma3", "smollm", "gemma3"),
+    "qwen2": ("gguf-qwen2", "llama-spm", "qwen2"),
+    "qwen3": ("gguf-qwen3", "smollm", "qwen3"),
+    "phi3": ("gguf-phi3", "llama-spm", "phi3"),
+    "pythia": ("gguf-pythia", "smollm", "gptneox"),
+    "olmo2": ("gguf-olmo2", "smollm", "olmo2"),
+    "llama3": ("gguf-llama3", "smollm", "llama"),
 }
 
 
 def build(name: str) -> torch.nn.Module:
     """The reference model of ``name`` in eager attention, weights large enough to matter."""
-    torch.manual_seed(0)
-    model = MODELS[name][0]()
-    model.config._attn_implementation = "eager"
-    embolden(model)
-    return model.eval()
+    config, tokenizer, _ = MODELS[name]
+    return families.build(config, VOCAB[tokenizer])
 
 
 def save(name: str, model: torch.nn.Module, tokenizer_dir: Path, folder: Path) -> Path:

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from interp.load import cache, checkpoint, load_checkpoint
-from tests.load.builders import SEED, byte_level_bpe, tiny_llama, write_llama_gguf
+from tests.load.builders import SEED, byte_level_bpe, write_llama_gguf
+from tests.load.families import tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from interp.analysis.patching import patch
 from interp.circuits import eap, logit_difference
 from interp.sae import SAE, SAEConfig
 from tests.circuits.models import tiny_pairs
-from tests.load.builders import byte_level_bpe, save_folder, tiny_llama
+from tests.load.builders import byte_level_bpe, save_folder
+from tests.load.families import tiny_llama
 
 pytest.importorskip("accelerate")
 
@@ -78,8 +79,8 @@ def test_logits_and_every_activation_are_exactly_the_whole_models(whole, dispatc
 
 
 def test_patching_gives_the_same_table(whole, dispatched):
-    def metric(logits: torch.Tensor) -> torch.Tensor:
-        return (logits[:, -1, 5] - logits[:, -1, 6]).mean()
+    def metric(logits: torch.Tensor, batch) -> torch.Tensor:
+        return logits[:, -1, 5] - logits[:, -1, 6]
 
     hooks = "blocks.{layer}.hook_resid_pre"
     expected = patch(whole, TOKENS, CORRUPT, hooks, metric, positions=[1, 3, 6])
@@ -91,8 +92,8 @@ def test_patching_gives_the_same_table(whole, dispatched):
 def test_attribution_patching_gives_the_same_gradients(whole, dispatched):
     """Backward passes run through blocks whose weights are loaded from disk for the forward only."""
 
-    def metric(logits: torch.Tensor) -> torch.Tensor:
-        return (logits[:, -1, 5] - logits[:, -1, 6]).mean()
+    def metric(logits: torch.Tensor, batch) -> torch.Tensor:
+        return logits[:, -1, 5] - logits[:, -1, 6]
 
     hooks = "blocks.{layer}.attn.hook_z"
     expected = attribution_patch(whole, TOKENS, CORRUPT, metric, hooks, by="head")

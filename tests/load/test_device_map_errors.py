@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import interp
-from tests.load.builders import byte_level_bpe, save_folder, tiny_llama
+from tests.load.builders import byte_level_bpe, save_folder
+from tests.load.families import tiny_llama
 
 pytest.importorskip("accelerate")
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from interp.load import CheckpointError, load, load_checkpoint
-from tests.load.builders import SEED, byte_level_bpe, save_folder, tiny_llama, write_llama_gguf
+from tests.load.builders import SEED, byte_level_bpe, save_folder, write_llama_gguf
+from tests.load.families import build, tiny_llama
 
 
 @pytest.fixture(scope="module")
@@ -135,14 +136,11 @@ def test_unimplemented_features_are_refused(copy):
 
 
 def test_unknown_tensors_are_refused(tmp_path):
-    from transformers import BertConfig, BertForSequenceClassification
-
     from tests.load.builders import wordpiece
 
     backend = wordpiece()
-    cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=48)
-    cfg.vocab_size = backend.get_vocab_size()
-    folder = save_folder(BertForSequenceClassification(cfg), backend, tmp_path / "classifier")
+    folder = tmp_path / "classifier"
+    build("bert-classifier", backend.get_vocab_size(), None, widen=False, folder=folder, tokenizer=backend)
     with pytest.raises(CheckpointError, match=r"tensors this loader does not understand: 'classifier.bias'"):
         load_checkpoint(folder)
 

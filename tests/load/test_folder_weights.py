@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from interp.load import CheckpointError, load
-from tests.load.builders import byte_level_bpe, save_folder, tiny_llama
+from tests.load.builders import byte_level_bpe, save_folder
+from tests.load.families import tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from gguf import GGMLQuantizationType as Q
 from interp.load import load_checkpoint
 from interp.load.gguf_file import GGUFFile
 from interp.load.gguf_hf import unpermute_rotary_rows
-from tests.load.builders import SEED, byte_level_bpe, hf_from_gguf, tiny_llama, write_llama_gguf
+from tests.load.builders import SEED, byte_level_bpe, hf_from_gguf, write_llama_gguf
+from tests.load.families import tiny_llama
 
 QUANTIZED = {
     "attn_q.weight": Q.Q8_0,

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.load.builders import byte_level_bpe, save_folder, tiny_llama
+from tests.load.builders import byte_level_bpe, save_folder
+from tests.load.families import tiny_llama
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

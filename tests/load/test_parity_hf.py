@@ -1,8 +1,9 @@
 """Parity with transformers on tiny random checkpoints of every family, saved and loaded as folders.
 
-Each reference is a transformers model with a small random config, written by its own ``save_pretrained``
-(and once in shards) with a tokenizer trained here. Both sides read the same folder; the logits must agree to
-float32 tolerance and every layer's ``hook_resid_post`` must equal the reference's hidden state.
+Each reference is a transformers model with a small random config (:mod:`tests.load.families`), written by its
+own ``save_pretrained`` (and once in shards) with a tokenizer trained here. Both sides read the same folder; the
+logits must agree to float32 tolerance and every layer's ``hook_resid_post`` must equal the reference's hidden
+state.
 """
 
 from __future__ import annotations
@@ -11,79 +12,21 @@ import pytest
 import torch
 
 from interp.load import load
-from tests.load.builders import SEED, byte_level_bpe, save_folder, tiny_llama, wordpiece
+from tests.load.builders import SEED, byte_level_bpe, save_folder, wordpiece
+from tests.load.families import build
 
 TEXTS = [SEED, "The cat sat on the mat."]
 ATOL = 1e-4
 
 
-def _gpt2(vocab: int):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    return GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=vocab, n_positions=64))
-
-
-def _bert_mlm(vocab: int):
-    from transformers import BertConfig, BertForMaskedLM
-
-    cfg = BertConfig(
-        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96, vocab_size=vocab
-    )
-    return BertForMaskedLM(cfg)
-
-
-def _bert_plain(vocab: int):
-    from transformers import BertConfig, BertModel
-
-    cfg = BertConfig(
-        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96, vocab_size=vocab
-    )
-    return BertModel(cfg, add_pooling_layer=True)
-
-
-def _llama(vocab: int):
-    return tiny_llama(vocab, rope_theta=500.0)
-
-
-def _qwen2(vocab: int):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    cfg = Qwen2Config(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=96,
-        vocab_size=vocab,
-        max_position_embeddings=128,
-        tie_word_embeddings=True,
-    )
-    return Qwen2ForCausalLM(cfg)
-
-
-def _mistral(vocab: int):
-    from transformers import MistralConfig, MistralForCausalLM
-
-    cfg = MistralConfig(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=1,
-        intermediate_size=96,
-        vocab_size=vocab,
-        max_position_embeddings=128,
-        sliding_window=48,
-    )
-    return MistralForCausalLM(cfg)
-
-
+# name -> (config of tests.load.families.CONFIGS and its fields here, tokenizer, causal)
 FAMILIES = {
-    "gpt2": (_gpt2, byte_level_bpe, True),
-    "bert-mlm": (_bert_mlm, wordpiece, False),
-    "bert-plain": (_bert_plain, wordpiece, False),
-    "llama-gqa": (_llama, byte_level_bpe, True),
-    "qwen2": (_qwen2, byte_level_bpe, True),
-    "mistral": (_mistral, byte_level_bpe, True),
+    "gpt2": (("gpt2", {}), byte_level_bpe, True),
+    "bert-mlm": (("bert", {}), wordpiece, False),
+    "bert-plain": (("bert-plain", {}), wordpiece, False),
+    "llama-gqa": (("llama", {"rope_theta": 500.0}), byte_level_bpe, True),
+    "qwen2": (("qwen2", {}), byte_level_bpe, True),
+    "mistral": (("mistral", {}), byte_level_bpe, True),
 }
 
 
@@ -97,10 +40,9 @@ def _randomize_biases_and_norms(model: torch.nn.Module) -> None:
 
 
 def _build(name: str, tmp_path, **save_kwargs):
-    make_model, make_tokenizer, _ = FAMILIES[name]
+    (config, fields), make_tokenizer, _ = FAMILIES[name]
     backend = make_tokenizer()
-    torch.manual_seed(0)
-    reference = make_model(backend.get_vocab_size()).eval()
+    reference = build(config, backend.get_vocab_size(), None, widen=False, **fields)
     _randomize_biases_and_norms(reference)
     folder = save_folder(reference, backend, tmp_path / name, **save_kwargs)
     return reference, load(folder)

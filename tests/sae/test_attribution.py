@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from interp.analysis import attribution_patch
+from interp.analysis import Batch, attribution_patch
 from interp.sae import feature_attribution, patch_features
 from interp.sae.evaluate import evaluate
 from tests.sae.models import random_sae, tiny_model, tokens
@@ -12,8 +12,8 @@ from tests.sae.models import random_sae, tiny_model, tokens
 HOOK = "blocks.0.hook_resid_post"
 
 
-def metric(logits):
-    return logits[:, -1, 3].mean() - logits[:, -1, 5].mean()
+def metric(logits, batch):
+    return logits[:, -1, 3] - logits[:, -1, 5]
 
 
 def test_features_plus_error_add_up_to_the_stream_and_patching_matches_a_direct_edit():
@@ -26,7 +26,7 @@ def test_features_plus_error_add_up_to_the_stream_and_patching_matches_a_direct_
     torch.testing.assert_close(
         torch.tensor(frame["delta"].sum()), torch.tensor(stream["delta"].iloc[0]), atol=1e-4, rtol=1e-4
     )
-    assert frame.attrs["clean_metric"] == float(metric(model(clean)).detach())
+    assert frame.attrs["clean_metric"] == float(metric(model(clean), Batch(clean)).mean().detach())
 
     top = [int(f) for f in frame.iloc[:-1]["delta"].abs().sort_values(ascending=False).index[:3]]
     values = patch_features(model, sae, clean, corrupt, metric, [[top[0]], top])
@@ -38,7 +38,11 @@ def test_features_plus_error_add_up_to_the_stream_and_patching_matches_a_direct_
         patched[..., features] = a_clean[..., features]
         target = x_corrupt + sae.decode(patched) - sae.decode(a_corrupt)  # the corrupt error kept
         direct = float(
-            metric(model.run_with_hooks(corrupt, fwd_hooks=[(HOOK, lambda a, h, t=target: t)])).detach()
+            metric(
+                model.run_with_hooks(corrupt, fwd_hooks=[(HOOK, lambda a, h, t=target: t)]), Batch(corrupt)
+            )
+            .mean()
+            .detach()
         )
         torch.testing.assert_close(value, direct, atol=1e-5, rtol=1e-5)
 

@@ -133,8 +133,8 @@ def test_patch_and_attribution_patch_reach_features_and_error():
     clean, corrupt = tokens(2, 6, seed=1), tokens(2, 6, seed=2)
     sae = random_sae(HOOK)
 
-    def metric(logits):
-        return logits[:, -1, 3].mean() - logits[:, -1, 5].mean()
+    def metric(logits, batch):
+        return logits[:, -1, 3] - logits[:, -1, 5]
 
     nodes = [f"{HOOK}.hook_sae_acts_post", f"{HOOK}.hook_sae_error"]
     plain = patch(model, clean, corrupt, HOOK, metric, by="layer")

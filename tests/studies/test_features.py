@@ -12,6 +12,7 @@ from tokenizers import Tokenizer as Backend
 from tokenizers import models, pre_tokenizers
 
 from interp import HookedTransformer, TransformerConfig
+from interp.analysis import Batch
 from interp.sae import SAE, SAEConfig
 from interp.tokens import Tokenizer
 from studies.data.corpus import Corpus, kjv_paragraphs, passages
@@ -133,11 +134,14 @@ def test_the_planted_feature_separates_held_out_twins_and_matters_causally(setup
         ]
     x = model.run_with_cache(pair.clean, names_filter=HOOK)[1][HOOK].clone()
     x[:, -1] -= acts[:, -1, :1] * sae.W_dec[0]
+    batch = Batch(pair.clean)
     by_hand = float(
-        pair.metric(model.run_with_hooks(pair.clean, fwd_hooks=[(HOOK, lambda a, h: x)])).detach()
+        pair.metric(model.run_with_hooks(pair.clean, fwd_hooks=[(HOOK, lambda a, h: x)]), batch)
+        .mean()
+        .detach()
     )
     torch.testing.assert_close(
-        effects[0, 0], by_hand - float(pair.metric(model(pair.clean))), atol=1e-5, rtol=1e-5
+        effects[0, 0], by_hand - float(pair.metric(model(pair.clean), batch).mean()), atol=1e-5, rtol=1e-5
     )
     assert abs(effects[:, 0].mean()) > abs(effects[:, 1:].mean(0)).max()
 

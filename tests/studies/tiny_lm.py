@@ -1,7 +1,7 @@
 """A tiny random Llama saved as a Hugging Face folder, with a byte-level BPE trained on given texts, so a
 study runs end to end through ``interp.load`` in seconds (any text tokenizes: the alphabet is every byte).
 
-Built from the tests' one checkpoint factory (:mod:`tests.load.builders`), narrower than its default and
+Built from the tests' one checkpoint factory (:mod:`tests.load.families`), narrower than its ``llama`` and
 with a padding token; a test that needs another shape or initialisation passes ``LlamaConfig`` fields."""
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ STUDY_FIELDS = dict(hidden_size=32, intermediate_size=64, max_position_embedding
 def tiny_llama_folder(path: Path, texts: list[str], vocab_size: int = 600, **config_fields) -> Path:
     """Write the model and ``tokenizer.json`` to ``path`` (seeded: the same arguments give the same weights)."""
     pytest.importorskip("transformers")
-    from tests.load.builders import byte_level_bpe, save_folder, tiny_llama
+    from tests.load.builders import byte_level_bpe
+    from tests.load.families import tiny_llama
 
     backend = byte_level_bpe(vocab_size, texts)
-    model = tiny_llama(backend.get_vocab_size(), **{**STUDY_FIELDS, **config_fields})
     path.mkdir(parents=True, exist_ok=True)
-    return save_folder(model, backend, path)
+    tiny_llama(backend.get_vocab_size(), folder=path, tokenizer=backend, **{**STUDY_FIELDS, **config_fields})
+    return path
