@@ -28,11 +28,12 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from interp.circuits.edge_products import contraction_hooks, record_outputs
 from interp.circuits.graph import Graph
 from interp.circuits.pairs import Metric, Pairs, check_metric
-from interp.circuits.run import check_graph, new_store, record_sources
+from interp.circuits.run import check_graph
 from interp.circuits.shards import map_batches, ordered_sum
-from interp.circuits.wiring import InputHook, forward, input_hooks, split
+from interp.circuits.wiring import forward, split
 
 METHODS = ("eap", "eap-ig")
 
@@ -87,18 +88,6 @@ class EdgeScores:
         )
 
 
-def _accumulate(spec: InputHook, delta: torch.Tensor, scores: torch.Tensor):
-    """Backward hook: add ``delta . grad``, summed over batch and positions, into the input's columns."""
-    n = spec.n_readable
-
-    def accumulate(grad: torch.Tensor, hook) -> None:
-        g = grad.float() if spec.heads else grad.float()[:, :, None, :]  # [batch, pos, inputs, d_model]
-        flat = g.permute(0, 1, 3, 2).reshape(-1, g.shape[2])  # [batch * pos * d_model, inputs]
-        scores[:n, spec.cols] += delta[:n].reshape(n, -1) @ flat  # [sources, inputs]
-
-    return accumulate
-
-
 def _interpolation(alpha: float, start: torch.Tensor, difference: torch.Tensor, leaf: list):
     """Forward hook on the stream entering block 0: the point ``start + alpha * difference`` (the clean input
     itself at ``alpha = 1``), made the leaf the backward pass differentiates towards."""
@@ -116,27 +105,29 @@ def _batch_scores(
 ) -> tuple[torch.Tensor, float, float]:
     """Summed (over pairs and steps) score matrix of one batch, and the batch's summed clean and corrupt metric."""
     batch = batch.to(model.device)
-    corrupt = new_store(graph, batch, model)
+    n, n_pos = batch.clean.shape
+    # [n_sources, batch, pos, d_model]: the corrupted outputs, then (from the clean run on) the differences
+    delta = torch.empty(len(graph.sources), n, n_pos, model.cfg.d_model, device=model.device)
     with split(model), torch.no_grad():
         logits = forward(
             model,
             batch.corrupt,
             batch.attention_mask,
             batch.positions,
-            fwd_hooks=record_sources(graph, corrupt),
+            fwd_hooks=record_outputs(model, graph, delta),
         )
     corrupt_metric = float(check_metric(metric(logits, batch), batch, "on the corrupted inputs").sum())
-    delta = torch.zeros_like(corrupt)
+    start = delta[0].clone()  # the corrupted input stream, where the interpolation starts
     scores = torch.zeros(len(graph.sources), len(graph.inputs), device=model.device)
-    backward = [(spec.name, _accumulate(spec, delta, scores)) for spec in input_hooks(graph)]
+    backward, finish = contraction_hooks(graph, delta, scores, passes=steps)
     clean_metric = 0.0
     for k in range(steps, 0, -1):  # alpha = 1 first: its forward records the clean outputs
         alpha = k / steps
         leaf: list[torch.Tensor] = []
-        interpolate = _interpolation(alpha, corrupt[0], delta[0], leaf)
+        interpolate = _interpolation(alpha, start, delta[0], leaf)
         hooks = [("blocks.0.hook_resid_pre", interpolate)]
         if k == steps:
-            hooks += record_sources(graph, delta, corrupt)
+            hooks += record_outputs(model, graph, delta, difference=True)
         with split(model), torch.enable_grad():
             logits = forward(
                 model, batch.clean, batch.attention_mask, batch.positions, fwd_hooks=hooks, bwd_hooks=backward
@@ -146,6 +137,8 @@ def _batch_scores(
             values.sum().backward(inputs=leaf)
         if k == steps:
             clean_metric = float(values.detach().sum())
+    finish()
+    scores.masked_fill_(~graph.allowed.to(scores.device), 0)  # the layer-wise products cover a few non-edges
     return scores.cpu(), clean_metric, corrupt_metric
 
 
