@@ -7,8 +7,12 @@ without hooks (the metric read at the final position, as the methods read it) an
 to the input embeddings. The script prints the measured time over the modelled time for each method: the
 ratio is what the split inputs, the per-head results and the score contractions cost on top of bare passes.
 
-Peak memory: each measurement runs in a child process of its own; on CPU its peak resident memory minus what
-it held after loading the model and the pairs, on CUDA ``torch.cuda.max_memory_allocated`` likewise.
+Peak memory: each measurement runs in a child process of its own; on CPU its peak anonymous resident memory
+minus what it held after loading the model and the pairs, on CUDA ``torch.cuda.max_memory_allocated`` likewise.
+Anonymous: the packaged weights are mapped from their file and join the resident set as the first pass reads
+them, half a GiB for SmolLM2 that has nothing to do with the method measured (the figures before this meter,
+kept in ``benchmarks/README.md``, counted them). Run it with ``--pairs 16`` and ``--pairs 64`` to see that the
+peak follows the batch (its size and its longest sequence, printed) and not the number of pairs.
 
     python benchmarks/circuits.py --pairs 64 --threads 1 --out benchmarks/results/circuits-cpu.json
     python benchmarks/circuits.py --pairs 4 --batch-size 2 --steps 2     # a quick check that it runs
@@ -31,14 +35,19 @@ from pathlib import Path
 import torch
 
 MEASUREMENTS = ("units", "eap", "eap-ig", "circuit")
+ROOT = Path(__file__).resolve().parents[1]  # the checkout measured, ahead of any installed copy
 
 
 class PeakRSS:
     """The largest resident set of this process while the block runs, sampled every 2 ms from /proc (the
-    process's lifetime peak, ``ru_maxrss``, is set by loading the model and says nothing about the run)."""
+    process's lifetime peak, ``ru_maxrss``, is set by loading the model and says nothing about the run).
+    ``anonymous``: count only memory not backed by a file (leaving out weights mapped from their file)."""
+
+    def __init__(self, anonymous: bool = False) -> None:
+        self.anonymous = anonymous
 
     def __enter__(self) -> PeakRSS:
-        self.start = self.peak = _rss_mib()
+        self.start = self.peak = _rss_mib(self.anonymous)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -46,17 +55,19 @@ class PeakRSS:
 
     def _sample(self) -> None:
         while not self._stop.wait(0.002):
-            self.peak = max(self.peak, _rss_mib())
+            self.peak = max(self.peak, _rss_mib(self.anonymous))
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, _rss_mib())
+        self.peak = max(self.peak, _rss_mib(self.anonymous))
 
 
-def _rss_mib() -> float:
+def _rss_mib(anonymous: bool = False) -> float:
     with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+        fields = f.read().split()  # pages: size, resident, resident and backed by a file or shared, ...
+    pages = int(fields[1]) - (int(fields[2]) if anonymous else 0)
+    return pages * resource.getpagesize() / 2**20
 
 
 def _sync() -> None:
@@ -119,7 +130,7 @@ def child(args) -> dict:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated() / 2**20
-    with PeakRSS() as rss:
+    with PeakRSS(anonymous=True) as rss:
         start = time.perf_counter()
         if args.child == "units":
             out = _units(model, pairs, args.batch_size)
@@ -142,8 +153,10 @@ def child(args) -> dict:
             out = {"seconds": time.perf_counter() - start, "edges": circuit.n_edges}
             out["faithfulness"] = result.faithfulness[0]
     out["peak_extra_mib"] = torch.cuda.max_memory_allocated() / 2**20 - base if cuda else rss.peak - rss.start
-    out["batches"] = len(pairs.batches(args.batch_size))
+    spans = pairs.batches(args.batch_size)
+    out["batches"] = len(spans)
     out["n_pos"] = pairs.n_pos
+    out["longest_batch_pos"] = max(pairs[span.start : span.stop].n_pos for span in spans)  # sets the peak
     return out
 
 
@@ -161,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", choices=MEASUREMENTS, help=argparse.SUPPRESS)
     parser.add_argument("--circuit-file", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
     if args.child:
         print(json.dumps(child(args)))
         return 0
@@ -199,10 +213,13 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("eap", "eap-ig", "circuit")
         ],
         "circuit_edges": results["circuit"]["edges"],
+        "batches": results["eap"]["batches"],
+        "longest_batch_pos": results["eap"]["longest_batch_pos"],
     }
     print(
         f"{args.model}, {args.pairs} pairs in batches of {args.batch_size}, {s} EAP-IG steps, {args.threads} thread(s)"
     )
+    print(f"{report['batches']} batches, the longest {report['longest_batch_pos']} positions")
     print(f"unit costs over all batches: forward {f:.2f} s, backward {b:.2f} s")
     print(f"{'':10s} {'measured':>10s} {'cost model':>11s} {'ratio':>6s} {'peak extra':>11s}")
     for row in report["rows"]:
