@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from interp.circuits.edge_products import contraction_hooks, record_outputs
+from interp.circuits.edge_products import contraction_hooks, frozen, record_outputs
 from interp.circuits.graph import Graph
 from interp.circuits.pairs import Metric, Pairs, check_metric
 from interp.circuits.run import check_graph
@@ -177,13 +177,14 @@ def edge_attribution(
     graph = check_graph(model, None)
     pairs.batches(batch_size)  # checks batch_size before any work
     steps = 1 if method == "eap" else steps
-    parts = map_batches(
-        pairs,
-        batch_size,
-        lambda b: _batch_scores(model, graph, b, metric, steps),
-        progress=progress,
-        desc=method,
-    )
+    with frozen(model):
+        parts = map_batches(
+            pairs,
+            batch_size,
+            lambda b: _batch_scores(model, graph, b, metric, steps),
+            progress=progress,
+            desc=method,
+        )
     total = ordered_sum([p[0] for p in parts])
     n = len(pairs)
     return EdgeScores(

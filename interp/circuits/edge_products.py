@@ -9,6 +9,9 @@ Both are written for cost, since they run on top of bare forward and backward pa
 - One store serves both runs: it holds the corrupted outputs, and the clean run overwrites each row, in place,
   with clean minus corrupted as it reaches it. So a batch holds one ``[n_sources, batch, pos, d_model]`` float32
   tensor, not two.
+- The model's weights stop requiring gradients for the call (:func:`frozen`): the scores need gradients at the
+  node inputs only, and autograd then keeps no activation for a weight's gradient, and the norm before
+  attention is computed once for all heads (:func:`interp.model.head_norm.norm_heads`).
 - The gradients of one layer's inputs (its query, key and value heads, its MLP, and the logits after the last
   layer) are gathered into one ``[inputs, batch, pos, d_model]`` block and contracted with the differences in a
   single matrix product, which reads the differences once per layer rather than once per hook. The product
@@ -18,13 +21,27 @@ Both are written for cost, since they run on top of bare forward and backward pa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from itertools import groupby
 
 import torch
 
 from interp.circuits.graph import Graph
 from interp.circuits.wiring import InputHook, as_rows, input_hooks, source_hooks
+
+
+@contextlib.contextmanager
+def frozen(model) -> Iterator[None]:
+    """The model with no parameter requiring a gradient, restored on exit (also when the block raises)."""
+    thawed = [p for p in model.parameters() if p.requires_grad]
+    try:
+        for p in thawed:
+            p.requires_grad_(False)
+        yield
+    finally:
+        for p in thawed:
+            p.requires_grad_(True)
 
 
 def record_outputs(model, graph: Graph, store: torch.Tensor, *, difference: bool = False) -> list:
