@@ -56,12 +56,10 @@ class _SharedRow(torch.autograd.Function):
         normalized = x * inv_scale
         gain = norm.gain.to(grad.device)  # [d_model]
         g = grad.float().reshape(batch * n_pos, n_heads, width)  # [batch * pos, head, d_model]
-        # d x = (g * gain - normalized * mean(g * gain * normalized) [- mean(g * gain)]) / scale, as one
-        # elementwise pass and a rank-1 (layernorm: rank-2) update per position.
-        means = [g @ (gain * normalized).transpose(1, 2) / width]  # [batch * pos, head, 1]
-        rows = [normalized * inv_scale]  # [batch * pos, 1, d_model]
-        if norm.kind == "layernorm":
-            means.append(g @ gain[:, None] / width)
-            rows.append(inv_scale.expand(-1, 1, width))
-        d_x = (g * (gain * inv_scale)).baddbmm_(torch.cat(means, 2), torch.cat(rows, 1), alpha=-1)
+        # d x = (g * gain - normalized * mean(g * gain * normalized) [- mean(g * gain)]) / scale: one
+        # elementwise pass, the means as matrix products, each correction as one broadcast multiply-add.
+        mean = g @ (gain * normalized).transpose(1, 2) / width  # [batch * pos, head, 1]
+        d_x = torch.addcmul(g * (gain * inv_scale), mean, normalized * inv_scale, value=-1)
+        if norm.kind == "layernorm":  # the mean of g * gain, [batch * pos, head, 1], times 1 / scale
+            d_x.addcmul_(g @ gain[:, None] / width, inv_scale, value=-1)
         return d_x.reshape(grad.shape).to(grad.dtype), None
