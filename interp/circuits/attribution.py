@@ -14,10 +14,12 @@ measures). To first order that is the difference the edge carries times the grad
 
 Cost per batch: one forward on the corrupted inputs, then ``steps`` forwards and ``steps`` backwards (the
 ``alpha = 1`` forward also records the clean outputs), so ``steps + 1`` forwards and ``steps`` backwards in
-all; EAP is two forwards and one backward. Memory is bounded by the batch: the differences
-``[n_sources, batch, pos, d_model]`` are kept once, and every gradient that reaches an input hook during the
-backward pass is contracted with them at once, summed over batch and positions, into the ``[n_sources,
-n_inputs]`` score matrix; no ``[edges, batch, pos, d_model]`` tensor exists. Batches are shared out among
+all; EAP is two forwards and one backward. Memory is bounded by the batch, whatever the number of pairs: the
+differences ``[n_sources, batch, pos, d_model]`` are kept once, and the gradients that reach the input hooks
+during the backward passes are summed over the steps and contracted with them a few layers at a time, summed
+over batch and positions, into the ``[n_sources, n_inputs]`` score matrix; no ``[edges, batch, pos, d_model]``
+tensor exists (:mod:`interp.circuits.edge_products` says how the passes are kept close to bare ones).
+Batches are shared out among
 ``torchrun`` ranks and summed in batch order, so the scores are the same for any number of ranks.
 """
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from interp.circuits.edge_products import contraction_hooks, frozen, record_outputs
+from interp.circuits.edge_products import Differences, contraction_hooks, frozen
 from interp.circuits.graph import Graph
 from interp.circuits.pairs import Metric, Pairs, check_metric
 from interp.circuits.run import check_graph
@@ -108,13 +110,14 @@ def _batch_scores(
     n, n_pos = batch.clean.shape
     # [n_sources, batch, pos, d_model]: the corrupted outputs, then (from the clean run on) the differences
     delta = torch.empty(len(graph.sources), n, n_pos, model.cfg.d_model, device=model.device)
+    differences = Differences(model, graph, delta)
     with split(model), torch.no_grad():
         logits = forward(
             model,
             batch.corrupt,
             batch.attention_mask,
             batch.positions,
-            fwd_hooks=record_outputs(model, graph, delta),
+            fwd_hooks=differences.corrupt_hooks(),
         )
     corrupt_metric = float(check_metric(metric(logits, batch), batch, "on the corrupted inputs").sum())
     start = delta[0].clone()  # the corrupted input stream, where the interpolation starts
@@ -127,7 +130,7 @@ def _batch_scores(
         interpolate = _interpolation(alpha, start, delta[0], leaf)
         hooks = [("blocks.0.hook_resid_pre", interpolate)]
         if k == steps:
-            hooks += record_outputs(model, graph, delta, difference=True)
+            hooks += differences.clean_hooks()
         with split(model), torch.enable_grad():
             logits = forward(
                 model, batch.clean, batch.attention_mask, batch.positions, fwd_hooks=hooks, bwd_hooks=backward

@@ -6,6 +6,7 @@ Both are written for cost, since they run on top of bare forward and backward pa
 - Heads are recorded from ``hook_z [batch, pos, head, d_head]`` and projected through ``W_O`` here, which is
   what ``hook_result`` holds. Hooking the results instead would make every attention layer leave its fused
   kernel and keep patterns and per-head writes in the autograd graph of the clean run; ``hook_z`` does not.
+  Only the difference of ``z`` is projected, once, straight into the store (:class:`Differences`).
 - One store serves both runs: it holds the corrupted outputs, and the clean run overwrites each row, in place,
   with clean minus corrupted as it reaches it. So a batch holds one ``[n_sources, batch, pos, d_model]`` float32
   tensor, not two.
@@ -48,33 +49,55 @@ def frozen(model) -> Iterator[None]:
             p.requires_grad_(True)
 
 
-def record_outputs(model, graph: Graph, store: torch.Tensor, *, difference: bool = False) -> list:
-    """Forward hooks writing every source's output (float32) into ``store``'s rows; with ``difference``, each
-    row becomes this run's output minus what the row held (the corrupted run's, recorded earlier)."""
+class Differences:
+    """Every source's output on the clean inputs minus the corrupted ones, recorded by two forward passes.
 
-    def recorder(rows: slice, project: torch.Tensor | None):
+    ``store [n_sources, batch, pos, d_model]`` (float32) ends up holding the differences. The corrupted run
+    writes the input's and the MLPs' outputs into their rows and keeps each layer's ``z`` (``[batch, pos, head,
+    d_head]``, a ninth of the heads' writes for SmolLM2); the clean run subtracts in place, and projects each
+    head's difference of ``z`` through its ``W_O`` straight into the head's rows (one projection per head, not
+    one per run).
+    """
+
+    def __init__(self, model, graph: Graph, store: torch.Tensor):
+        self.store = store
+        self.corrupt_z: dict[str, torch.Tensor] = {}
+        self.specs = [
+            (spec, model.get_submodule(spec.name.rpartition(".")[0]).W_O if spec.heads else None)
+            for spec in source_hooks(graph)
+        ]
+
+    def corrupt_hooks(self) -> list:
+        """Forward hooks for the corrupted run."""
+        return [(self._name(spec), self._record(spec, w_o, clean=False)) for spec, w_o in self.specs]
+
+    def clean_hooks(self) -> list:
+        """Forward hooks for the clean run (after the corrupted one): the rows become the differences."""
+        return [(self._name(spec), self._record(spec, w_o, clean=True)) for spec, w_o in self.specs]
+
+    @staticmethod
+    def _name(spec) -> str:  # heads are read at blocks.L.attn.hook_z, not at hook_result
+        return spec.name.rpartition(".")[0] + ".hook_z" if spec.heads else spec.name
+
+    def _record(self, spec, w_o: torch.Tensor | None, *, clean: bool):
+        target = self.store[spec.rows]  # [rows, batch, pos, d_model]
+
         def record(x: torch.Tensor, hook) -> None:
             x = x.detach()
-            if (
-                project is not None
-            ):  # z [batch, pos, head, d_head] -> each head's write, as hook_result has it
-                x = torch.einsum("bphe,hed->bphd", x, project)  # [batch, pos, head, d_model]
-            value = as_rows(x, project is not None).float()  # [rows, batch, pos, d_model]
-            if difference:
-                torch.sub(value, store[rows], out=store[rows])
+            if w_o is None and clean:
+                torch.sub(x.float()[None], target, out=target)
+            elif w_o is None:
+                target.copy_(x[None])
+            elif not clean:
+                self.corrupt_z[hook.name] = x
             else:
-                store[rows] = value
+                dz = x.float() - self.corrupt_z.pop(hook.name).float()  # [batch, pos, head, d_head]
+                heads = dz.permute(2, 0, 1, 3).flatten(1, 2)  # [head, batch * pos, d_head]
+                torch.bmm(
+                    heads, w_o.detach().float(), out=target.flatten(1, 2)
+                )  # [head, batch * pos, d_model]
 
         return record
-
-    hooks = []
-    for spec in source_hooks(graph):
-        if spec.heads:  # blocks.L.attn.hook_result -> blocks.L.attn.hook_z
-            attn = spec.name.rpartition(".")[0]
-            hooks.append((f"{attn}.hook_z", recorder(spec.rows, model.get_submodule(attn).W_O.detach())))
-        else:
-            hooks.append((spec.name, recorder(spec.rows, None)))
-    return hooks
 
 
 def contraction_hooks(
