@@ -25,6 +25,7 @@ Batches are shared out among
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -102,14 +103,23 @@ def _interpolation(alpha: float, start: torch.Tensor, difference: torch.Tensor, 
     return interpolate
 
 
+def _reused(buffer: list, shape: tuple[int, ...], device) -> torch.Tensor:
+    """An uninitialised float32 tensor of ``shape`` over the memory of the previous batch's (grown when a batch
+    needs more), so that the batches of a run write to pages the first one has already touched."""
+    numel = math.prod(shape)
+    if not buffer or buffer[0].numel() < numel:
+        buffer[:] = [torch.empty(numel, device=device)]
+    return buffer[0][:numel].view(shape)
+
+
 def _batch_scores(
-    model, graph: Graph, batch: Pairs, metric: Metric, steps: int
+    model, graph: Graph, batch: Pairs, metric: Metric, steps: int, buffer: list
 ) -> tuple[torch.Tensor, float, float]:
     """Summed (over pairs and steps) score matrix of one batch, and the batch's summed clean and corrupt metric."""
     batch = batch.to(model.device)
     n, n_pos = batch.clean.shape
     # [n_sources, batch, pos, d_model]: the corrupted outputs, then (from the clean run on) the differences
-    delta = torch.empty(len(graph.sources), n, n_pos, model.cfg.d_model, device=model.device)
+    delta = _reused(buffer, (len(graph.sources), n, n_pos, model.cfg.d_model), model.device)
     differences = Differences(model, graph, delta)
     with split(model), torch.no_grad():
         logits = forward(
@@ -180,11 +190,12 @@ def edge_attribution(
     graph = check_graph(model, None)
     pairs.batches(batch_size)  # checks batch_size before any work
     steps = 1 if method == "eap" else steps
+    buffer: list[torch.Tensor] = []  # the differences' memory, shared by the batches
     with frozen(model):
         parts = map_batches(
             pairs,
             batch_size,
-            lambda b: _batch_scores(model, graph, b, metric, steps),
+            lambda b: _batch_scores(model, graph, b, metric, steps, buffer),
             progress=progress,
             desc=method,
         )
