@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from interp.circuits.edge_products import Differences, contraction_hooks, frozen
+from interp.circuits.edge_products import Differences, Pool, contraction_hooks, frozen
 from interp.circuits.graph import Graph
 from interp.circuits.pairs import Metric, Pairs, check_metric
 from interp.circuits.run import check_graph
@@ -103,23 +103,16 @@ def _interpolation(alpha: float, start: torch.Tensor, difference: torch.Tensor, 
     return interpolate
 
 
-def _reused(buffer: list, shape: tuple[int, ...], device) -> torch.Tensor:
-    """An uninitialised float32 tensor of ``shape`` over the memory of the previous batch's (grown when a batch
-    needs more), so that the batches of a run write to pages the first one has already touched."""
-    numel = math.prod(shape)
-    if not buffer or buffer[0].numel() < numel:
-        buffer[:] = [torch.empty(numel, device=device)]
-    return buffer[0][:numel].view(shape)
-
-
 def _batch_scores(
-    model, graph: Graph, batch: Pairs, metric: Metric, steps: int, buffer: list
+    model, graph: Graph, batch: Pairs, metric: Metric, steps: int, pool: Pool
 ) -> tuple[torch.Tensor, float, float]:
     """Summed (over pairs and steps) score matrix of one batch, and the batch's summed clean and corrupt metric."""
     batch = batch.to(model.device)
     n, n_pos = batch.clean.shape
     # [n_sources, batch, pos, d_model]: the corrupted outputs, then (from the clean run on) the differences
-    delta = _reused(buffer, (len(graph.sources), n, n_pos, model.cfg.d_model), model.device)
+    shape = (len(graph.sources), n, n_pos, model.cfg.d_model)
+    flat = pool.take(math.prod(shape))
+    delta = flat[: math.prod(shape)].view(shape)
     differences = Differences(model, graph, delta)
     with split(model), torch.no_grad():
         logits = forward(
@@ -132,7 +125,7 @@ def _batch_scores(
     corrupt_metric = float(check_metric(metric(logits, batch), batch, "on the corrupted inputs").sum())
     start = delta[0].clone()  # the corrupted input stream, where the interpolation starts
     scores = torch.zeros(len(graph.sources), len(graph.inputs), device=model.device)
-    backward, finish = contraction_hooks(graph, delta, scores, passes=steps)
+    backward, finish = contraction_hooks(graph, delta, scores, passes=steps, pool=pool)
     clean_metric = 0.0
     for k in range(steps, 0, -1):  # alpha = 1 first: its forward records the clean outputs
         alpha = k / steps
@@ -152,6 +145,7 @@ def _batch_scores(
             clean_metric = float(values.detach().sum())
     finish()
     scores.masked_fill_(~graph.allowed.to(scores.device), 0)  # the layer-wise products cover a few non-edges
+    pool.give(flat)
     return scores.cpu(), clean_metric, corrupt_metric
 
 
@@ -190,12 +184,12 @@ def edge_attribution(
     graph = check_graph(model, None)
     pairs.batches(batch_size)  # checks batch_size before any work
     steps = 1 if method == "eap" else steps
-    buffer: list[torch.Tensor] = []  # the differences' memory, shared by the batches
+    pool = Pool(model.device)  # the differences' and the gradient blocks' memory, reused by every batch
     with frozen(model):
         parts = map_batches(
             pairs,
             batch_size,
-            lambda b: _batch_scores(model, graph, b, metric, steps, buffer),
+            lambda b: _batch_scores(model, graph, b, metric, steps, pool),
             progress=progress,
             desc=method,
         )

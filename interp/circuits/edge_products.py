@@ -25,6 +25,7 @@ Both are written for cost, since they run on top of bare forward and backward pa
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from itertools import groupby
 
@@ -100,8 +101,31 @@ class Differences:
         return record
 
 
+class Pool:
+    """Float32 memory handed out for a batch's large tensors and handed back for the next one to reuse.
+
+    A tensor of tens of MiB gets pages of its own from the system, and on CPU every first write to a page costs
+    a fault: written once per group of layers per batch, the gradient blocks spent more time faulting than
+    copying. Reused, their pages are touched once per run.
+    """
+
+    def __init__(self, device) -> None:
+        self.device = device
+        self.free: list[torch.Tensor] = []
+
+    def take(self, numel: int) -> torch.Tensor:
+        """A flat tensor of at least ``numel`` elements (uninitialised); hand it back with :meth:`give`."""
+        fits = [i for i, t in enumerate(self.free) if t.numel() >= numel]
+        if fits:
+            return self.free.pop(min(fits, key=lambda i: self.free[i].numel()))
+        return torch.empty(numel, device=self.device)
+
+    def give(self, flat: torch.Tensor) -> None:
+        self.free.append(flat)
+
+
 def contraction_hooks(
-    graph: Graph, delta: torch.Tensor, scores: torch.Tensor, passes: int = 1
+    graph: Graph, delta: torch.Tensor, scores: torch.Tensor, passes: int = 1, pool: Pool | None = None
 ) -> tuple[list, Callable[[], None]]:
     """Backward hooks adding ``delta . grad``, summed over batch, positions and ``passes`` backward passes, into
     ``scores [n_sources, n_inputs]`` (see the module docstring: entries outside the edges are not 0); and the
@@ -115,7 +139,8 @@ def contraction_hooks(
     """
     group_of = lambda spec: int(spec.name.split(".")[1]) // LAYERS_PER_PRODUCT  # noqa: E731 - blocks.L.hook_...
     groups = [
-        _Group(list(specs), delta, scores, passes) for _, specs in groupby(input_hooks(graph), group_of)
+        _Group(list(specs), delta, scores, passes, pool or Pool(delta.device))
+        for _, specs in groupby(input_hooks(graph), group_of)
     ]
 
     def finish() -> None:
@@ -131,8 +156,10 @@ class _Group:
     receive, summed into one ``[inputs, batch, pos, d_model]`` block, contracted once all ``passes`` have
     delivered."""
 
-    def __init__(self, specs: list[InputHook], delta: torch.Tensor, scores: torch.Tensor, passes: int):
-        self.specs, self.delta, self.scores = specs, delta, scores
+    def __init__(
+        self, specs: list[InputHook], delta: torch.Tensor, scores: torch.Tensor, passes: int, pool: Pool
+    ):
+        self.specs, self.delta, self.scores, self.pool = specs, delta, scores, pool
         self.first, self.last = specs[0].cols.start, specs[-1].cols.stop  # the columns are contiguous
         self.n = max(spec.n_readable for spec in specs)
         self.expected = len(specs) * passes
@@ -140,6 +167,7 @@ class _Group:
             spec.name: slice(spec.cols.start - self.first, spec.cols.stop - self.first) for spec in specs
         }
         self.block: torch.Tensor | None = None
+        self.flat: torch.Tensor | None = None  # the pool's memory under the block
         self.received = dict.fromkeys(self.where, 0)  # gradients taken in the passes so far, by hook
 
     def hooks(self) -> list:
@@ -149,7 +177,8 @@ class _Group:
             def take(grad: torch.Tensor, hook) -> None:
                 if self.block is None:
                     shape = (self.last - self.first, *self.delta.shape[1:])  # [inputs, batch, pos, d_model]
-                    self.block = torch.empty(shape, device=self.delta.device)
+                    self.flat = self.pool.take(math.prod(shape))
+                    self.block = self.flat[: math.prod(shape)].view(shape)
                 rows = as_rows(grad, spec.heads)  # [inputs, batch, pos, d_model]
                 if self.received[spec.name]:
                     self.block[where] += rows
@@ -169,4 +198,5 @@ class _Group:
                 self.block[self.where[name]] = 0
         n, flat = self.n, self.block.flatten(1)  # [inputs, batch * pos * d_model]
         self.scores[:n, self.first : self.last] += self.delta[:n].flatten(1) @ flat.T  # [sources, inputs]
-        self.block, self.received = None, dict.fromkeys(self.received, 0)
+        self.pool.give(self.flat)
+        self.block, self.flat, self.received = None, None, dict.fromkeys(self.received, 0)
