@@ -114,10 +114,17 @@ class Pool:
         self.free: list[torch.Tensor] = []
 
     def take(self, numel: int) -> torch.Tensor:
-        """A flat tensor of at least ``numel`` elements (uninitialised); hand it back with :meth:`give`."""
-        fits = [i for i, t in enumerate(self.free) if t.numel() >= numel]
+        """A flat tensor of at least ``numel`` elements (uninitialised); hand it back with :meth:`give`.
+
+        The smallest free tensor that fits, or a new one; a new one is made only after the free tensors too
+        small for it are dropped, so what the pool holds follows the largest batch, not how many there are.
+        """
+        fits = [t for t in self.free if t.numel() >= numel]
         if fits:
-            return self.free.pop(min(fits, key=lambda i: self.free[i].numel()))
+            best = min(fits, key=torch.Tensor.numel)
+            self.free = [t for t in self.free if t is not best]
+            return best
+        self.free = []  # all too small: let them go before the new one is made
         return torch.empty(numel, device=self.device)
 
     def give(self, flat: torch.Tensor) -> None:
