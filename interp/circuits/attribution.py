@@ -25,7 +25,6 @@ Batches are shared out among
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -110,9 +109,7 @@ def _batch_scores(
     batch = batch.to(model.device)
     n, n_pos = batch.clean.shape
     # [n_sources, batch, pos, d_model]: the corrupted outputs, then (from the clean run on) the differences
-    shape = (len(graph.sources), n, n_pos, model.cfg.d_model)
-    flat = pool.take(math.prod(shape))
-    delta = flat[: math.prod(shape)].view(shape)
+    flat, delta = pool.take((len(graph.sources), n, n_pos, model.cfg.d_model))
     differences = Differences(model, graph, delta)
     with split(model), torch.no_grad():
         logits = forward(
@@ -184,7 +181,9 @@ def edge_attribution(
     graph = check_graph(model, None)
     pairs.batches(batch_size)  # checks batch_size before any work
     steps = 1 if method == "eap" else steps
-    pool = Pool(model.device)  # the differences' and the gradient blocks' memory, reused by every batch
+    # the differences' and the gradient blocks' memory, reused by every batch: rows sized for the largest
+    largest = max((len(s) * pairs[s.start : s.stop].n_pos for s in pairs.batches(batch_size)), default=1)
+    pool = Pool(model.device, largest * model.cfg.d_model)
     with frozen(model):
         parts = map_batches(
             pairs,

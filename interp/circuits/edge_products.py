@@ -102,30 +102,28 @@ class Differences:
 
 
 class Pool:
-    """Float32 memory handed out for a batch's large tensors and handed back for the next one to reuse.
+    """Float32 memory for a run's ``[rows, batch, pos, d_model]`` tensors, handed back after use and reused.
 
     A tensor of tens of MiB gets pages of its own from the system, and on CPU every first write to a page costs
     a fault: written once per group of layers per batch, the gradient blocks spent more time faulting than
-    copying. Reused, their pages are touched once per run.
+    copying. Every tensor is given room for the run's largest batch (``row_numel`` elements a row), so memory
+    handed back fits any later batch, and the pool holds no more than the most tensors alive at once.
     """
 
-    def __init__(self, device) -> None:
-        self.device = device
+    def __init__(self, device, row_numel: int) -> None:
+        self.device, self.row_numel = device, row_numel
         self.free: list[torch.Tensor] = []
 
-    def take(self, numel: int) -> torch.Tensor:
-        """A flat tensor of at least ``numel`` elements (uninitialised); hand it back with :meth:`give`.
-
-        The smallest free tensor that fits, or a new one; a new one is made only after the free tensors too
-        small for it are dropped, so what the pool holds follows the largest batch, not how many there are.
-        """
-        fits = [t for t in self.free if t.numel() >= numel]
+    def take(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """An uninitialised tensor of ``shape`` over pooled memory, and that memory (for :meth:`give`)."""
+        need = math.prod(shape)
+        fits = [t for t in self.free if t.numel() >= need]
         if fits:
-            best = min(fits, key=torch.Tensor.numel)
-            self.free = [t for t in self.free if t is not best]
-            return best
-        self.free = []  # all too small: let them go before the new one is made
-        return torch.empty(numel, device=self.device)
+            flat = min(fits, key=torch.Tensor.numel)
+            self.free = [t for t in self.free if t is not flat]
+        else:
+            flat = torch.empty(max(need, shape[0] * self.row_numel), device=self.device)
+        return flat, flat[:need].view(shape)
 
     def give(self, flat: torch.Tensor) -> None:
         self.free.append(flat)
@@ -146,7 +144,7 @@ def contraction_hooks(
     """
     group_of = lambda spec: int(spec.name.split(".")[1]) // LAYERS_PER_PRODUCT  # noqa: E731 - blocks.L.hook_...
     groups = [
-        _Group(list(specs), delta, scores, passes, pool or Pool(delta.device))
+        _Group(list(specs), delta, scores, passes, pool or Pool(delta.device, delta[0].numel()))
         for _, specs in groupby(input_hooks(graph), group_of)
     ]
 
@@ -184,8 +182,7 @@ class _Group:
             def take(grad: torch.Tensor, hook) -> None:
                 if self.block is None:
                     shape = (self.last - self.first, *self.delta.shape[1:])  # [inputs, batch, pos, d_model]
-                    self.flat = self.pool.take(math.prod(shape))
-                    self.block = self.flat[: math.prod(shape)].view(shape)
+                    self.flat, self.block = self.pool.take(shape)
                 rows = as_rows(grad, spec.heads)  # [inputs, batch, pos, d_model]
                 if self.received[spec.name]:
                     self.block[where] += rows
