@@ -7,9 +7,9 @@ Both are written for cost, since they run on top of bare forward and backward pa
   what ``hook_result`` holds. Hooking the results instead would make every attention layer leave its fused
   kernel and keep patterns and per-head writes in the autograd graph of the clean run; ``hook_z`` does not.
   Only the difference of ``z`` is projected, once, straight into the store (:class:`Differences`).
-- One store serves both runs: it holds the corrupted outputs, and the clean run overwrites each row, in place,
-  with clean minus corrupted as it reaches it. So a batch holds one ``[n_sources, batch, pos, d_model]`` float32
-  tensor, not two.
+- One store serves both runs: it holds the corrupted outputs of the input and the MLPs (the heads' are kept as
+  ``z``), and the clean run overwrites each row, in place, with clean minus corrupted as it reaches it. So a
+  batch holds one ``[n_sources, batch, pos, d_model]`` float32 tensor, not two.
 - The model's weights stop requiring gradients for the call (:func:`frozen`): the scores need gradients at the
   node inputs only, and autograd then keeps no activation for a weight's gradient, and the norm before
   attention is computed once for all heads (:func:`interp.model.head_norm.norm_heads`).
@@ -20,6 +20,8 @@ Both are written for cost, since they run on top of bare forward and backward pa
   once per group and keep the arithmetic units busy. The product covers the rows the group's widest input
   reads; entries outside the graph's edges come out of it too, and :func:`contraction_hooks`'s caller clears
   them with the graph's ``allowed`` mask.
+- The store and the gradient blocks come from a :class:`Pool` that every group and batch of a run reuses: on
+  CPU, first writes to freshly allocated pages cost more than the copies into them.
 """
 
 from __future__ import annotations
