@@ -14,10 +14,12 @@ measures). To first order that is the difference the edge carries times the grad
 
 Cost per batch: one forward on the corrupted inputs, then ``steps`` forwards and ``steps`` backwards (the
 ``alpha = 1`` forward also records the clean outputs), so ``steps + 1`` forwards and ``steps`` backwards in
-all; EAP is two forwards and one backward. Memory is bounded by the batch: the differences
-``[n_sources, batch, pos, d_model]`` are kept once, and every gradient that reaches an input hook during the
-backward pass is contracted with them at once, summed over batch and positions, into the ``[n_sources,
-n_inputs]`` score matrix; no ``[edges, batch, pos, d_model]`` tensor exists. Batches are shared out among
+all; EAP is two forwards and one backward. Memory is bounded by the batch, whatever the number of pairs: the
+differences ``[n_sources, batch, pos, d_model]`` are kept once, and the gradients that reach the input hooks
+during the backward passes are summed over the steps and contracted with them a few layers at a time, summed
+over batch and positions, into the ``[n_sources, n_inputs]`` score matrix; no ``[edges, batch, pos, d_model]``
+tensor exists (:mod:`interp.circuits.edge_products` says how the passes are kept close to bare ones).
+Batches are shared out among
 ``torchrun`` ranks and summed in batch order, so the scores are the same for any number of ranks.
 """
 
@@ -29,11 +31,12 @@ import pandas as pd
 import torch
 
 from interp.analysis.metric import Metric, check_metric, check_signature
+from interp.circuits.edge_products import Differences, Pool, contraction_hooks, frozen
 from interp.circuits.graph import Graph
 from interp.circuits.pairs import Pairs
-from interp.circuits.run import check_graph, new_store, record_sources
+from interp.circuits.run import check_graph
 from interp.circuits.shards import map_batches, ordered_sum
-from interp.circuits.wiring import InputHook, forward, input_hooks, split
+from interp.circuits.wiring import forward, split
 
 METHODS = ("eap", "eap-ig")
 
@@ -88,18 +91,6 @@ class EdgeScores:
         )
 
 
-def _accumulate(spec: InputHook, delta: torch.Tensor, scores: torch.Tensor):
-    """Backward hook: add ``delta . grad``, summed over batch and positions, into the input's columns."""
-    n = spec.n_readable
-
-    def accumulate(grad: torch.Tensor, hook) -> None:
-        g = grad.float() if spec.heads else grad.float()[:, :, None, :]  # [batch, pos, inputs, d_model]
-        flat = g.permute(0, 1, 3, 2).reshape(-1, g.shape[2])  # [batch * pos * d_model, inputs]
-        scores[:n, spec.cols] += delta[:n].reshape(n, -1) @ flat  # [sources, inputs]
-
-    return accumulate
-
-
 def _interpolation(alpha: float, start: torch.Tensor, difference: torch.Tensor, leaf: list):
     """Forward hook on the stream entering block 0: the point ``start + alpha * difference`` (the clean input
     itself at ``alpha = 1``), made the leaf the backward pass differentiates towards."""
@@ -113,31 +104,34 @@ def _interpolation(alpha: float, start: torch.Tensor, difference: torch.Tensor, 
 
 
 def _batch_scores(
-    model, graph: Graph, batch: Pairs, metric: Metric, steps: int
+    model, graph: Graph, batch: Pairs, metric: Metric, steps: int, pool: Pool
 ) -> tuple[torch.Tensor, float, float]:
     """Summed (over pairs and steps) score matrix of one batch, and the batch's summed clean and corrupt metric."""
     batch = batch.to(model.device)
-    corrupt = new_store(graph, batch, model)
+    n, n_pos = batch.clean.shape
+    # [n_sources, batch, pos, d_model]: the corrupted outputs, then (from the clean run on) the differences
+    flat, delta = pool.take((len(graph.sources), n, n_pos, model.cfg.d_model))
+    differences = Differences(model, graph, delta)
     with split(model), torch.no_grad():
         logits = forward(
             model,
             batch.corrupt,
             batch.attention_mask,
             batch.positions,
-            fwd_hooks=record_sources(graph, corrupt),
+            fwd_hooks=differences.corrupt_hooks(),
         )
     corrupt_metric = float(check_metric(metric(logits, batch), batch, "on the corrupted inputs").sum())
-    delta = torch.zeros_like(corrupt)
+    start = delta[0].clone()  # the corrupted input stream, where the interpolation starts
     scores = torch.zeros(len(graph.sources), len(graph.inputs), device=model.device)
-    backward = [(spec.name, _accumulate(spec, delta, scores)) for spec in input_hooks(graph)]
+    backward, finish = contraction_hooks(graph, delta, scores, passes=steps, pool=pool)
     clean_metric = 0.0
     for k in range(steps, 0, -1):  # alpha = 1 first: its forward records the clean outputs
         alpha = k / steps
         leaf: list[torch.Tensor] = []
-        interpolate = _interpolation(alpha, corrupt[0], delta[0], leaf)
+        interpolate = _interpolation(alpha, start, delta[0], leaf)
         hooks = [("blocks.0.hook_resid_pre", interpolate)]
         if k == steps:
-            hooks += record_sources(graph, delta, corrupt)
+            hooks += differences.clean_hooks()
         with split(model), torch.enable_grad():
             logits = forward(
                 model, batch.clean, batch.attention_mask, batch.positions, fwd_hooks=hooks, bwd_hooks=backward
@@ -147,6 +141,9 @@ def _batch_scores(
             values.sum().backward(inputs=leaf)
         if k == steps:
             clean_metric = float(values.detach().sum())
+    finish()
+    scores.masked_fill_(~graph.allowed.to(scores.device), 0)  # the layer-wise products cover a few non-edges
+    pool.give(flat)
     return scores.cpu(), clean_metric, corrupt_metric
 
 
@@ -186,13 +183,17 @@ def edge_attribution(
     graph = check_graph(model, None)
     pairs.batches(batch_size)  # checks batch_size before any work
     steps = 1 if method == "eap" else steps
-    parts = map_batches(
-        pairs,
-        batch_size,
-        lambda b: _batch_scores(model, graph, b, metric, steps),
-        progress=progress,
-        desc=method,
-    )
+    # the differences' and the gradient blocks' memory, reused by every batch: rows sized for the largest
+    largest = max((len(s) * pairs[s.start : s.stop].n_pos for s in pairs.batches(batch_size)), default=1)
+    pool = Pool(model.device, largest * model.cfg.d_model)
+    with frozen(model):
+        parts = map_batches(
+            pairs,
+            batch_size,
+            lambda b: _batch_scores(model, graph, b, metric, steps, pool),
+            progress=progress,
+            desc=method,
+        )
     total = ordered_sum([p[0] for p in parts])
     n = len(pairs)
     return EdgeScores(

@@ -209,3 +209,18 @@ def test_scores_of_disjoint_pairs_merge_into_the_scores_of_all():
     assert merged.n_pairs == 5 and merged.clean_metric == pytest.approx(whole.clean_metric, abs=1e-6)
     with pytest.raises(ValueError, match="cannot merge eap-ig scores \\(steps=2\\).*with eap scores"):
         merge_scores([eap(model, pairs, logit_difference), whole])
+
+
+def test_scores_of_a_model_deeper_than_one_product_match_the_formula():
+    """Five layers: the gradients of layers 0-3 and of layer 4 with the logits are contracted in separate
+    products (``LAYERS_PER_PRODUCT``), whose rows beyond each input's sources must come out 0."""
+    from interp.circuits.edge_products import LAYERS_PER_PRODUCT
+
+    model = tiny("llama-gqa", n_layers=5)
+    assert model.cfg.n_layers > LAYERS_PER_PRODUCT
+    pairs = tiny_pairs(model, n=3)
+    want = independent_scores(model, pairs, steps=2)
+    got = eap_ig(model, pairs, logit_difference, steps=2, batch_size=2)
+    torch.testing.assert_close(got.scores, want, atol=1e-5, rtol=1e-4)
+    assert bool((got.scores[~got.graph.allowed] == 0).all())
+    assert int((want.abs() > 1e-6).sum()) > 100
