@@ -94,7 +94,7 @@ class Loop:
                 self.steps = step + 1
                 self._update(chosen.tolist(), last_step=step + 1 == self.max_new_tokens)
                 bar.update(1)
-                if bool(self.finished.all()):
+                if all(reason is not None for reason in self.reasons):  # known here: no wait for the device
                     break
         finally:
             bar.close()

@@ -156,7 +156,7 @@ class HookedTransformer(HookedModule):
                 f"sequence of {length} tokens is longer than the model's context n_ctx={self.cfg.n_ctx}; "
                 "truncate or split the input"
             )
-        lo, hi = int(tokens.min()), int(tokens.max())
+        lo, hi = torch.stack(torch.aminmax(tokens)).tolist()  # one wait for the device, not two
         if lo < 0 or hi >= self.cfg.d_vocab:
             bad = lo if lo < 0 else hi
             raise ValueError(f"token id {bad} is out of range for a vocabulary of d_vocab={self.cfg.d_vocab}")
