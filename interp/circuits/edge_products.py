@@ -65,40 +65,41 @@ class Differences:
     def __init__(self, model, graph: Graph, store: torch.Tensor):
         self.store = store
         self.corrupt_z: dict[str, torch.Tensor] = {}
+        # The attention module, not its W_O: under a device map with offloading, weights are real only while
+        # their block runs, so W_O is read in the hook.
         self.specs = [
-            (spec, model.get_submodule(spec.name.rpartition(".")[0]).W_O if spec.heads else None)
+            (spec, model.get_submodule(spec.name.rpartition(".")[0]) if spec.heads else None)
             for spec in source_hooks(graph)
         ]
 
     def corrupt_hooks(self) -> list:
         """Forward hooks for the corrupted run."""
-        return [(self._name(spec), self._record(spec, w_o, clean=False)) for spec, w_o in self.specs]
+        return [(self._name(spec), self._record(spec, attn, clean=False)) for spec, attn in self.specs]
 
     def clean_hooks(self) -> list:
         """Forward hooks for the clean run (after the corrupted one): the rows become the differences."""
-        return [(self._name(spec), self._record(spec, w_o, clean=True)) for spec, w_o in self.specs]
+        return [(self._name(spec), self._record(spec, attn, clean=True)) for spec, attn in self.specs]
 
     @staticmethod
     def _name(spec) -> str:  # heads are read at blocks.L.attn.hook_z, not at hook_result
         return spec.name.rpartition(".")[0] + ".hook_z" if spec.heads else spec.name
 
-    def _record(self, spec, w_o: torch.Tensor | None, *, clean: bool):
+    def _record(self, spec, attn, *, clean: bool):
         target = self.store[spec.rows]  # [rows, batch, pos, d_model]
 
         def record(x: torch.Tensor, hook) -> None:
-            x = x.detach()
-            if w_o is None and clean:
+            x = x.detach().to(target.device)  # a block placed on another device than the store
+            if attn is None and clean:
                 torch.sub(x.float()[None], target, out=target)
-            elif w_o is None:
+            elif attn is None:
                 target.copy_(x[None])
             elif not clean:
                 self.corrupt_z[hook.name] = x
             else:
                 dz = x.float() - self.corrupt_z.pop(hook.name).float()  # [batch, pos, head, d_head]
                 heads = dz.permute(2, 0, 1, 3).flatten(1, 2)  # [head, batch * pos, d_head]
-                torch.bmm(
-                    heads, w_o.detach().float(), out=target.flatten(1, 2)
-                )  # [head, batch * pos, d_model]
+                w_o = attn.W_O.detach().to(target.device, torch.float32)  # [head, d_head, d_model]
+                torch.bmm(heads, w_o, out=target.flatten(1, 2))  # [head, batch * pos, d_model]
 
         return record
 

@@ -22,7 +22,9 @@ from interp.model.norm import Norm
 
 def norm_heads(norm: Norm, x: torch.Tensor) -> torch.Tensor:
     """``norm(x)`` for ``x [batch, pos, head, d_model]``, computed once per position where the heads share it."""
-    shared = x.shape[2] > 1 and x.stride(2) == 0
+    # An offloaded norm (a device map with disk or CPU offload) has real weights only inside its own call, so
+    # the shortcut, which reads the gain outside it, leaves it to the norm.
+    shared = x.shape[2] > 1 and x.stride(2) == 0 and not norm.w.is_meta
     hooked = norm.hook_scale.active or norm.hook_normalized.active
     if not shared or hooked:
         return norm(x)
@@ -40,13 +42,13 @@ class _SharedRow(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, norm: Norm) -> torch.Tensor:
         row = x[:, :, :1]  # [batch, pos, 1, d_model]
-        ctx.save_for_backward(row)
+        ctx.save_for_backward(row, norm.gain.detach().clone())  # [d_model], as it is now
         ctx.norm = norm
         return norm(row).expand(*x.shape[:3], -1)  # [batch, pos, head, d_model]
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        (row,) = ctx.saved_tensors
+        row, gain = ctx.saved_tensors
         norm: Norm = ctx.norm
         batch, n_pos, n_heads, width = grad.shape
         x = row.float().reshape(batch * n_pos, 1, width)  # [batch * pos, 1, d_model]
@@ -54,7 +56,7 @@ class _SharedRow(torch.autograd.Function):
             x = x - x.mean(-1, keepdim=True)
         inv_scale = (x.pow(2).mean(-1, keepdim=True) + norm.eps).rsqrt()  # [batch * pos, 1, 1]
         normalized = x * inv_scale
-        gain = norm.gain.to(grad.device)  # [d_model]
+        gain = gain.to(grad.device)  # [d_model]
         g = grad.float().reshape(batch * n_pos, n_heads, width)  # [batch * pos, head, d_model]
         # d x = (g * gain - normalized * mean(g * gain * normalized) [- mean(g * gain)]) / scale: one
         # elementwise pass, the means as matrix products, each correction as one broadcast multiply-add.

@@ -103,12 +103,16 @@ def test_attribution_patching_gives_the_same_gradients(whole, dispatched):
 
 
 def test_edge_attribution_gives_the_same_scores(whole, dispatched):
-    """EAP splits every block's inputs per head while it runs: new hook points inside dispatched blocks."""
+    """EAP splits every block's inputs per head while it runs: new hook points inside dispatched blocks.
+
+    The scores agree to float32 rounding, not bit for bit: a resident model normalises the heads' shared stream
+    once per position, while an offloaded norm, whose weights are real only inside its own call, runs per head
+    (the same values; its backward pass sums in another order)."""
     pairs = tiny_pairs(whole, n=2)
     expected = eap(whole, pairs, logit_difference).scores
     got = eap(dispatched, pairs, logit_difference).scores
-    assert expected.abs().max() > 0
-    assert torch.equal(got, expected)
+    assert expected.abs().max() > 0.1
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_a_hook_edit_acts_identically(whole, dispatched):
