@@ -183,17 +183,14 @@ def _rows(
     embed_grad, out_grads = grads[0], dict(zip(sorted(run.outputs), grads[1:], strict=True))
     n_active, (n_layers, n_pos, _) = len(sources.features), sources.errors.shape
     out = torch.zeros(n, n_active + (n_layers + 1) * n_pos, device=embed_grad.device)
-    for layer, (index, pos, dec) in sources.decoders.items():
-        # A layer's features are listed position by position, so those at one position are one run of
-        # columns: a matrix product per position, with no gathered copy of the gradient.
+    for layer, (index, _, dec) in sources.decoders.items():
+        # The features at one position are one run of columns: a matrix product per position, with no
+        # gathered copy of the gradient.
         first = int(index[0]) if len(index) else 0
-        where, counts = torch.unique_consecutive(pos, return_counts=True)
-        ends = counts.cumsum(0).tolist()
         for j, out_layer in enumerate(transcoders.output_layers(layer)):
             g = out_grads[out_layer]  # [n, pos, d_model]
-            for p, end, count in zip(where.tolist(), ends, counts.tolist(), strict=True):
-                a = end - count
-                out[:, first + a : first + end] += g[:, p] @ dec[a:end, j].T  # [n, features at p]
+            for p, start, end in sources.runs[layer]:
+                out[:, start:end] += g[:, p] @ dec[start - first : end - first, j].T  # [n, features at p]
     for layer in range(n_layers):
         start = n_active + layer * n_pos
         if layer in out_grads:

@@ -28,6 +28,8 @@ class Sources:
         encoders: ``[n_active, d_model]``: d pre-activation / d input.
         decoders: layer -> (global indices ``[n]`` of that layer's features, their positions ``[n]``, and
             ``[n, n_out, d_model]`` activation times decoder rows, one slice per ``output_layers(layer)``).
+        runs: layer -> ``(position, start, end)`` for each position with active features: a layer's features
+            are listed position by position, so those at one position are the global indices ``start:end``.
         errors: ``[n_layers, pos, d_model]`` (zero at position 0).
         tokens: ``[pos, d_model]`` token embeddings.
     """
@@ -36,13 +38,14 @@ class Sources:
     activations: torch.Tensor
     encoders: torch.Tensor
     decoders: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+    runs: dict[int, list[tuple[int, int, int]]]
     errors: torch.Tensor
     tokens: torch.Tensor
 
 
 def find_sources(run: FrozenRun, transcoders: Any, n_layers: int) -> Sources:
     """Active features, their encoder and decoder vectors, the error and token vectors of ``run``."""
-    found, values, acts_of, encoders, decoders = [], [], {}, [], {}
+    found, values, acts_of, encoders, decoders, runs = [], [], {}, [], {}, {}
     start = 0
     for layer in transcoders.layers:
         x = run.inputs[layer][0].detach()  # [pos, d_model]
@@ -56,6 +59,11 @@ def find_sources(run: FrozenRun, transcoders: Any, n_layers: int) -> Sources:
         value = acts[pos, feat].detach().float()
         dec = transcoders.decoder(layer, feat).detach().float() * value[:, None, None]  # [n, n_out, d_model]
         decoders[layer] = (torch.arange(start, start + len(pos)), pos, dec)
+        where, counts = torch.unique_consecutive(pos, return_counts=True)
+        ends = (start + counts.cumsum(0)).tolist()
+        runs[layer] = [
+            (p, end - c, end) for p, end, c in zip(where.tolist(), ends, counts.tolist(), strict=True)
+        ]
         found.append(torch.stack([torch.full_like(pos, layer), pos, feat], 1))
         values.append(value)
         start += len(pos)
@@ -67,6 +75,7 @@ def find_sources(run: FrozenRun, transcoders: Any, n_layers: int) -> Sources:
         activations=activations.cpu(),
         encoders=torch.cat(encoders).float(),
         decoders=decoders,
+        runs=runs,
         errors=errors,
         tokens=run.embed[0].detach().float(),
     )
