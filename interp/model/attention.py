@@ -22,6 +22,7 @@ from torch import nn
 
 from hooks import HookPoint
 from interp.config import TransformerConfig
+from interp.model.head_norm import InputNorm, project_heads
 from interp.model.kv_cache import KVCache
 from interp.model.layout import merge_heads_in, merge_heads_out, param_in_layout
 from interp.model.masks import LayerMask
@@ -91,6 +92,7 @@ class Attention(nn.Module):
         *,
         x_k: torch.Tensor | None = None,
         x_v: torch.Tensor | None = None,
+        norm: InputNorm | None = None,
     ) -> torch.Tensor:
         """``x [batch, pos, d_model]`` -> attention output ``[batch, pos, d_model]``.
 
@@ -101,12 +103,15 @@ class Attention(nn.Module):
             x_k, x_v: separate inputs for keys and values (default: ``x``). With per-head inputs
                 ``x [batch, pos, head, d_model]`` and ``x_k``, ``x_v [batch, pos, kv_head, d_model]`` each head
                 reads its own stream, which is how edge-level circuits are run.
+            norm: with per-head inputs, the norm they pass through before the projections (the block's
+                ``ln1``), applied here so that streams the heads share are normalised and projected once per
+                position (:func:`interp.model.head_norm.project_heads`).
         """
-        q = self.hook_q(self._project(x, self.W_Q, self.b_Q))  # [batch, pos, head, d_head]
+        q = self.hook_q(self._project(x, self.W_Q, self.b_Q, norm))  # [batch, pos, head, d_head]
         k = self.hook_k(
-            self._project(x if x_k is None else x_k, self.W_K, self.b_K)
+            self._project(x if x_k is None else x_k, self.W_K, self.b_K, norm)
         )  # [batch, pos, kv_head, e]
-        v = self.hook_v(self._project(x if x_v is None else x_v, self.W_V, self.b_V))
+        v = self.hook_v(self._project(x if x_v is None else x_v, self.W_V, self.b_V, norm))
         if self.qk_norm == "head":
             q, k = self.q_norm(q), self.k_norm(k)
         elif self.qk_norm == "full":
@@ -128,9 +133,11 @@ class Attention(nn.Module):
             out = z.reshape(*z.shape[:2], -1) @ merge_heads_out(self.W_O)  # [batch, pos, d_model]
         return out + self.b_O if self.b_O is not None else out
 
-    def _project(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    def _project(
+        self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, norm: InputNorm | None = None
+    ) -> torch.Tensor:
         if x.ndim == 4:  # one input stream per head: [batch, pos, head, d_model]
-            out = torch.einsum("bphd,hde->bphe", x, w)  # [batch, pos, head, d_head]
+            out = project_heads(None if norm is None else norm.module, x, w)  # [batch, pos, head, d_head]
             return out + b if b is not None else out
         flat = F.linear(
             x, merge_heads_in(w).T, None if b is None else b.reshape(-1)

@@ -30,7 +30,7 @@ from torch import nn
 from hooks import HookPoint
 from interp.config import TransformerConfig
 from interp.model.attention import Attention
-from interp.model.head_norm import norm_heads
+from interp.model.head_norm import InputNorm
 from interp.model.kv_cache import KVCache
 from interp.model.masks import LayerMask
 from interp.model.mlp import MLP
@@ -110,9 +110,9 @@ class Block(nn.Module):
         x_q = self.hook_q_input(heads.expand(-1, -1, self.n_heads, -1))  # [batch, pos, head, d_model]
         x_k = self.hook_k_input(heads.expand(-1, -1, self.n_kv_heads, -1))  # [batch, pos, kv_head, d_model]
         x_v = self.hook_v_input(heads.expand(-1, -1, self.n_kv_heads, -1))
-        if self.ln1 is not None:
-            x_q, x_k, x_v = (norm_heads(self.ln1, x) for x in (x_q, x_k, x_v))  # once per position if shared
-        out = self.attn(x_q, mask, rotary, kv_cache, x_k=x_k, x_v=x_v)
+        # the norm runs inside the projections: once per position where the heads share a stream
+        norm = None if self.ln1 is None else InputNorm(self.ln1)
+        out = self.attn(x_q, mask, rotary, kv_cache, x_k=x_k, x_v=x_v, norm=norm)
         return self.ln1_post(out) if self.ln1_post is not None else out
 
 

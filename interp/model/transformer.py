@@ -204,9 +204,11 @@ class HookedTransformer(HookedModule):
         ``hook_v_input [batch, pos, kv_head, d_model]`` (the stream each head's queries, keys and values read,
         before the norm) and ``hook_mlp_in [batch, pos, d_model]``; their names are registered and removed
         again on exit, also when the block raises. The forward pass computes the same function (each head's
-        projection reads its own copy); it costs a ``[batch, pos, head, d_model]`` tensor per layer, so it is
-        for edge-level work such as circuits, not for plain runs. ``ln1``'s hooks then see ``[batch, pos, head,
-        ...]`` shapes, once for queries, keys and values each.
+        projection reads its own copy). While the heads' copies are one stream, unedited, the norm and the
+        projections run once per position (:mod:`interp.model.head_norm`), but a backward pass forms each
+        head's gradient, ``[batch, pos, head, d_model]`` per layer, and an edited stream is normalised per head:
+        split inputs are for edge-level work such as circuits, not for plain runs. ``ln1``'s hooks then see
+        ``[batch, pos, head, ...]`` shapes, once for queries, keys and values each.
 
         >>> model = HookedTransformer(TransformerConfig(n_layers=1, d_model=8, n_heads=2, d_vocab=10, n_ctx=4))
         >>> with model.split_inputs():
