@@ -7,8 +7,11 @@ metric read at the final position, as the methods read it) and a backward pass o
 embeddings, each the faster of two, over every batch. They are measured twice: in a fresh process of their own
 (``ratio``, the figure the earlier tables give) and in each method's process right after the method (``ratio
 here``: the same load on a shared machine, and a process whose memory is already mapped, so bare passes cost
-less and the ratio is the stricter one). The method itself runs once, from cold. The ratio is what the split
-inputs, the per-head outputs and the score contractions cost on top of bare passes.
+less and the ratio is the stricter one). The method runs twice: from cold (``ratio``, with its peak memory; the
+figure the earlier tables give), and again in the same process (``warm``). The unit costs are the faster of two
+passes, so only the cold run pays for reading the weights in from their file and for the first call of each
+kernel shape; the warm ratio compares like with like. The ratio is what the split inputs, the per-head outputs
+and the score contractions cost on top of bare passes.
 
 Peak memory: each measurement runs in a child process of its own; on CPU its peak anonymous resident memory
 minus what it held after loading the model and the pairs, on CUDA ``torch.cuda.max_memory_allocated`` likewise.
@@ -89,37 +92,39 @@ def _setup(args):
     return model, sample(pairs, args.pairs, 0).pairs
 
 
-def _units(model, pairs, batch_size: int) -> dict:
-    """Seconds of plain forward and backward passes over every batch (each timed twice, the faster kept)."""
+def _bare_passes(model, batch) -> tuple[float, float]:
+    """Seconds of one forward pass without hooks and of the backward pass of the metric to the input embeddings."""
     from interp.circuits import logit_difference
     from interp.circuits.wiring import forward
 
+    with torch.no_grad():
+        start = time.perf_counter()
+        forward(model, batch.clean, batch.attention_mask, batch.positions)
+        _sync()
+        forward_s = time.perf_counter() - start
+    leaf = []
+
+    def grab(x, hook):
+        leaf.append(x.detach().requires_grad_(True))
+        return leaf[-1]
+
+    logits = forward(
+        model, batch.clean, batch.attention_mask, batch.positions, fwd_hooks=[("hook_embed", grab)]
+    )
+    _sync()
+    start = time.perf_counter()
+    logit_difference(logits, batch).sum().backward(inputs=leaf)
+    _sync()
+    return forward_s, time.perf_counter() - start
+
+
+def _units(model, pairs, batch_size: int) -> dict:
+    """Seconds of plain forward and backward passes over every batch (each timed twice, the faster kept)."""
     fwd = bwd = 0.0
     for span in pairs.batches(batch_size):
         batch = pairs[span.start : span.stop].to(model.device)
-        best_f = best_b = float("inf")
-        for _ in range(2):
-            with torch.no_grad():
-                start = time.perf_counter()
-                forward(model, batch.clean, batch.attention_mask, batch.positions)
-                _sync()
-                best_f = min(best_f, time.perf_counter() - start)
-            leaf = []
-
-            def grab(x, hook, leaf=leaf):
-                leaf.append(x.detach().requires_grad_(True))
-                return leaf[-1]
-
-            start = time.perf_counter()
-            logits = forward(
-                model, batch.clean, batch.attention_mask, batch.positions, fwd_hooks=[("hook_embed", grab)]
-            )
-            _sync()
-            mid = time.perf_counter()
-            logit_difference(logits, batch).sum().backward(inputs=leaf)
-            _sync()
-            best_b = min(best_b, time.perf_counter() - mid)
-        fwd, bwd = fwd + best_f, bwd + best_b
+        times = [_bare_passes(model, batch) for _ in range(2)]
+        fwd, bwd = fwd + min(f for f, _ in times), bwd + min(b for _, b in times)
     return {"forward_s": fwd, "backward_s": bwd}
 
 
@@ -128,34 +133,37 @@ def child(args) -> dict:
     from interp.circuits import Circuit, edge_attribution, evaluate, logit_difference, top_n
 
     model, pairs = _setup(args)
+    if args.child == "units":
+        return _units(model, pairs, args.batch_size)
     circuit = Circuit.load(args.circuit_file) if args.child == "circuit" else None
+
+    def method():
+        if circuit is not None:
+            return evaluate(model, circuit, pairs, logit_difference, batch_size=args.batch_size)
+        return edge_attribution(
+            model, pairs, logit_difference, method=args.child, steps=args.steps, batch_size=args.batch_size
+        )
+
     cuda = torch.cuda.is_available()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated() / 2**20
     with PeakRSS(anonymous=True) as rss:
         start = time.perf_counter()
-        if args.child == "units":
-            return _units(model, pairs, args.batch_size)
-        if circuit is None:
-            scores = edge_attribution(
-                model,
-                pairs,
-                logit_difference,
-                method=args.child,
-                steps=args.steps,
-                batch_size=args.batch_size,
-            )
-            _sync()
-            out = {"seconds": time.perf_counter() - start}
-            if args.child == "eap":  # the circuit the next measurement evaluates, from a process of its own
-                top_n(scores, args.circuit_edges).save(args.circuit_file)
-        else:
-            result = evaluate(model, circuit, pairs, logit_difference, batch_size=args.batch_size)
-            _sync()
-            out = {"seconds": time.perf_counter() - start, "edges": circuit.n_edges}
-            out["faithfulness"] = result.faithfulness[0]
+        result = method()
+        _sync()
+        out = {"seconds": time.perf_counter() - start}
     out["peak_extra_mib"] = torch.cuda.max_memory_allocated() / 2**20 - base if cuda else rss.peak - rss.start
+    if (
+        circuit is None and args.child == "eap"
+    ):  # the circuit the next measurement evaluates, in its own process
+        top_n(result, args.circuit_edges).save(args.circuit_file)
+    if circuit is not None:
+        out["edges"], out["faithfulness"] = circuit.n_edges, result.faithfulness[0]
+    start = time.perf_counter()
+    method()  # again, warm: the weights read in and every kernel shape met once, as in the unit costs
+    _sync()
+    out["seconds_warm"] = time.perf_counter() - start
     out["units"] = _units(model, pairs, args.batch_size)  # after the peak is taken, under the same load
     spans = pairs.batches(args.batch_size)
     out["batches"] = len(spans)
@@ -219,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
                 "units_here": results[name]["units"],
                 "cost_model_here_s": cost_model(name, results[name]["units"]),
                 "ratio_here": results[name]["seconds"] / cost_model(name, results[name]["units"]),
+                "seconds_warm": results[name]["seconds_warm"],
+                "ratio_warm": results[name]["seconds_warm"] / cost_model(name, results["units"]),
+                "ratio_warm_here": results[name]["seconds_warm"] / cost_model(name, results[name]["units"]),
                 "peak_extra_mib": results[name]["peak_extra_mib"],
             }
             for name in ("eap", "eap-ig", "circuit")
@@ -234,11 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     units = results["units"]
     print(f"unit costs over all batches: forward {units['forward_s']:.2f} s, backward {units['backward_s']:.2f} s "
           "(own process); 'here': measured in the method's process after it")  # fmt: skip
-    print(f"{'':10s} {'measured':>10s} {'cost model':>11s} {'ratio':>6s} {'model here':>11s} {'ratio here':>10s} "
-          f"{'peak extra':>11s}")  # fmt: skip
+    print(f"{'':10s} {'cold':>8s} {'warm':>8s} {'cost model':>11s} {'ratio':>6s} {'warm':>6s} {'model here':>11s} "
+          f"{'ratio here':>10s} {'warm':>6s} {'peak extra':>11s}")  # fmt: skip
     for r in report["rows"]:
-        print(f"{r['measurement']:10s} {r['seconds']:9.2f}s {r['cost_model_s']:10.2f}s {r['ratio']:6.2f} "
-              f"{r['cost_model_here_s']:10.2f}s {r['ratio_here']:10.2f} {r['peak_extra_mib']:9.0f} MiB")  # fmt: skip
+        print(f"{r['measurement']:10s} {r['seconds']:7.2f}s {r['seconds_warm']:7.2f}s {r['cost_model_s']:10.2f}s "
+              f"{r['ratio']:6.2f} {r['ratio_warm']:6.2f} {r['cost_model_here_s']:10.2f}s {r['ratio_here']:10.2f} "
+              f"{r['ratio_warm_here']:6.2f} {r['peak_extra_mib']:9.0f} MiB")  # fmt: skip
     print(
         f"(circuit: one evaluation of the top {args.circuit_edges} EAP edges, {report['circuit_edges']} after pruning)"
     )
