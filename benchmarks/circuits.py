@@ -7,11 +7,13 @@ metric read at the final position, as the methods read it) and a backward pass o
 embeddings, each the faster of two, over every batch. They are measured twice: in a fresh process of their own
 (``ratio``, the figure the earlier tables give) and in each method's process right after the method (``ratio
 here``: the same load on a shared machine, and a process whose memory is already mapped, so bare passes cost
-less and the ratio is the stricter one). The method runs from cold (``ratio``, with its peak memory; the figure
-the earlier tables give), then twice more in the same process (``warm``, the faster of the two). The unit
-costs are the faster of two passes, so only the cold run pays for reading the weights in from their file and
-for the first call of each kernel shape; the warm ratio compares like with like. The ratio is what the split
-inputs, the per-head outputs and the score contractions cost on top of bare passes.
+less and the ratio is the stricter one). The method runs once from cold (``ratio`` and ``ratio here``, with its
+peak memory; the figures the earlier tables give), then warm for ``--rounds`` rounds, each the method followed
+by the unit costs measured again (``warm``: each round's ratio and their median). The unit costs are the
+faster of two passes, so only the cold run pays for reading the weights in from their file and for the first
+call of each kernel shape; a warm round compares like with like, under the load of the same minute on a
+shared machine. The ratio is what the split inputs, the per-head outputs and the score contractions cost on
+top of bare passes.
 
 Peak memory: each measurement runs in a child process of its own; on CPU its peak anonymous resident memory
 minus what it held after loading the model and the pairs, on CUDA ``torch.cuda.max_memory_allocated`` likewise.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -160,14 +163,17 @@ def child(args) -> dict:
         top_n(result, args.circuit_edges).save(args.circuit_file)
     if circuit is not None:
         out["edges"], out["faithfulness"] = circuit.n_edges, result.faithfulness[0]
-    warm = []
-    for _ in range(2):  # again, warm (the weights read in, every kernel shape met), the faster of two
+    # Then warm (the weights read in, every kernel shape met): rounds of the method and, right after it, the
+    # unit costs, so that each round's ratio compares passes made under the same load on a shared machine.
+    out["rounds"] = []
+    for _ in range(args.rounds):
         start = time.perf_counter()
         method()
         _sync()
-        warm.append(time.perf_counter() - start)
-    out["seconds_warm"] = min(warm)
-    out["units"] = _units(model, pairs, args.batch_size)  # after the peak is taken, under the same load
+        seconds = time.perf_counter() - start
+        out["rounds"].append({"seconds": seconds, "units": _units(model, pairs, args.batch_size)})
+    # "ratio here" reads the unit costs measured first after the cold run
+    out["units"] = out["rounds"][0]["units"]
     spans = pairs.batches(args.batch_size)
     out["batches"] = len(spans)
     out["n_pos"] = pairs.n_pos
@@ -183,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--circuit-edges", type=int, default=300)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3, help="warm rounds of each method and its unit costs")
     parser.add_argument("--device", default=None)
     parser.add_argument("--dtype", default=None)
     parser.add_argument("--out", default=None, help="write the measurements as JSON here")
@@ -195,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     passed = [f"--model={args.model}", f"--pairs={args.pairs}", f"--batch-size={args.batch_size}",
               f"--steps={args.steps}", f"--circuit-edges={args.circuit_edges}",
-              f"--threads={args.threads}"]  # fmt: skip
+              f"--threads={args.threads}", f"--rounds={args.rounds}"]  # fmt: skip
     passed += [f"--{k}={v}" for k, v in (("device", args.device), ("dtype", args.dtype)) if v is not None]
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -230,9 +237,17 @@ def main(argv: list[str] | None = None) -> int:
                 "units_here": results[name]["units"],
                 "cost_model_here_s": cost_model(name, results[name]["units"]),
                 "ratio_here": results[name]["seconds"] / cost_model(name, results[name]["units"]),
-                "seconds_warm": results[name]["seconds_warm"],
-                "ratio_warm": results[name]["seconds_warm"] / cost_model(name, results["units"]),
-                "ratio_warm_here": results[name]["seconds_warm"] / cost_model(name, results[name]["units"]),
+                "rounds": [
+                    {
+                        "seconds": r["seconds"],
+                        "cost_model_s": cost_model(name, r["units"]),
+                        "ratio": r["seconds"] / cost_model(name, r["units"]),
+                    }
+                    for r in results[name]["rounds"]
+                ],
+                "ratio_warm": statistics.median(
+                    r["seconds"] / cost_model(name, r["units"]) for r in results[name]["rounds"]
+                ),
                 "peak_extra_mib": results[name]["peak_extra_mib"],
             }
             for name in ("eap", "eap-ig", "circuit")
@@ -248,12 +263,13 @@ def main(argv: list[str] | None = None) -> int:
     units = results["units"]
     print(f"unit costs over all batches: forward {units['forward_s']:.2f} s, backward {units['backward_s']:.2f} s "
           "(own process); 'here': measured in the method's process after it")  # fmt: skip
-    print(f"{'':10s} {'cold':>8s} {'warm':>8s} {'cost model':>11s} {'ratio':>6s} {'warm':>6s} {'model here':>11s} "
-          f"{'ratio here':>10s} {'warm':>6s} {'peak extra':>11s}")  # fmt: skip
+    print(f"{'':10s} {'cold':>8s} {'cost model':>11s} {'ratio':>6s} {'ratio here':>10s}   warm: ratio each round "
+          f"{'median':>7s} {'peak extra':>11s}")  # fmt: skip
     for r in report["rows"]:
-        print(f"{r['measurement']:10s} {r['seconds']:7.2f}s {r['seconds_warm']:7.2f}s {r['cost_model_s']:10.2f}s "
-              f"{r['ratio']:6.2f} {r['ratio_warm']:6.2f} {r['cost_model_here_s']:10.2f}s {r['ratio_here']:10.2f} "
-              f"{r['ratio_warm_here']:6.2f} {r['peak_extra_mib']:9.0f} MiB")  # fmt: skip
+        rounds = " ".join(f"{x['ratio']:.2f}" for x in r["rounds"])
+        print(f"{r['measurement']:10s} {r['seconds']:7.2f}s {r['cost_model_s']:10.2f}s {r['ratio']:6.2f} "
+              f"{r['ratio_here']:10.2f}   {rounds:>22s} {r['ratio_warm']:7.2f} "
+              f"{r['peak_extra_mib']:7.0f} MiB")  # fmt: skip
     print(
         f"(circuit: one evaluation of the top {args.circuit_edges} EAP edges, {report['circuit_edges']} after pruning)"
     )
