@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from interp.analysis.metric import Metric, check_metric, check_signature
-from interp.circuits.edge_products import Differences, Pool, contraction_hooks, frozen
+from interp.circuits.edge_products import Differences, Pool, contraction_hooks, frozen, scored_positions
 from interp.circuits.graph import Graph
 from interp.circuits.pairs import Pairs
 from interp.circuits.run import check_graph
@@ -91,12 +91,22 @@ class EdgeScores:
         )
 
 
-def _interpolation(alpha: float, start: torch.Tensor, difference: torch.Tensor, leaf: list):
+def _interpolation(
+    alpha: float, start: torch.Tensor, difference: torch.Tensor, positions: torch.Tensor | None, leaf: list
+):
     """Forward hook on the stream entering block 0: the point ``start + alpha * difference`` (the clean input
-    itself at ``alpha = 1``), made the leaf the backward pass differentiates towards."""
+    itself at ``alpha = 1``), made the leaf the backward pass differentiates towards. ``start`` and
+    ``difference`` are ``[positions, d_model]`` at the scored positions; elsewhere the point is the clean input,
+    which is the corrupted one before a pair's inputs differ, and after the read position reaches no metric."""
 
     def interpolate(x: torch.Tensor, hook) -> torch.Tensor:
-        point = x.detach() if alpha == 1 else (start + alpha * difference).to(x.dtype)
+        if alpha == 1:
+            point = x.detach()
+        elif positions is None:
+            point = (start + alpha * difference).view_as(x).to(x.dtype)
+        else:
+            point = x.detach().clone()
+            point.view(-1, x.shape[-1])[positions] = (start + alpha * difference).to(x.dtype)
         leaf.append(point.requires_grad_(True))
         return leaf[-1]
 
@@ -108,10 +118,11 @@ def _batch_scores(
 ) -> tuple[torch.Tensor, float, float]:
     """Summed (over pairs and steps) score matrix of one batch, and the batch's summed clean and corrupt metric."""
     batch = batch.to(model.device)
-    n, n_pos = batch.clean.shape
-    # [n_sources, batch, pos, d_model]: the corrupted outputs, then (from the clean run on) the differences
-    flat, delta = pool.take((len(graph.sources), n, n_pos, model.cfg.d_model))
-    differences = Differences(model, graph, delta)
+    positions = scored_positions(batch, model.cfg.causal)  # None: all batch * pos of them
+    n_scored = batch.clean.numel() if positions is None else len(positions)
+    # [n_sources, positions, d_model]: the corrupted outputs, then (from the clean run on) the differences
+    flat, delta = pool.take((len(graph.sources), n_scored, model.cfg.d_model))
+    differences = Differences(model, graph, delta, positions)
     with split(model), torch.no_grad():
         logits = forward(
             model,
@@ -123,12 +134,12 @@ def _batch_scores(
     corrupt_metric = float(check_metric(metric(logits, batch), batch, "on the corrupted inputs").sum())
     start = delta[0].clone()  # the corrupted input stream, where the interpolation starts
     scores = torch.zeros(len(graph.sources), len(graph.inputs), device=model.device)
-    backward, finish = contraction_hooks(graph, delta, scores, passes=steps, pool=pool)
+    backward, finish = contraction_hooks(graph, delta, scores, passes=steps, pool=pool, positions=positions)
     clean_metric = 0.0
     for k in range(steps, 0, -1):  # alpha = 1 first: its forward records the clean outputs
         alpha = k / steps
         leaf: list[torch.Tensor] = []
-        interpolate = _interpolation(alpha, start, delta[0], leaf)
+        interpolate = _interpolation(alpha, start, delta[0], positions, leaf)
         hooks = [("blocks.0.hook_resid_pre", interpolate)]
         if k == steps:
             hooks += differences.clean_hooks()

@@ -22,6 +22,12 @@ Both are written for cost, since they run on top of bare forward and backward pa
   them with the graph's ``allowed`` mask.
 - The store and the gradient blocks come from a :class:`Pool` that every group and batch of a run reuses: on
   CPU, first writes to freshly allocated pages cost more than the copies into them.
+- In a causal model only some positions can add to a score (:func:`scored_positions`): before the first token
+  where a pair's clean and corrupted inputs differ, both runs compute the same thing, so every difference is
+  0; after the position the metric reads, nothing reaches the metric, so every gradient is 0. The store and the
+  gradient blocks hold the other positions only, ``[rows, positions, d_model]``: for pairs that differ in a
+  word mid-sentence and are padded to the batch's longest, that is about half the positions, and half the
+  contractions' work.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from itertools import groupby
 import torch
 
 from interp.circuits.graph import Graph
+from interp.circuits.pairs import Pairs
 from interp.circuits.wiring import InputHook, as_rows, input_hooks, source_hooks
 
 LAYERS_PER_PRODUCT = 4  # 60-70 columns for SmolLM2: twice the throughput of one layer's 16, little waste
@@ -52,18 +59,56 @@ def frozen(model) -> Iterator[None]:
             p.requires_grad_(True)
 
 
+def scored_positions(batch: Pairs, causal: bool) -> torch.Tensor | None:
+    """The positions where a difference times a gradient can be nonzero, as indices into ``[batch * pos]``
+    (row ``r``, position ``p`` is ``r * pos + p``); ``None`` when that is every position.
+
+    In a causal model a pair's row counts from the first position where its clean and corrupted tokens differ
+    (before it both runs see the same tokens, and every difference is 0; a pair that does not differ at all
+    has no position) up to the position its metric reads (after it nothing reaches the logits the metric
+    sees; without read positions the metric may read any, so up to the last). Outside a causal model every
+    position counts."""
+    if not causal:
+        return None
+    n, n_pos = batch.clean.shape
+    at = torch.arange(n_pos, device=batch.clean.device)
+    differs = batch.clean != batch.corrupt  # [batch, pos]
+    first = torch.where(differs.any(1), differs.float().argmax(1), n_pos)  # [batch]
+    last = batch.positions.to(at.device) if batch.positions is not None else torch.full_like(first, n_pos - 1)
+    keep = (at >= first[:, None]) & (at <= last[:, None])  # [batch, pos]
+    return None if bool(keep.all()) else keep.flatten().nonzero().flatten()
+
+
+def _select(x: torch.Tensor, positions: torch.Tensor | None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``x [batch, pos, ...]`` at the scored positions, ``[positions, ...]`` (all of them when ``None``), into
+    ``out`` when given (which may be of another dtype: the store is float32 whatever the model's)."""
+    return _gather(x.flatten(0, 1), 0, positions, out)
+
+
+def _gather(x: torch.Tensor, dim: int, index: torch.Tensor | None, out: torch.Tensor | None) -> torch.Tensor:
+    """``x`` at ``index`` along ``dim`` (all of it when ``None``), written into ``out`` when given."""
+    if index is None:
+        return x if out is None else out.copy_(x)
+    if out is None:
+        return x.index_select(dim, index)
+    if out.dtype == x.dtype:
+        return torch.index_select(x, dim, index, out=out)
+    return out.copy_(x.index_select(dim, index))
+
+
 class Differences:
     """Every source's output on the clean inputs minus the corrupted ones, recorded by two forward passes.
 
-    ``store [n_sources, batch, pos, d_model]`` (float32) ends up holding the differences. The corrupted run
-    writes the input's and the MLPs' outputs into their rows and keeps each layer's ``z`` (``[batch, pos, head,
+    ``store [n_sources, positions, d_model]`` (float32) ends up holding the differences at the scored positions
+    (:func:`scored_positions`; all ``batch * pos`` of them when ``positions`` is ``None``). The corrupted run
+    writes the input's and the MLPs' outputs into their rows and keeps each layer's ``z`` (``[positions, head,
     d_head]``, a ninth of the heads' writes for SmolLM2); the clean run subtracts in place, and projects each
     head's difference of ``z`` through its ``W_O`` straight into the head's rows (one projection per head, not
     one per run).
     """
 
-    def __init__(self, model, graph: Graph, store: torch.Tensor):
-        self.store = store
+    def __init__(self, model, graph: Graph, store: torch.Tensor, positions: torch.Tensor | None = None):
+        self.store, self.positions = store, positions
         self.corrupt_z: dict[str, torch.Tensor] = {}
         # The attention module, not its W_O: under a device map with offloading, weights are real only while
         # their block runs, so W_O is read in the hook.
@@ -85,21 +130,20 @@ class Differences:
         return spec.name.rpartition(".")[0] + ".hook_z" if spec.heads else spec.name
 
     def _record(self, spec, attn, *, clean: bool):
-        target = self.store[spec.rows]  # [rows, batch, pos, d_model]
+        target = self.store[spec.rows]  # [rows, positions, d_model]
 
         def record(x: torch.Tensor, hook) -> None:
             x = x.detach().to(target.device)  # a block placed on another device than the store
             if attn is None and clean:
-                torch.sub(x.float()[None], target, out=target)
+                torch.sub(_select(x, self.positions).float(), target[0], out=target[0])
             elif attn is None:
-                target.copy_(x[None])
+                _select(x, self.positions, out=target[0])
             elif not clean:
-                self.corrupt_z[hook.name] = x
+                self.corrupt_z[hook.name] = _select(x, self.positions)  # [positions, head, d_head]
             else:
-                dz = x.float() - self.corrupt_z.pop(hook.name).float()  # [batch, pos, head, d_head]
-                heads = dz.permute(2, 0, 1, 3).flatten(1, 2)  # [head, batch * pos, d_head]
+                dz = _select(x, self.positions).float() - self.corrupt_z.pop(hook.name).float()
                 w_o = attn.W_O.detach().to(target.device, torch.float32)  # [head, d_head, d_model]
-                torch.bmm(heads, w_o, out=target.flatten(1, 2))  # [head, batch * pos, d_model]
+                torch.bmm(dz.transpose(0, 1), w_o, out=target)  # [head, positions, d_model]
 
         return record
 
@@ -133,12 +177,18 @@ class Pool:
 
 
 def contraction_hooks(
-    graph: Graph, delta: torch.Tensor, scores: torch.Tensor, passes: int = 1, pool: Pool | None = None
+    graph: Graph,
+    delta: torch.Tensor,
+    scores: torch.Tensor,
+    passes: int = 1,
+    pool: Pool | None = None,
+    positions: torch.Tensor | None = None,
 ) -> tuple[list, Callable[[], None]]:
-    """Backward hooks adding ``delta . grad``, summed over batch, positions and ``passes`` backward passes, into
-    ``scores [n_sources, n_inputs]`` (see the module docstring: entries outside the edges are not 0); and the
-    function to call after the last pass, which contracts what is left: the layers some of whose inputs
-    received no gradient in some pass (it counts as 0).
+    """Backward hooks adding ``delta . grad``, summed over the scored ``positions`` (every batch row and position
+    when ``None``) and ``passes`` backward passes, into ``scores [n_sources, n_inputs]`` (see the module
+    docstring: entries outside the edges are not 0); ``delta [n_sources, positions, d_model]``. Also the function
+    to call after the last pass, which contracts what is left: the layers some of whose inputs received no
+    gradient in some pass (it counts as 0).
 
     The gradients are summed before the product, since ``sum_k delta . g_k = delta . sum_k g_k``: one product
     per group of layers however many passes there are. A group's block is made when its first gradient
@@ -146,8 +196,9 @@ def contraction_hooks(
     block or two, several passes every group's block (``[n_inputs, batch, pos, d_model]`` in all).
     """
     group_of = lambda spec: int(spec.name.split(".")[1]) // LAYERS_PER_PRODUCT  # noqa: E731 - blocks.L.hook_...
+    pool = pool or Pool(delta.device, delta[0].numel())
     groups = [
-        _Group(list(specs), delta, scores, passes, pool or Pool(delta.device, delta[0].numel()))
+        _Group(list(specs), delta, scores, passes, pool, positions)
         for _, specs in groupby(input_hooks(graph), group_of)
     ]
 
@@ -161,13 +212,19 @@ def contraction_hooks(
 
 class _Group:
     """The node inputs of a few consecutive layers (and the logits, after the last layer): the gradients they
-    receive, summed into one ``[inputs, batch, pos, d_model]`` block, contracted once all ``passes`` have
-    delivered."""
+    receive at the scored positions, summed into one ``[inputs, positions, d_model]`` block, contracted once all
+    ``passes`` have delivered."""
 
     def __init__(
-        self, specs: list[InputHook], delta: torch.Tensor, scores: torch.Tensor, passes: int, pool: Pool
+        self,
+        specs: list[InputHook],
+        delta: torch.Tensor,
+        scores: torch.Tensor,
+        passes: int,
+        pool: Pool,
+        positions: torch.Tensor | None,
     ):
-        self.specs, self.delta, self.scores, self.pool = specs, delta, scores, pool
+        self.specs, self.delta, self.scores, self.pool, self.positions = specs, delta, scores, pool, positions
         self.first, self.last = specs[0].cols.start, specs[-1].cols.stop  # the columns are contiguous
         self.n = max(spec.n_readable for spec in specs)
         self.expected = len(specs) * passes
@@ -184,13 +241,13 @@ class _Group:
 
             def take(grad: torch.Tensor, hook) -> None:
                 if self.block is None:
-                    shape = (self.last - self.first, *self.delta.shape[1:])  # [inputs, batch, pos, d_model]
+                    shape = (self.last - self.first, *self.delta.shape[1:])  # [inputs, positions, d_model]
                     self.flat, self.block = self.pool.take(shape)
-                rows = as_rows(grad, spec.heads)  # [inputs, batch, pos, d_model]
+                rows = as_rows(grad, spec.heads).flatten(1, 2)  # [inputs, batch * pos, d_model]
                 if self.received[spec.name]:
-                    self.block[where] += rows
+                    self.block[where] += _gather(rows, 1, self.positions, None)
                 else:
-                    self.block[where] = rows
+                    _gather(rows, 1, self.positions, self.block[where])
                 self.received[spec.name] += 1
                 if sum(self.received.values()) == self.expected:
                     self.contract()

@@ -224,3 +224,56 @@ def test_scores_of_a_model_deeper_than_one_product_match_the_formula():
     torch.testing.assert_close(got.scores, want, atol=1e-5, rtol=1e-4)
     assert bool((got.scores[~got.graph.allowed] == 0).all())
     assert int((want.abs() > 1e-6).sum()) > 100
+
+
+def _ragged_pairs(model) -> Pairs:
+    """Rows that differ from a different position on, read at different positions (right-padded beyond), and
+    a row whose inputs do not differ at all."""
+    g = torch.Generator().manual_seed(5)
+    n, n_pos = 4, 7
+    clean = torch.randint(0, model.cfg.d_vocab, (n, n_pos), generator=g)
+    corrupt = clean.clone()
+    for row, at in ((0, 0), (1, 2), (2, 4)):  # row 3 stays identical
+        corrupt[row, at] = (clean[row, at] + 1) % model.cfg.d_vocab
+    read = torch.tensor([6, 4, 5, 3])
+    mask = (torch.arange(n_pos) <= read[:, None]).long()
+    labels = {"answer": torch.tensor([1, 2, 3, 4]), "foil": torch.tensor([5, 6, 7, 8])}
+    return Pairs(clean=clean, corrupt=corrupt, attention_mask=mask, positions=read, labels=labels)
+
+
+def test_scored_positions_run_from_the_first_difference_to_the_read_position():
+    from interp.circuits.edge_products import scored_positions
+
+    model = tiny("llama-gqa")
+    pairs = _ragged_pairs(model)
+    got = scored_positions(pairs, causal=True)
+    want = [0 * 7 + p for p in range(0, 7)] + [7 + p for p in range(2, 5)] + [14 + p for p in range(4, 6)]
+    assert got.tolist() == want  # row 3 does not differ: none of its positions
+    assert scored_positions(pairs, causal=False) is None  # every position can matter in both directions
+    every = Pairs(clean=pairs.clean, corrupt=(pairs.clean + 1) % model.cfg.d_vocab)  # differ from 0, read last
+    assert scored_positions(every, causal=True) is None
+
+
+@pytest.mark.parametrize("method", ["eap", "eap-ig"])
+def test_scores_at_the_scored_positions_only_match_the_formula_over_every_position(method):
+    """The formula sums over every position; the code contracts only where a difference and a gradient can
+    both be nonzero, and must lose nothing."""
+    model = tiny("llama-gqa")
+    pairs = _ragged_pairs(model)
+    steps = 1 if method == "eap" else 3
+    got = edge_attribution(model, pairs, logit_difference, method=method, steps=steps, batch_size=3)
+    want = independent_scores(model, pairs, steps=steps)
+    torch.testing.assert_close(got.scores, want, atol=1e-5, rtol=1e-4)
+    assert want.abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-gqa"])
+def test_a_bfloat16_model_is_scored_with_float32_differences(name):
+    """Activations and gradients in bfloat16 go into float32 differences and gradient blocks; the scores are
+    the float32 model's to bfloat16 rounding."""
+    model = tiny(name)
+    pairs = _ragged_pairs(model)
+    want = eap_ig(model, pairs, logit_difference, steps=2).scores
+    got = eap_ig(model.to(torch.bfloat16), pairs, logit_difference, steps=2).scores
+    assert got.dtype == torch.float32
+    assert float((got - want).abs().max()) < 0.05 * float(want.abs().max())
