@@ -1,10 +1,12 @@
 """Edge scores of EAP and EAP-IG from two versions of the code, on the same pairs, in float32 and float64.
 
-A change meant to make edge attribution cheaper must not change what it computes. In float32 any two
-orders of the same arithmetic round differently (a fused attention kernel, a product split another way),
-so the two versions are also run in float64: there the scores of the same computation agree to about 1e-12,
-and any real change in the method shows at its own size. The float64 run of each version also measures how
-far its float32 scores are from exact, which is the scale any float32 difference should be read against.
+A change meant to make edge attribution cheaper must not change what it computes. In float32 any two orders
+of the same arithmetic round differently (a fused attention kernel, a product split another way, a sum over
+fewer positions), by a few 1e-6 on scores of a few units. The two versions are also run on the model loaded
+in float64, where that rounding shrinks to what is still computed in float32 there (the norms' statistics, as
+in ``transformers``, and the store of differences): a real change in the method would show at its own size.
+The float64 run of each version also measures how far its float32 scores are from those, which is the scale
+any float32 difference should be read against.
 
 The git ref is exported (``git archive``, no checkout), and each version runs in its own process with its
 tree first on ``PYTHONPATH``, on the first ``--pairs`` agreement pairs of the packaged SmolLM2.
@@ -12,7 +14,7 @@ tree first on ``PYTHONPATH``, on the first ``--pairs`` agreement pairs of the pa
     python scripts/compare_edge_scores.py --ref 67fd4f6 --pairs 8
     python scripts/compare_edge_scores.py --ref main --pairs 16 --dtypes float64
 
-It exits with status 1 when a float64 difference exceeds ``--tolerance`` (default 1e-9).
+It exits with status 1 when a float64 difference exceeds ``--tolerance`` (default 1e-6).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def main() -> int:
     parser.add_argument("--ref", required=True, help="the git ref of the version before")
     parser.add_argument("--pairs", type=int, default=8)
     parser.add_argument("--dtypes", default="float32,float64")
-    parser.add_argument("--tolerance", type=float, default=1e-9, help="largest float64 difference allowed")
+    parser.add_argument("--tolerance", type=float, default=1e-6, help="largest float64 difference allowed")
     args = parser.parse_args()
     dtypes = args.dtypes.split(",")
     got: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
