@@ -15,12 +15,13 @@ measures). To first order that is the difference the edge carries times the grad
 Cost per batch: one forward on the corrupted inputs, then ``steps`` forwards and ``steps`` backwards (the
 ``alpha = 1`` forward also records the clean outputs), so ``steps + 1`` forwards and ``steps`` backwards in
 all; EAP is two forwards and one backward. Memory is bounded by the batch, whatever the number of pairs: the
-differences ``[n_sources, batch, pos, d_model]`` are kept once, and the gradients that reach the input hooks
-during the backward passes are summed over the steps and contracted with them a few layers at a time, summed
-over batch and positions, into the ``[n_sources, n_inputs]`` score matrix; no ``[edges, batch, pos, d_model]``
-tensor exists (:mod:`interp.circuits.edge_products` says how the passes are kept close to bare ones).
-Batches are shared out among
-``torchrun`` ranks and summed in batch order, so the scores are the same for any number of ranks.
+differences ``[n_sources, positions, d_model]`` are kept once, at the batch's positions that can add to a
+score (in a causal model, from each pair's first differing token to its read position), and the gradients
+that reach the input hooks during the backward passes are summed over the steps and contracted with them a
+few layers at a time, summed over those positions, into the ``[n_sources, n_inputs]`` score matrix; no
+``[edges, batch, pos, d_model]`` tensor exists (:mod:`interp.circuits.edge_products` says how the passes are
+kept close to bare ones). Batches are shared out among ``torchrun`` ranks and summed in batch order, so the
+scores are the same for any number of ranks.
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ Both are written for cost, since they run on top of bare forward and backward pa
   Only the difference of ``z`` is projected, once, straight into the store (:class:`Differences`).
 - One store serves both runs: it holds the corrupted outputs of the input and the MLPs (the heads' are kept as
   ``z``), and the clean run overwrites each row, in place, with clean minus corrupted as it reaches it. So a
-  batch holds one ``[n_sources, batch, pos, d_model]`` float32 tensor, not two.
+  batch holds one ``[n_sources, positions, d_model]`` float32 tensor, not two.
 - The model's weights stop requiring gradients for the call (:func:`frozen`): the scores need gradients at the
-  node inputs only, and autograd then keeps no activation for a weight's gradient, and the norm before
-  attention is computed once for all heads (:func:`interp.model.head_norm.norm_heads`).
+  node inputs only, and autograd then keeps no activation for a weight's gradient, and the norm and the
+  projections before attention are computed once for all heads (:func:`interp.model.head_norm.project_heads`).
 - The gradients of the inputs of :data:`LAYERS_PER_PRODUCT` consecutive layers (their query, key and value
-  heads, their MLPs, and the logits after the last layer) are gathered into one ``[inputs, batch, pos,
+  heads, their MLPs, and the logits after the last layer) are gathered into one ``[inputs, positions,
   d_model]`` block and contracted with the differences in a single matrix product. A product with a few
   columns per hook would be bound by reading the differences, once per hook; a few dozen columns read them
   once per group and keep the arithmetic units busy. The product covers the rows the group's widest input
@@ -149,7 +149,7 @@ class Differences:
 
 
 class Pool:
-    """Float32 memory for a run's ``[rows, batch, pos, d_model]`` tensors, handed back after use and reused.
+    """Float32 memory for a run's ``[rows, positions, d_model]`` tensors, handed back after use and reused.
 
     A tensor of tens of MiB gets pages of its own from the system, and on CPU every first write to a page costs
     a fault: written once per group of layers per batch, the gradient blocks spent more time faulting than
@@ -193,7 +193,7 @@ def contraction_hooks(
     The gradients are summed before the product, since ``sum_k delta . g_k = delta . sum_k g_k``: one product
     per group of layers however many passes there are. A group's block is made when its first gradient
     arrives and dropped when the last pass's last gradient has been contracted; so one pass holds a group's
-    block or two, several passes every group's block (``[n_inputs, batch, pos, d_model]`` in all).
+    block or two, several passes every group's block (``[n_inputs, positions, d_model]`` in all).
     """
     group_of = lambda spec: int(spec.name.split(".")[1]) // LAYERS_PER_PRODUCT  # noqa: E731 - blocks.L.hook_...
     pool = pool or Pool(delta.device, delta[0].numel())
