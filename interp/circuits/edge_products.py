@@ -70,7 +70,7 @@ def scored_positions(batch: Pairs, causal: bool) -> torch.Tensor | None:
     position counts."""
     if not causal:
         return None
-    n, n_pos = batch.clean.shape
+    n_pos = batch.clean.shape[1]
     at = torch.arange(n_pos, device=batch.clean.device)
     differs = batch.clean != batch.corrupt  # [batch, pos]
     first = torch.where(differs.any(1), differs.float().argmax(1), n_pos)  # [batch]

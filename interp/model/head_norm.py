@@ -44,16 +44,15 @@ def project_heads(norm: Norm | None, x: torch.Tensor, w: torch.Tensor) -> torch.
     """``einsum("bphd,hde->bphe", norm(x), w)`` for per-head streams ``x [batch, pos, head, d_model]`` and
     weights ``w [head, d_model, d_head]``, computed once per position where the heads share a stream."""
     # (a norm placed on another device than the projection returns its output there)
-    if norm is None or not _shared(norm, x, w):
-        normed = x if norm is None else norm(x).to(w.device)
-        return torch.einsum("bphd,hde->bphe", normed, w)  # [batch, pos, head, d_head]
-    if not (torch.is_grad_enabled() and x.requires_grad):  # one row per position; weights' gradients hold
-        return _project_row(norm(x[:, :, 0]).to(w.device), w)
-    if w.requires_grad or any(p.requires_grad for p in norm.parameters()):
-        return torch.einsum("bphd,hde->bphe", norm(x).to(w.device), w)
-    # the function returns [batch, pos, head * d_head]: an output that is a view made inside it could not be
-    # edited in place, as hooks on q, k and v may
-    return _SharedNormProjection.apply(x, norm, w).unflatten(-1, (w.shape[0], w.shape[2]))
+    if norm is not None and _shared(norm, x, w):
+        if not (torch.is_grad_enabled() and x.requires_grad):  # one row per position; weights' gradients hold
+            return _project_row(norm(x[:, :, 0]).to(w.device), w)
+        if not (w.requires_grad or any(p.requires_grad for p in norm.parameters())):
+            # the function returns [batch, pos, head * d_head]: an output that is a view made inside it could
+            # not be edited in place, as hooks on q, k and v may
+            return _SharedNormProjection.apply(x, norm, w).unflatten(-1, (w.shape[0], w.shape[2]))
+    normed = x if norm is None else norm(x).to(w.device)  # every head's stream on its own
+    return torch.einsum("bphd,hde->bphe", normed, w)  # [batch, pos, head, d_head]
 
 
 def _shared(norm: Norm, x: torch.Tensor, w: torch.Tensor) -> bool:
