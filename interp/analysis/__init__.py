@@ -33,8 +33,14 @@ from interp.analysis.metric import Batch, Metric, logit_difference
 from interp.analysis.norms import apply_norm, linearise_norm
 from interp.analysis.patching import Slot, hook_names_for, patch, run_patched
 from interp.analysis.probes import ProbeResult, probe_layers, train_probe
-from interp.analysis.qk import QKAttribution, qk_attribution, qk_names
-from interp.analysis.qk_difference import QKDifference, qk_key_difference, qk_twin_difference
+from interp.analysis.qk import (
+    QKAttribution,
+    QKDifference,
+    qk_attribution,
+    qk_key_difference,
+    qk_names,
+    qk_twin_difference,
+)
 from interp.analysis.sources import attention_norms, source_contributions
 from interp.analysis.stats import (
     binomial_test,

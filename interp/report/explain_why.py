@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from interp.analysis.qk import qk_attribution, qk_names
-from interp.analysis.qk_difference import qk_key_difference, qk_twin_difference
-from interp.analysis.qk_matrix import QKMatrix
+from interp.analysis.qk.difference import qk_key_difference, qk_twin_difference
+from interp.analysis.qk.matrix import QKMatrix
 
 WHY_TOP = 6
 """Component pairs listed per score."""

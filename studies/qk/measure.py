@@ -8,9 +8,9 @@ import numpy as np
 import torch
 
 from interp.analysis.qk import qk_names
-from interp.analysis.qk_difference import qk_key_difference
-from interp.analysis.qk_parts import stream_parts
-from interp.analysis.qk_prompt import as_prompt
+from interp.analysis.qk.difference import qk_key_difference
+from interp.analysis.qk.parts import stream_parts
+from interp.analysis.qk.prompt import as_prompt
 
 SEED = (
     "The animal didn't cross the street because it was too tired.",

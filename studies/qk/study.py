@@ -11,7 +11,7 @@ query-side components from the head's query input flips or shrinks the preferenc
 of matched size chosen at random does not.
 
 Metric. Per head and twin: the preference's exact split into query component x key component terms
-(:func:`interp.analysis.qk_difference.qk_key_difference`), summarised as shares by query group (heads reading
+(:func:`interp.analysis.qk.difference.qk_key_difference`), summarised as shares by query group (heads reading
 the switch word, the pronoun, the candidates, other positions; MLPs at the query; embeddings and biases) and by
 key group. Intervention: the top ``--top`` query-side stream components (largest positive terms) are
 subtracted from ``blocks.L.hook_q_input`` of that head at the query (the norm is recomputed, nothing frozen)

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from interp.analysis.qk import qk_attribution, qk_names
-from interp.analysis.qk_difference import align_twins, qk_key_difference, qk_twin_difference
-from interp.analysis.qk_parts import stream_parts
-from interp.analysis.qk_project import project
-from interp.analysis.qk_prompt import as_prompt
+from interp.analysis.qk.difference import align_twins, qk_key_difference, qk_twin_difference
+from interp.analysis.qk.parts import stream_parts
+from interp.analysis.qk.project import project
+from interp.analysis.qk.prompt import as_prompt
 from interp.load import load
 from tests.load.builders import byte_level_bpe, save_folder
 from tests.load.families import build

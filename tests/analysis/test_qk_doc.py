@@ -37,9 +37,9 @@ def test_smollm2_example_runs(capsys):
 def test_docstring_examples():
     import doctest
 
-    from interp.analysis import qk, qk_parts
+    from interp.analysis.qk import parts, score
 
-    for module in (qk, qk_parts):
+    for module in (score, parts):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0
-    assert doctest.testmod(qk).attempted > 0
+    assert doctest.testmod(score).attempted > 0

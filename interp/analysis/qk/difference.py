@@ -24,10 +24,10 @@ import torch
 from torch import nn
 
 from hooks import ActivationCache
-from interp.analysis.qk import QKAttribution, qk_attribution, qk_names
-from interp.analysis.qk_matrix import QKMatrix
-from interp.analysis.qk_parts import Component
-from interp.analysis.qk_prompt import Prompt, as_prompt
+from interp.analysis.qk.matrix import QKMatrix
+from interp.analysis.qk.parts import Component
+from interp.analysis.qk.prompt import Prompt, as_prompt
+from interp.analysis.qk.score import QKAttribution, qk_attribution, qk_names
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +62,7 @@ def qk_key_difference(
     by_source: bool = True,
 ) -> QKDifference:
     """``score(query, key) - score(query, other_key)`` of one head, split into terms ("why 'animal' rather
-    than 'street'"). Arguments as in :func:`~interp.analysis.qk.qk_attribution`; one forward serves both."""
+    than 'street'"). Arguments as in :func:`~interp.analysis.qk.score.qk_attribution`; one forward serves both."""
     prompt = as_prompt(model, tokens)
     if key == other_key:
         raise ValueError(f"key and other_key are both {key}; a key difference needs two different keys")

@@ -2,10 +2,10 @@
 
 Kamath et al. (2025), "Tracing Attention Computation Through Feature Interactions", write an attention score
 as a bilinear function of what the query and key streams are made of. Here the stream entering ``layer`` at
-the query position and at the key position is split into its components (:mod:`interp.analysis.qk_parts`:
+the query position and at the key position is split into its components (:mod:`interp.analysis.qk.parts`:
 embeddings, each earlier head's write by the key it read, each MLP's write or each transcoder feature's, the
 biases), each component is pushed on its own through the frozen norm, ``W_Q`` / ``W_K``, the frozen q/k norm
-and rotary at its position (:mod:`interp.analysis.qk_project`), and ``matrix[i, j]`` is query part ``i`` dotted
+and rotary at its position (:mod:`interp.analysis.qk.project`), and ``matrix[i, j]`` is query part ``i`` dotted
 with key part ``j`` times the layer's scale. Every step is linear once the norm scales are frozen at the
 run's values, so ``matrix.sum()`` is the score, exactly. Gemma 2 soft-caps scores after this sum
 (``cap * tanh(score / cap)``); the capped value is reported beside it (:attr:`QKAttribution.capped`), as the cap
@@ -26,10 +26,10 @@ from torch import nn
 
 from hooks import ActivationCache
 from interp.analysis.checks import check_index, check_layer, require_hooks
-from interp.analysis.qk_matrix import QKMatrix
-from interp.analysis.qk_parts import stream_names, stream_parts
-from interp.analysis.qk_project import project, projection_names
-from interp.analysis.qk_prompt import Prompt, as_prompt
+from interp.analysis.qk.matrix import QKMatrix
+from interp.analysis.qk.parts import stream_names, stream_parts
+from interp.analysis.qk.project import project, projection_names
+from interp.analysis.qk.prompt import Prompt, as_prompt
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +86,7 @@ def qk_names(model: nn.Module, layer: int, *, by_source: bool = True, transcoder
         names += [n for n in projection_names(model, layer, side) if n not in names]
     names.append(f"blocks.{layer}.attn.hook_attn_scores")
     if transcoders is not None:
-        from interp.analysis.qk_transcoders import transcoder_names
+        from interp.analysis.qk.transcoders import transcoder_names
 
         names += [n for n in transcoder_names(model, transcoders, layer) if n not in names]
     return names
@@ -136,7 +136,7 @@ def qk_attribution(
     key = prompt.check_position(key, "key")
     prompt.check_visible(model, layer, query, key)
     if transcoders is not None:
-        from interp.analysis.qk_transcoders import check_transcoders
+        from interp.analysis.qk.transcoders import check_transcoders
 
         check_transcoders(model, transcoders)
     names = qk_names(model, layer, by_source=by_source, transcoders=transcoders)

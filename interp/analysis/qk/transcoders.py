@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from hooks import ActivationCache
-from interp.analysis.qk_component import Component
+from interp.analysis.qk.component import Component
 
 
 def _sources(transcoders: Any, out_layer: int) -> list[int]:

@@ -20,7 +20,7 @@ from torch import nn
 
 from hooks import ActivationCache
 from interp.analysis.norms import linearise_norm
-from interp.analysis.qk_component import Component, Kind  # noqa: F401 - Kind re-exported
+from interp.analysis.qk.component import Component, Kind  # noqa: F401 - Kind re-exported
 
 
 @dataclass
@@ -141,7 +141,7 @@ def _mlp_parts(
     if transcoders is None or not transcoder_writes(transcoders, l):
         parts.add(Component("mlp", pos, l, token=tokens[pos]), mlp_out)
         return
-    from interp.analysis.qk_transcoders import feature_parts  # only with transcoders
+    from interp.analysis.qk.transcoders import feature_parts  # only with transcoders
 
     rest = mlp_out.clone()
     for component, vector in feature_parts(transcoders, cache, l, pos, tokens[pos]):

@@ -17,7 +17,7 @@ from torch import nn
 
 from hooks import ActivationCache
 from interp.analysis.norms import linearise_norm
-from interp.analysis.qk_parts import Component
+from interp.analysis.qk.parts import Component
 from interp.model.positional import apply_rotary
 
 Side = Literal["q", "k"]

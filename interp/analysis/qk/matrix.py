@@ -1,7 +1,7 @@
 """A matrix of query-component x key-component terms, and the tables people read it through.
 
-Both a single attention score (:class:`~interp.analysis.qk.QKAttribution`) and a difference of two scores
-(:mod:`interp.analysis.qk_difference`) are such a matrix: rows are what the query is made of, columns what the
+Both a single attention score (:class:`~interp.analysis.qk.score.QKAttribution`) and a difference of two scores
+(:mod:`interp.analysis.qk.difference`) are such a matrix: rows are what the query is made of, columns what the
 key is made of, and the entries sum to the score (or the difference).
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from interp.analysis.qk_parts import Component
+from interp.analysis.qk.parts import Component
 
 
 @dataclass(frozen=True, kw_only=True)
