@@ -14,6 +14,9 @@ source scripts/setup.sh test
 # tests/load/llama_cpp.py). Without network access those tests are skipped, saying why; under CI (CI set) a
 # failed fetch fails the run instead.
 python -m tests.load.llama_cpp
+# The reference libraries that need pins of their own (circuit-tracer), each in a virtual environment in the
+# same cache folder (tests/reference_envs.py); built once, then found there.
+python -m tests.reference_envs
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # The page JavaScript (interp/report/assets/*.js) is linted with the eslint pinned in package-lock.json:
 # npm ci installs it into node_modules/ (about 15 s), then the lint runs offline and a finding fails the run.

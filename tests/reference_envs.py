@@ -1,0 +1,94 @@
+"""Virtual environments of the reference libraries the tests run live, each with its own pins.
+
+Some reference libraries cannot share the project's test environment: circuit-tracer 0.5.0 pins
+``transformers<=4.57.3`` while the project tests against a current release. Each one gets a virtual environment
+of its own in the tests' cache folder (the one :mod:`tests.load.llama_cpp` uses), built once with pip (CPU torch
+first, pinned, so no accelerator build is pulled in) and found there on later runs. A test runs the library in a
+subprocess with :func:`python`'s interpreter, passing data through files.
+
+``scripts/run_tests.sh`` builds them before the suite (``python -m tests.reference_envs``), so that the suite
+itself runs offline; under CI a build that fails fails the run rather than skipping, as for llama.cpp.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.load.llama_cpp import cache_root, required
+
+TORCH = "torch==2.13.0"
+ENVS: dict[str, tuple[str, ...]] = {
+    "circuit-tracer": ("circuit-tracer==0.5.0", "nnsight==0.6.*"),
+}
+"""Name -> the requirements installed after torch."""
+
+
+class Unavailable(RuntimeError):
+    """The environment could not be built (no network, no pip, or a failed install)."""
+
+
+def env_dir(name: str) -> Path:
+    """Where ``name``'s environment lives; the folder name changes with its requirements."""
+    digest = hashlib.sha256(" ".join((TORCH, *ENVS[name])).encode()).hexdigest()[:10]
+    return cache_root() / f"venv-{name}-{digest}"
+
+
+def python(name: str) -> Path:
+    """The interpreter of ``name``'s environment, built first if missing.
+
+    Raises:
+        KeyError: ``name`` is not in :data:`ENVS`.
+        Unavailable: it is not built and cannot be built here.
+    """
+    if name not in ENVS:
+        raise KeyError(f"no reference environment {name!r}; known: {', '.join(sorted(ENVS))}")
+    target = env_dir(name)
+    if (target / ".complete").is_file():
+        return target / "bin" / "python"
+    # Built where it will live (a venv's scripts name their interpreter by absolute path); ``.complete`` is
+    # written last, so an interrupted build is started again from nothing.
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _run([sys.executable, "-m", "venv", str(target)], name)
+    pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    _run([*pip, TORCH], name)
+    _run([*pip, *ENVS[name]], name)
+    (target / ".complete").write_text(" ".join((TORCH, *ENVS[name])) + "\n")
+    return target / "bin" / "python"
+
+
+def require(name: str) -> Path:
+    """:func:`python` for a test: skips when the environment cannot be had, fails instead under CI."""
+    try:
+        return python(name)
+    except Unavailable as err:
+        if required():
+            raise
+        pytest.skip(f"the {name} reference environment is not available: {err}")
+
+
+def _run(command: list[str], name: str) -> None:
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise Unavailable(f"building {name}: {err}") from err
+    if result.returncode != 0:
+        raise Unavailable(f"building {name}: {' '.join(command[-2:])} failed: {result.stderr.strip()[-600:]}")
+
+
+if __name__ == "__main__":
+    failed = False
+    for env in sys.argv[1:] or sorted(ENVS):
+        try:
+            print(python(env))
+        except Unavailable as err:
+            what = "failing the run (CI is set)" if required() else "its tests will be skipped"
+            print(f"reference environment {env} is not available, {what}: {err}", file=sys.stderr)
+            failed = True
+    sys.exit(1 if failed and required() else 0)
