@@ -4,12 +4,13 @@ Every setting is checked before the model loads: the output folder (new, empty o
 device and dtype, the model (found), the corpus (text, JSONL with a ``text`` field, or parquet with a
 ``text`` column, holding non-empty text), and every training setting, by the library's own
 :class:`~interp.sae.training.TrainSettings` (so ``--lr -1`` is refused in the words ``interp.sae.train``
-would use, with the flag's name). Once the model is loaded the hook must exist and be one row per token, and a
-run being resumed must have the hook's width. Then the texts are cut into windows of ``--context`` tokens,
-cached into ``OUT/activations`` (resumable by shard) and trained on with checkpoints in ``OUT/checkpoint``
-(resumable by step); the SAE is written to ``OUT/sae`` in the SAELens format. Run the same command again to
-resume. A run that stopped before its first checkpoint holds no training, so its retry may change the
-training settings (only what the cached activations depend on must stay).
+would use, with the flag's name). Once the model is loaded the hook must exist and be one row per token. The run
+itself is the library's (:class:`~interp.sae.training.run_folder.RunFolder`): a run being resumed must have
+the hook's width; the texts are cut into windows of ``--context`` tokens, cached into ``OUT/activations``
+(resumable by shard) and trained on with checkpoints in ``OUT/checkpoint`` (resumable by step); the SAE is
+written to ``OUT/sae`` in the SAELens format. Run the same command again to resume. A run that stopped
+before its first checkpoint holds no training, so its retry may change the training settings (only what the
+cached activations depend on must stay).
 
 With ``--kind transcoder|skip-transcoder|clt`` the store caches every trained layer's input and output hook
 (``--input-site``, ``--output-site``) from the same forward, transcoders are trained on them, and they are
@@ -20,16 +21,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from interp.arguments import add_command, add_device_arguments, non_negative_int, positive_int
 
-RUN = "run.json"
-CACHE_KEYS = ("data_sha256", "model", "hook", "context")
-"""The settings the cached activations depend on; the others only matter once training has taken a step."""
 SETTING_FLAGS = {
     "d_sae": "--d-sae",
     "k": "--k",
@@ -123,15 +120,16 @@ def add_train_arguments(t: argparse.ArgumentParser) -> None:
     add_device_arguments(t)
 
 
-def preflight(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], dict[str, Any] | None]:
+def preflight(args: argparse.Namespace) -> tuple[list[str], Any]:
     """Everything that can be checked before the model loads.
 
     Returns:
-        The corpus's texts, the run's settings (as recorded in ``run.json``) and the earlier run in ``--out``
-        to resume, or ``None``.
+        The corpus's texts and the run's folder (:class:`~interp.sae.training.run_folder.RunFolder`: the
+        settings as ``run.json`` records them, and the earlier run in ``--out`` to resume, if any).
     """
     from interp.preflight import check_command, check_placement
     from interp.sae.training import TrainSettings
+    from interp.sae.training.run_folder import RunFolder
     from interp.store import read_corpus
 
     check_placement(args)  # the placement flags, before the model is looked for
@@ -153,7 +151,7 @@ def preflight(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], dict
         )
     texts = read_corpus(args.data)
     settings = _settings(args, hashlib.sha256(Path(args.data).read_bytes()).hexdigest())
-    return texts, settings, check_out(Path(args.out).expanduser(), settings)
+    return texts, RunFolder.open(Path(args.out).expanduser(), settings)
 
 
 def training_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -216,113 +214,38 @@ def parse_layers(text: str | None, n_layers: int) -> list[int]:
     return layers
 
 
-def transcoder_hooks_for(model: Any, args: argparse.Namespace) -> tuple[list[int], list[str]]:
-    """The layers and the hooks a transcoder run caches, checked against the model before any forward."""
-    from hooks.names import UnknownHookError, unknown_hook_message
-    from interp.sae.training.transcoders import transcoder_hooks
-
-    layers = parse_layers(args.layers, model.cfg.n_layers)
-    if args.kind == "clt" and layers != list(range(model.cfg.n_layers)):
-        raise ValueError(f"--kind clt spans every layer; drop --layers (got {args.layers!r})")
-    hooks = transcoder_hooks(layers, args.input_site, args.output_site)
-    for hook in hooks:
-        if hook not in model.hook_dict:
-            raise UnknownHookError(unknown_hook_message(hook, model.hook_dict))
-    return layers, hooks
-
-
-def check_out(out: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """The earlier run in ``out`` (to resume), ``None`` for a new folder; raises for anything else.
-
-    A run that has not saved a training checkpoint is compared only on what its cached activations depend
-    on (:data:`CACHE_KEYS`), or on nothing when it cached nothing either: it holds nothing its retry with
-    other settings would lose.
-    """
-    from interp.sae.training.state import CHECKPOINT, load_checkpoint
-
-    if not out.exists() or not any(out.iterdir()):
-        return None
-    run = out / RUN
-    if not run.is_file():
-        raise ValueError(f"--out {out} is not empty and holds no {RUN}; give a new or empty folder")
-    try:
-        earlier = json.loads(run.read_text(encoding="utf-8"))
-        recorded = earlier["settings"]
-    except (ValueError, KeyError, TypeError):
-        raise ValueError(
-            f"--out {out}: {run} is not a run record of interp sae train; give another folder"
-        ) from None
-    trained = (out / "checkpoint" / CHECKPOINT).is_file() or earlier.get("complete", False)
-    cached = (out / "activations").is_dir() and any((out / "activations").iterdir())
-    if not trained and not cached:
-        return None
-    keys = list(settings) if trained else list(CACHE_KEYS)
-    diffs = [
-        f"{k} was {recorded.get(k)!r}, now {settings[k]!r}" for k in keys if recorded.get(k) != settings[k]
-    ]
-    if diffs:
-        raise ValueError(
-            f"--out {out} holds another run ({'; '.join(diffs)}); use another folder to start over"
-        )
-    if trained:
-        load_checkpoint(out / "checkpoint" / CHECKPOINT)  # a truncated checkpoint is refused now, by name
-    return earlier
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``interp sae train`` (see the module docstring)."""
-    texts, settings, earlier = preflight(args)
+    texts, folder = preflight(args)
     from interp import distributed
     from interp.load import load
     from interp.preflight import check_placement
 
     placement = check_placement(args)
-    from interp.sae.formats import save
-    from interp.sae.splice import hook_width
-    from interp.sae.training import train
-    from interp.store import cache_activations, windows
-
-    out = Path(args.out).expanduser()
     with distributed.session():
         device = args.device
         if distributed.is_distributed() and device in (None, "cuda"):
             device = distributed.device()
         model = load(args.model, device=device, dtype=args.dtype, **placement)
-        if args.kind != "sae":
-            return _transcoders(model, args, texts, settings, out)
-        hook = _check_hook(model, args, earlier, out)
-        if distributed.rank() == 0:
-            out.mkdir(parents=True, exist_ok=True)
-            record = {"settings": settings, "d_in": hook_width(model, hook), "complete": False}
-            (out / RUN).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        distributed.barrier()
-        batches = windows(model, texts, args.context, args.batch_size)
-        store = cache_activations(
-            model, batches, [hook], out / "activations", shard_rows=args.shard_rows, progress=not args.quiet
-        )
-        sae = train(
-            store,
-            hook_name=hook,
-            checkpoint_dir=out / "checkpoint",
+        plan = _sae_plan(model, args) if args.kind == "sae" else _transcoder_plan(model, args)
+        trained = folder.train(
+            model,
+            texts,
+            plan,
+            context=args.context,
+            batch_size=args.batch_size,
+            shard_rows=args.shard_rows,
             progress=not args.quiet,
-            **training_settings(args),
         )
         if distributed.rank() == 0:
-            save(sae, out / "sae")
-            last = sae.cfg.metadata["training"]["history"][-1]
-            record = {"settings": settings, "d_in": sae.d_in, "complete": True, "final": last}
-            (out / RUN).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-            print(
-                f"{out / 'sae'}: {args.architecture} SAE, d_in={sae.d_in}, d_sae={sae.d_sae}, trained on "
-                f"{len(store):,} cached rows ({sae.cfg.metadata['training']['tokens']:,} rows seen); "
-                f"final fraction of variance unexplained {last['fvu']:.3f}, L0 {last['l0']:.1f}"
-            )
+            print(trained.summary)
     return 0
 
 
-def _check_hook(model: Any, args: argparse.Namespace, earlier: dict[str, Any] | None, out: Path) -> str:
-    """The one hook ``--hook`` names, checked against the loaded model and the run being resumed."""
+def _sae_plan(model: Any, args: argparse.Namespace) -> Any:
+    """The SAE's plan, its one hook (``--hook``) checked against the loaded model."""
     from interp.sae.splice import hook_width
+    from interp.sae.training.run_folder import SAEPlan
 
     hooks = model.resolve(args.hook)
     if len(hooks) != 1:
@@ -330,55 +253,20 @@ def _check_hook(model: Any, args: argparse.Namespace, earlier: dict[str, Any] | 
     hook = hooks[0]
     if hook.endswith(("hook_pattern", "hook_attn_scores")):
         raise ValueError(f"--hook {hook} is [batch, head, query, key]; an SAE reads one row per token")
-    width = hook_width(model, hook)
-    if earlier is not None and width is not None and earlier.get("d_in") not in (None, width):
-        raise ValueError(f"--out {out} was trained with d_in={earlier['d_in']}, but {hook} has width {width}")
-    if args.context > model.cfg.n_ctx:
-        raise ValueError(f"--context {args.context} is longer than the model's n_ctx={model.cfg.n_ctx}")
-    return hook
+    return SAEPlan(hook, hook_width(model, hook), training_settings(args))
 
 
-def _transcoders(
-    model: Any, args: argparse.Namespace, texts: list[str], settings: dict[str, Any], out: Path
-) -> int:
-    """The transcoder branch of :func:`run`, once the model is loaded (inside the distributed session)."""
-    from interp import distributed
-    from interp.sae.formats.transcoders import save_transcoders
-    from interp.sae.training import train_transcoders
-    from interp.store import cache_activations, windows
+def _transcoder_plan(model: Any, args: argparse.Namespace) -> Any:
+    """The transcoders' plan, their layers (``--layers``) and hooks checked against the loaded model."""
+    from hooks.names import UnknownHookError, unknown_hook_message
+    from interp.sae.training.run_folder import TranscoderPlan
 
-    layers, hooks = transcoder_hooks_for(model, args)
-    if args.context > model.cfg.n_ctx:
-        raise ValueError(f"--context {args.context} is longer than the model's n_ctx={model.cfg.n_ctx}")
-    if distributed.rank() == 0:
-        out.mkdir(parents=True, exist_ok=True)
-        record = {"settings": settings, "d_in": model.cfg.d_model, "complete": False}
-        (out / RUN).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    distributed.barrier()
-    batches = windows(model, texts, args.context, args.batch_size)
-    store = cache_activations(
-        model, batches, hooks, out / "activations", shard_rows=args.shard_rows, progress=not args.quiet
-    )
-    options = training_settings(args)
-    options["d_transcoder"] = options.pop("d_sae")
-    tc = train_transcoders(
-        store,
-        kind=args.kind,
-        layers=layers,
-        input_site=args.input_site,
-        output_site=args.output_site,
-        checkpoint_dir=out / "checkpoint",
-        progress=not args.quiet,
-        **options,
-    )
-    if distributed.rank() == 0:
-        save_transcoders(tc, out / "transcoders")
-        last = tc.metadata["training"]["history"][-1]
-        record = {"settings": settings, "d_in": tc.d_model, "complete": True, "final": last}
-        (out / RUN).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        print(
-            f"{out / 'transcoders'}: {args.kind} ({args.architecture}) at layers {layers}, d_transcoder="
-            f"{tc.d_transcoder}, trained on {len(store):,} cached rows; final fraction of variance unexplained "
-            f"{last['fvu']:.3f}, L0 {last['l0']:.1f} per layer"
-        )
-    return 0
+    layers = parse_layers(args.layers, model.cfg.n_layers)
+    if args.kind == "clt" and layers != list(range(model.cfg.n_layers)):
+        raise ValueError(f"--kind clt spans every layer; drop --layers (got {args.layers!r})")
+    sites = (args.input_site, args.output_site)
+    plan = TranscoderPlan(args.kind, layers, sites, model.cfg.d_model, training_settings(args))
+    for hook in plan.hooks:
+        if hook not in model.hook_dict:
+            raise UnknownHookError(unknown_hook_message(hook, model.hook_dict))
+    return plan

@@ -3,7 +3,9 @@ before the model runs."""
 
 from __future__ import annotations
 
+import errno
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -132,3 +134,48 @@ def test_bad_transcoder_arguments_are_refused_before_the_model_runs(tmp_path, ch
         assert main(_tc_argv(checkpoint, data, tmp_path / "x", *extra)) == 2, extra
         assert message in capsys.readouterr().err, (extra, message)
         assert not (tmp_path / "x" / "activations").exists()
+
+
+def test_a_record_cut_short_while_written_keeps_the_last_one_and_the_run_resumes(
+    tmp_path, checkpoint, capsys, monkeypatch
+):
+    data = tmp_path / "corpus.txt"
+    data.write_text("\n".join(sentences(40, seed=5)) + "\n")
+    out = tmp_path / "run"
+    write_text = Path.write_text
+    records = []
+
+    def disk_fills_on_the_final_record(path, text, *args, **kwargs):
+        if not path.name.startswith("run.json"):
+            return write_text(path, text, *args, **kwargs)
+        records.append(text)
+        if len(records) == 1:  # the record of a run under way
+            return write_text(path, text, *args, **kwargs)
+        write_text(path, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "write_text", disk_fills_on_the_final_record)
+        assert main(_argv(checkpoint, data, out, "--tokens", "256")) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert json.loads(records[1])["complete"]  # the write that was cut short was the final record
+    assert json.loads((out / "run.json").read_text()) == json.loads(records[0])  # the last record, whole
+    assert sorted(p.name for p in out.iterdir()) == ["activations", "checkpoint", "run.json", "sae"]
+    assert main(_argv(checkpoint, data, out, "--tokens", "256")) == 0  # resumed at its last checkpoint
+    assert json.loads((out / "run.json").read_text())["complete"]
+
+
+def test_a_transcoder_run_resumed_on_a_wider_model_is_refused_before_anything_is_written(tmp_path, capsys):
+    model = write_gpt2_folder(tmp_path / "model")
+    data = tmp_path / "corpus.txt"
+    data.write_text("\n".join(sentences(40, seed=6)) + "\n")
+    out = tmp_path / "tc"
+    assert main(_tc_argv(model, data, out, "--kind", "transcoder")) == 0
+    capsys.readouterr()
+    record = (out / "run.json").read_text()
+    assert json.loads(record)["d_in"] == 16
+    write_gpt2_folder(model, d_model=32)  # the same folder and data, another width
+    assert main(_tc_argv(model, data, out, "--kind", "transcoder")) == 2
+    err = capsys.readouterr().err
+    assert f"--out {out} was trained with d_in=16, but blocks.0.ln2.hook_normalized has width 32" in err
+    assert (out / "run.json").read_text() == record  # the finished run's record is untouched
