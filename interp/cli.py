@@ -20,20 +20,22 @@ from __future__ import annotations
 
 import argparse
 import errno
-import importlib
 import os
 import re
 import sys
 from collections.abc import Sequence
 
 from interp.arguments import ArgumentParser, HelpFormatter
-from interp.commands import COMMANDS
+from interp.commands import attribute, cache, explain, generate, models, sae, study
+
+COMMANDS = (models, study, explain, cache, sae, generate, attribute)
+"""The subcommands' modules, in the order ``interp --help`` lists them."""
 
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``interp`` parser, with each subcommand of :data:`interp.commands.COMMANDS` registered by its module."""
+    """The ``interp`` parser, with each subcommand of :data:`COMMANDS` registered by its module."""
     parser = ArgumentParser(
         prog="interp",
         description="See inside a transformer, by name. 'interp COMMAND --help' describes each command.",
@@ -41,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog='example:\n  interp explain "The cat sat on the mat because it was tired" --token it',
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
-        importlib.import_module(f"interp.commands.{name}").register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     return parser
 
 

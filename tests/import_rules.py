@@ -1,9 +1,13 @@
 """The import rules of the design page, read from the source with ``ast``.
 
 Every ``import`` and ``from ... import`` in a module counts, also those inside functions and under
-``TYPE_CHECKING``, and so does ``importlib.import_module`` called with a literal name: a rule that a deferred
-import could dodge would not be a rule. Each module gets the layer of the longest prefix in :data:`LAYERS`; a
-module may import its own layer and the layers below it, never one above. Studies sit on top, and one study may
+``TYPE_CHECKING``, and so does ``importlib.import_module``: called with a literal name, it imports that module;
+with an f-string that is a package's name (written out or ``__name__``) and one computed last part, such as
+``f"{__name__}.{name}"``, it may import any module directly in that package. Any other name computed at run
+time is reported unless :data:`RUN_TIME_IMPORTS` lists its module: a rule that a deferred import could dodge
+would not be a rule. Each module gets the layer of the entry in :data:`LAYERS` that names it (the longest, where
+several do), and a module no entry names is reported; a module may import its own layer and the layers below
+it, never one above. Studies sit on top, and one study may
 not import another: what studies share lives in the shared modules named in :data:`STUDIES_SHARED`.
 
 Circles are found among the project's own modules (an edge to a package is an edge to its ``__init__.py``; the
@@ -17,27 +21,30 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# Top to bottom, as in the design page's tree; a layer lists module prefixes. The one-file helpers at the
-# bottom import nothing of the project but each other. ``interp`` itself is the package root, which exposes
-# the public names and wires the model's delegated methods to the packages that implement them.
+# Top to bottom, as in the design page's tree (docs/architecture.md says where the order differs, and why).
+# A layer lists modules: ``NAME.*`` is the package NAME and everything under it, a plain NAME that one module
+# alone, so that a new module is in no layer until it is placed (``interp`` is the package root, its
+# ``__init__.py``, not a catch-all). The one-file helpers at the bottom import nothing of the project but each
+# other. The package root exposes the public names and wires the model's delegated methods to the packages
+# that implement them.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("studies", ("studies",)),
+    ("studies", ("studies.*",)),
     ("package root", ("interp", "interp.__main__")),
     ("cli", ("interp.cli",)),
-    ("commands", ("interp.commands",)),
+    ("commands", ("interp.commands.*",)),
     ("study scaffold", ("interp.study",)),
-    ("compat", ("interp.compat",)),
-    ("circuits", ("interp.circuits",)),
-    ("sae", ("interp.sae",)),
-    ("generation", ("interp.generation",)),
+    ("compat", ("interp.compat.*",)),
+    ("circuits", ("interp.circuits.*",)),
+    ("sae", ("interp.sae.*",)),
+    ("generation", ("interp.generation.*",)),
     # The explainer page and attention_view draw what analysis functions compute, so report sits above them.
-    ("report", ("interp.report",)),
-    ("analysis", ("interp.analysis",)),
-    ("store", ("interp.store",)),
+    ("report", ("interp.report.*",)),
+    ("analysis", ("interp.analysis.*",)),
+    ("store", ("interp.store.*",)),
     # The checks every command and study runs before anything loads find models and parse devices in load.
     ("preflight", ("interp.preflight",)),
-    ("load", ("interp.load", "interp.hf")),
-    ("model", ("interp.model",)),
+    ("load", ("interp.load.*", "interp.hf")),
+    ("model", ("interp.model.*",)),
     (
         "helpers",
         (
@@ -49,7 +56,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "interp.arguments",
         ),
     ),
-    ("hooks", ("hooks",)),
+    ("hooks", ("hooks.*",)),
 )
 
 # Modules every study may import; anything else under ``studies`` belongs to one study.
@@ -57,6 +64,12 @@ STUDIES_SHARED: tuple[str, ...] = ("studies", "studies.data", "studies.threads")
 
 # Imports left out of the circle search because another change removes them: (importer, imported).
 ALLOWED_CIRCLE_EDGES: tuple[tuple[str, str], ...] = ()
+
+# Modules that import a module whose name is known only at run time, and what they import that way. Any other
+# ``import_module`` whose name the reader cannot tell is reported (see :func:`unread_imports`).
+RUN_TIME_IMPORTS: dict[str, str] = {
+    "interp.registry": "the studies registered in the interp.studies entry-point group, by their entry points",
+}
 
 PACKAGES = ("interp", "hooks", "studies")
 
@@ -92,8 +105,13 @@ def _resolve(name: str, modules: Mapping[str, Path]) -> str | None:
     return None
 
 
+UNREAD = "?"
+"""What :func:`_named` gives for an ``import_module`` whose module it cannot tell from the source."""
+
+
 def _named(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
-    """The dotted names an import node brings in, relative imports made absolute."""
+    """The dotted names an import node brings in, relative imports made absolute; ``PACKAGE.*`` for any module
+    directly in ``PACKAGE``, :data:`UNREAD` for a name computed otherwise."""
     if isinstance(node, ast.Import):
         yield from (alias.name for alias in node.names)
     elif isinstance(node, ast.ImportFrom):
@@ -107,33 +125,79 @@ def _named(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
     elif isinstance(node, ast.Call):
         func = node.func
         called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-        if called == "import_module" and node.args and isinstance(node.args[0], ast.Constant):
-            if isinstance(node.args[0].value, str):
-                yield node.args[0].value
+        if called == "import_module" and node.args:
+            yield _run_time_name(node.args[0], module)
+
+
+def _run_time_name(arg: ast.expr, module: str) -> str:
+    """The module an ``import_module`` argument names (see the module docstring), or :data:`UNREAD`."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if not isinstance(arg, ast.JoinedStr) or not arg.values:
+        return UNREAD
+    *head, last = arg.values
+    package = ""
+    for part in head:
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            package += part.value
+        elif isinstance(part, ast.FormattedValue) and getattr(part.value, "id", None) == "__name__":
+            package += module
+        else:
+            return UNREAD
+    if not isinstance(last, ast.FormattedValue) or not package.endswith("."):
+        return UNREAD
+    return package + "*"
+
+
+def _parsed(root: Path, packages: Sequence[str]) -> Iterator[tuple[str, ast.AST, list[str]]]:
+    """``(module, node, names)`` for every node of every project module that imports something."""
+    for module, path in module_files(root, packages).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names = list(_named(node, module, path.name == "__init__.py"))
+            if names:
+                yield module, node, names
 
 
 def imports(root: Path, packages: Sequence[str] = PACKAGES) -> list[Import]:
     """Every import of a project module by a project module under ``root``."""
     modules = module_files(root, packages)
     found = {}
-    for module, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        is_package = path.name == "__init__.py"
-        for node in ast.walk(tree):
-            for name in _named(node, module, is_package):
-                target = _resolve(name, modules)
+    for module, node, names in _parsed(root, packages):
+        for name in names:
+            if name.endswith(".*"):  # any module directly in the package
+                targets = [m for m in modules if m.rpartition(".")[0] == name[:-2]]
+            else:
+                targets = [_resolve(name, modules)]
+            for target in targets:
                 if target is not None and target != module:
                     found.setdefault(Import(module, target, node.lineno), None)  # once per line and target
     return list(found)
 
 
+def unread_imports(root: Path, packages: Sequence[str] = PACKAGES) -> list[str]:
+    """One line per ``import_module`` whose module the source does not tell, outside :data:`RUN_TIME_IMPORTS`."""
+    files = {name: path.relative_to(root).as_posix() for name, path in module_files(root, packages).items()}
+    return [
+        f"{files[module]}:{node.lineno} imports a module named at run time; name it in the source, or list "
+        "the module in RUN_TIME_IMPORTS with what it imports"
+        for module, node, names in _parsed(root, packages)
+        if UNREAD in names and module not in RUN_TIME_IMPORTS
+    ]
+
+
 def layer_of(module: str, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> int | None:
-    """The index in ``layers`` of the longest prefix naming ``module`` (0 is the top), or None."""
+    """The index in ``layers`` of the longest entry naming ``module`` (0 is the top), or None.
+
+    ``NAME.*`` names the package NAME and every module under it; a plain ``NAME``, that one module.
+    """
     best, best_length = None, -1
-    for index, (_, prefixes) in enumerate(layers):
-        for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_length:
-                best, best_length = index, len(prefix)
+    for index, (_, entries) in enumerate(layers):
+        for entry in entries:
+            package = entry.removesuffix(".*")
+            named = module == package or (entry.endswith(".*") and module.startswith(package + "."))
+            if named and len(package) > best_length:
+                best, best_length = index, len(package)
     return best
 
 
@@ -153,7 +217,9 @@ def layer_violations(
     """One line per import that points up the layers, crosses between studies, or has no layer."""
     files = {name: path.relative_to(root).as_posix() for name, path in module_files(root, packages).items()}
     problems = [
-        f"{files[m]} is in no layer; add its package to LAYERS" for m in files if layer_of(m, layers) is None
+        f"{files[m]} is in no layer; place it in docs/architecture.md and LAYERS"
+        for m in files
+        if layer_of(m, layers) is None
     ]
     for imp in imports(root, packages):
         source, target = layer_of(imp.source, layers), layer_of(imp.target, layers)

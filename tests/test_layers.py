@@ -74,15 +74,55 @@ def test_a_planted_circle_through_a_relative_import_is_named(tmp_path):
     ]
 
 
-def test_a_module_outside_every_layer_is_reported(tmp_path):
-    (tmp_path / "interp").mkdir()
-    (tmp_path / "interp" / "__init__.py").write_text("")
-    (tmp_path / "interp" / "utils.py").write_text("")
-    layers = [(name, prefixes) for name, prefixes in import_rules.LAYERS if name != "package root"]
+def test_every_import_module_names_its_module_in_the_source():
+    assert import_rules.unread_imports(ROOT) == []
 
-    assert import_rules.layer_violations(tmp_path, layers, packages=("interp",)) == [
-        "interp/__init__.py is in no layer; add its package to LAYERS",
-        "interp/utils.py is in no layer; add its package to LAYERS",
+
+def test_a_module_planted_in_no_layer_is_reported_and_the_tree_has_none(tmp_path):
+    _plant(tmp_path, "interp/config.py", "pass")
+    (tmp_path / "interp" / "text_utils.py").write_text("")
+    (tmp_path / "interp" / "plugins").mkdir()
+    (tmp_path / "interp" / "plugins" / "__init__.py").write_text("")
+    (tmp_path / "interp" / "plugins" / "loader.py").write_text("")
+    (tmp_path / "interp" / "sae" / "new_format.py").write_text("")  # in a placed package: placed
+
+    assert import_rules.layer_violations(tmp_path) == [
+        f"{name} is in no layer; place it in docs/architecture.md and LAYERS"
+        for name in ("interp/plugins/__init__.py", "interp/plugins/loader.py", "interp/text_utils.py")
+    ]
+    assert import_rules.layer_of("interp") == import_rules.layer_of("interp.__main__")
+    assert import_rules.layer_of("interp.cli") is not None and import_rules.layer_of("interp.clip") is None
+
+
+def test_an_f_string_import_module_reaches_every_module_of_its_package_and_others_are_reported(tmp_path):
+    package = tmp_path / "interp" / "store"
+    package.mkdir(parents=True)
+    (tmp_path / "interp" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text(
+        "import importlib\n\ndef part(name):\n    return importlib.import_module(f'{__name__}.{name}')\n"
+    )
+    (package / "reader.py").write_text("")
+    (package / "writer.py").write_text("")
+    (tmp_path / "interp" / "config.py").write_text(
+        "from importlib import import_module\nimport_module(f'interp.{\"tokens\"}')\n"
+    )
+    (tmp_path / "interp" / "tokens.py").write_text(
+        "import importlib\nname = 'interp.config'\nimportlib.import_module(name)\n"
+    )
+
+    assert sorted((i.source, i.target) for i in import_rules.imports(tmp_path, packages=("interp",))) == [
+        ("interp.config", "interp.store"),
+        ("interp.config", "interp.tokens"),
+        ("interp.store", "interp.store.reader"),
+        ("interp.store", "interp.store.writer"),
+    ]
+    assert import_rules.layer_violations(tmp_path, packages=("interp",)) == [
+        "interp/config.py:2 imports interp.store (interp/store/__init__.py): "
+        "layer 'helpers' may not import 'store' above it"
+    ]
+    assert import_rules.unread_imports(tmp_path, packages=("interp",)) == [
+        "interp/tokens.py:3 imports a module named at run time; name it in the source, or list the module in "
+        "RUN_TIME_IMPORTS with what it imports"
     ]
 
 

@@ -5,7 +5,5 @@ and default, one example) and sets ``fn`` to its ``run(args) -> int``. ``run`` c
 checked before it loads anything, through :func:`interp.preflight.check_command` (output, device, dtype,
 model, data, in that order) and the library's own checks of the command's settings, then calls the library.
 The modules import nothing heavy at the top, so that building the parser for ``interp models`` costs nothing.
+:data:`interp.cli.COMMANDS` lists them in the order ``interp --help`` shows.
 """
-
-COMMANDS = ("models", "study", "explain", "cache", "sae", "generate", "attribute")
-"""The subcommands, in the order ``interp --help`` lists them (module names under ``interp.commands``)."""
