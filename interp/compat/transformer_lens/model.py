@@ -16,12 +16,12 @@ import torch
 from interp.compat.transformer_lens.cache import ActivationCache
 from interp.compat.transformer_lens.config import ConfigView
 from interp.compat.transformer_lens.factored_matrix import FactoredMatrix
+from interp.compat.transformer_lens.fold import process_weights
+from interp.compat.transformer_lens.stacked_weights import stacked
 from interp.compat.transformer_lens.tokens import TokenMethods
 from interp.compat.transformer_lens.utils import lm_cross_entropy_loss
 from interp.load import load
 from interp.model import HookedTransformer as _HookedTransformer
-from interp.model.fold import process_weights
-from interp.model.weights import stacked
 
 ReturnType = Literal["logits", "loss", "both"] | None
 _RETURN_TYPES = ("logits", "loss", "both", None)
@@ -46,7 +46,8 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
         **kwargs: Any,
     ) -> HookedTransformer:
         """``interp.load(model_name)`` (a packaged name, a folder or a GGUF file), with TransformerLens's weight
-        processing applied by default, as its ``from_pretrained`` does (see :mod:`interp.model.fold`)."""
+        processing applied by default, as its ``from_pretrained`` does
+        (see :mod:`interp.compat.transformer_lens.fold`)."""
         unknown = set(kwargs) - {"move_to_device", "default_prepend_bos", "default_padding_side", "n_devices"}
         if unknown:
             raise TypeError(
@@ -91,7 +92,8 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
         fold_value_biases: bool = True,
         refactor_factored_attn_matrices: bool = False,
     ) -> HookedTransformer:
-        """Fold and centre the weights in place, as TransformerLens does (see :mod:`interp.model.fold`)."""
+        """Fold and centre the weights in place, as TransformerLens does
+        (see :mod:`interp.compat.transformer_lens.fold`)."""
         if refactor_factored_attn_matrices:
             raise ValueError("refactor_factored_attn_matrices is not supported; pass False")
         process_weights(
