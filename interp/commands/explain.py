@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from interp.arguments import add_command, add_device_arguments, non_negative_int
 
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the command, then write the page."""
     from interp.preflight import check_command, check_placement
 
-    check_placement(args)  # the placement flags, before the model is looked for
+    placement = check_placement(args)  # the placement flags, before the model is looked for
     check_command(
         out=args.out,
         out_file=((".html", ".htm"), "explain.html"),
@@ -61,6 +62,28 @@ def run(args: argparse.Namespace) -> int:
     )
     if not args.text.strip():
         raise ValueError('the text to explain is empty; pass a sentence, such as "The cat sat on the mat"')
-    from interp.report.explain import explain_main
+    from interp.load import load
+    from interp.report.explain import explain_data
+    from interp.report.explainer_page import render_explainer, save_page
 
-    return explain_main(args)
+    if not args.quiet:
+        print(f"loading {args.model} ...", file=sys.stderr)
+    model = load(args.model, device=args.device, dtype=args.dtype, **placement)
+    data = explain_data(
+        model,
+        args.text,
+        token=args.token,
+        layer=args.layer,
+        head=args.head,
+        progress=not args.quiet,
+        twin=args.twin,
+    )  # checks --layer and --head against the model before its forward pass
+    path = save_page(render_explainer(data), args.out)
+    if not args.quiet:
+        query = data["query"]
+        print(
+            f"wrote {path} ({path.stat().st_size / 2**20:.2f} MiB): token {query} {data['tokens'][query]!r}, "
+            f"layer {data['layer']} head {data['head']}",
+            file=sys.stderr,
+        )
+    return 0

@@ -15,8 +15,6 @@ token (the query). The page must stay small for long inputs, so what grows with 
 
 from __future__ import annotations
 
-import argparse
-import sys
 from typing import Any
 
 import torch
@@ -25,7 +23,6 @@ from tqdm.auto import tqdm
 from hooks import ActivationCache
 from interp.analysis import logit_lens, source_contributions
 from interp.report.explain_why import why_here
-from interp.report.explainer_page import render_explainer, save_page
 
 TOP_K = 16
 """Keys kept per query and head when the full pattern is too large to embed."""
@@ -149,11 +146,14 @@ def explain_data(
             the score to the strongest key between the two texts.
 
     Raises:
-        ValueError: the model has no tokenizer, the text is empty or too long, or no token matches.
+        ValueError: the model has no tokenizer, ``layer`` or ``head`` is out of range (both before the forward
+            pass), the text is empty or too long, or no token matches.
     """
     if getattr(model, "tokenizer", None) is None:
         raise ValueError("the explainer needs a model with a tokenizer; load one with interp.load(...)")
     cfg = model.cfg
+    _check_range("layer", layer, cfg.n_layers)
+    _check_range("head", head, cfg.n_heads)
     tokens = model.to_tokens(text)
     str_tokens = model.tokenizer.to_str_tokens(tokens.ids[0].tolist())
     query = choose_token(str_tokens, token)
@@ -301,36 +301,3 @@ def _lens(model: Any, cache: ActivationCache, query: int) -> list[dict[str, Any]
         {"tokens": model.tokenizer.to_str_tokens(ids.tolist()), "probs": p}
         for ids, p in zip(top.indices.cpu(), top.values.cpu(), strict=True)
     ]
-
-
-def explain_main(args: argparse.Namespace) -> int:
-    """The ``interp explain`` command: write the explainer page for ``args.text``."""
-    from interp.load import load
-    from interp.preflight import check_placement
-
-    quiet = bool(getattr(args, "quiet", False))
-    if not quiet:
-        print(f"loading {args.model} ...", file=sys.stderr)
-    kwargs = {key: getattr(args, key) for key in ("device", "dtype") if getattr(args, key, None)}
-    model = load(args.model, **kwargs, **check_placement(args))
-    _check_range("layer", args.layer, model.cfg.n_layers)  # before the forward pass
-    _check_range("head", args.head, model.cfg.n_heads)
-    data = explain_data(
-        model,
-        args.text,
-        token=args.token,
-        layer=args.layer,
-        head=args.head,
-        progress=not quiet,
-        twin=getattr(args, "twin", None),
-    )
-    path = save_page(render_explainer(data), args.out)
-    if not quiet:
-        size = path.stat().st_size
-        query = data["query"]
-        print(
-            f"wrote {path} ({size / 2**20:.2f} MiB): token {query} {data['tokens'][query]!r}, "
-            f"layer {data['layer']} head {data['head']}",
-            file=sys.stderr,
-        )
-    return 0

@@ -16,6 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from interp.atomic import write_atomic
 from interp.report.assets import CONTENT_SECURITY_POLICY, fill, read_asset
 from interp.report.serialize import json_for_script
 
@@ -42,8 +43,9 @@ def render_explainer(data: dict[str, Any]) -> str:
 
 
 def save_page(page: str, path: str | os.PathLike[str]) -> Path:
-    """Write a page to ``path`` (UTF-8), creating its folder, and return the path."""
+    """Write a page to ``path`` (UTF-8, atomically: an earlier page stays whole until the new one is), creating
+    its folder, and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    write_atomic(path, lambda tmp: tmp.write_text(page, encoding="utf-8"))
     return path

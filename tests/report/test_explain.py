@@ -6,9 +6,11 @@ Tiny random models with a word-level tokenizer stand in for real ones, so these 
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -135,3 +137,33 @@ def test_command_writes_the_page_and_reports_bad_tokens(tmp_path, monkeypatch, c
     assert "no token of the text is 'dog'" in err and "7:'it'" in err
     assert cli_main(["explain", SEED_TEXT, "--head", "9", "--out", str(out), "--quiet"]) == 2
     assert "--head 9 is out of range" in capsys.readouterr().err
+
+
+def test_explain_data_refuses_a_layer_or_head_out_of_range_before_the_forward(monkeypatch):
+    model = tiny_model()
+
+    def no_forward(*args, **kwargs):
+        raise AssertionError("the model ran before the bad layer or head was refused")
+
+    monkeypatch.setattr(model, "run_with_cache", no_forward)
+    with pytest.raises(ValueError, match=r"^--layer 2 is out of range; this model has layers 0..1$"):
+        explain_data(model, SEED_TEXT, layer=2)
+    with pytest.raises(ValueError, match=r"^--head -5 is out of range; this model has heads 0..3$"):
+        explain_data(model, SEED_TEXT, head=-5)
+
+
+def test_a_page_cut_short_while_written_leaves_the_earlier_page_whole(tmp_path, monkeypatch):
+    out = tmp_path / "view.html"
+    view = attention_view(tiny_model(), SEED_TEXT, token="it")
+    view.save(out)
+    write_text = Path.write_text
+
+    def disk_fills(path, text, *args, **kwargs):
+        write_text(path, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(Path, "write_text", disk_fills)
+    with pytest.raises(OSError, match="No space left on device"):
+        view.save(out)
+    assert out.read_text(encoding="utf-8") == view.html
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["view.html"]
