@@ -22,7 +22,11 @@ from typing import Any
 
 from interp import distributed
 from interp.atomic import write_atomic
+from interp.sae import formats
+from interp.sae.formats.transcoders import save_transcoders
 from interp.sae.training.state import CHECKPOINT, load_checkpoint
+from interp.sae.training.transcoders import transcoder_hooks
+from interp.store import cache_activations, windows
 
 RECORD = "run.json"
 CACHE_KEYS = ("data_sha256", "model", "hook", "context")
@@ -119,8 +123,6 @@ class RunFolder:
             ValueError: the run being resumed read another width, or ``context`` exceeds the model's ``n_ctx``;
                 both before anything is written.
         """
-        from interp.store import cache_activations, windows
-
         width = self.earlier.get("d_in") if self.earlier is not None else None
         if plan.d_in is not None and width not in (None, plan.d_in):
             raise ValueError(
@@ -173,9 +175,7 @@ class SAEPlan:
         )
 
     def save(self, sae: Any, folder: Path) -> None:
-        from interp.sae.formats import save
-
-        save(sae, folder)
+        formats.save(sae, folder)
 
     def training(self, sae: Any) -> dict[str, Any]:
         return sae.cfg.metadata["training"]
@@ -214,8 +214,6 @@ class TranscoderPlan:
 
     @property
     def hooks(self) -> list[str]:
-        from interp.sae.training.transcoders import transcoder_hooks
-
         return transcoder_hooks(self.layers, *self.sites)
 
     def train(self, store: Any, checkpoint_dir: Path, progress: bool) -> Any:
@@ -235,8 +233,6 @@ class TranscoderPlan:
         )
 
     def save(self, tc: Any, folder: Path) -> None:
-        from interp.sae.formats.transcoders import save_transcoders
-
         save_transcoders(tc, folder)
 
     def training(self, tc: Any) -> dict[str, Any]:
