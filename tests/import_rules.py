@@ -54,6 +54,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "interp.distributed",
             "interp.registry",
             "interp.arguments",
+            "interp.dictionary",
         ),
     ),
     ("hooks", ("hooks.*",)),

@@ -3,18 +3,23 @@
 An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (``encode``) and back
 (``decode``); a transcoder decodes into another hook instead. The package is one file per concern:
 
-- ``config.py``, ``module.py``: :class:`SAEConfig` and :class:`SAE` (ReLU, JumpReLU, TopK, BatchTopK; SAELens's
-  input normalisation; transcoders);
+- ``config.py``, ``module.py``: :class:`SAEConfig` and :class:`SAE` (SAELens's input normalisation;
+  transcoders); ``activation.py``: ReLU, JumpReLU, TopK and BatchTopK, once for every dictionary, with each
+  published format's convention;
+- ``sae_set.py``: :class:`SAESet`, SAEs by layer as a :class:`~interp.dictionary.SparseDictionary`, the
+  interface transcoders share;
 - ``formats/``: one module per published format, each a ``load``/``save`` pair; :func:`load` recognises
   SAELens, sparsify and Gemma Scope files, :func:`save` writes SAELens's;
 - ``transcoder/``: :class:`TranscoderSet` and :class:`CrossLayerTranscoder` (one interface), and
   ``model.transcoders(tc)``, the replacement model;
-- ``splice.py``: ``model.saes([...])`` and ``model.run_with_saes(...)`` run SAEs in place of activations;
+- ``splice.py``: ``model.saes([...])`` and ``model.run_with_saes(...)`` run SAEs in place of activations (and
+  the error term both splices share);
 - ``training/``: :func:`train` on a tensor or an activation store, resumable, under torchrun;
 - ``evaluate.py``: :func:`evaluate` (L0, explained variance, CE loss recovered, KL, dead and dense latents);
   ``evaluate_transcoders.py``: the same per transcoder layer, and CE recovered and KL of the replacement model;
 - ``features.py``: what a feature does (top contexts, histogram, logits), and a report section;
-- ``attribution.py``: attribution of a metric to features and the error node, and exact patching of features.
+- ``feature_patching.py``: attribution patching of a metric to features and the error node, checked by exact
+  patching of features.
 
 Example:
     >>> import interp, interp.sae  # doctest: +SKIP
@@ -24,15 +29,16 @@ Example:
     ...     logits, cache = model.run_with_cache(text, names_filter="*.hook_sae_acts_post")
 """
 
-from interp.sae.attribution import feature_attribution, patch_features
 from interp.sae.config import SAEConfig
 from interp.sae.evaluate import evaluate
 from interp.sae.evaluate_transcoders import evaluate_transcoders
+from interp.sae.feature_patching import feature_attribution, patch_features
 from interp.sae.features import add_feature_section, feature_stats, logit_effects
 from interp.sae.formats import load, save
 from interp.sae.formats.build import SAEFormatError
 from interp.sae.formats.transcoders import load_transcoders, save_transcoders
 from interp.sae.module import SAE, SAE_HOOKS
+from interp.sae.sae_set import SAESet
 from interp.sae.splice import spliced
 from interp.sae.training import TrainSettings, train, train_transcoders
 from interp.sae.transcoder import CrossLayerTranscoder, Transcoder, TranscoderSet, spliced_transcoders
@@ -43,6 +49,7 @@ __all__ = [
     "SAEConfig",
     "SAEFormatError",
     "SAE_HOOKS",
+    "SAESet",
     "TrainSettings",
     "Transcoder",
     "TranscoderSet",

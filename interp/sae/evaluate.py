@@ -25,9 +25,10 @@ from typing import Any
 import pandas as pd
 import torch
 
+from interp.dictionary import check_fits
 from interp.sae.evaluation_batches import ce_and_logprobs, lm_batches
 from interp.sae.module import SAE
-from interp.sae.splice import check_sae_fits
+from interp.sae.sae_set import SAESet
 
 
 def _keep_early(clean: torch.Tensor, early: torch.Tensor):
@@ -142,7 +143,7 @@ def evaluate(
         )
     saes = [saes] if isinstance(saes, SAE) else list(saes)
     for sae in saes:
-        check_sae_fits(model, sae)
+        check_fits(model, SAESet(sae))
     lm = bool(getattr(model.cfg, "causal", False)) and getattr(model.cfg, "lm_head", "none") != "none"
     tallies = [_Tally(sae) for sae in saes]
     batches = list(lm_batches(model, tokens, attention_mask, batch_size))

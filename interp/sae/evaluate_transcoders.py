@@ -23,8 +23,9 @@ from typing import Any
 import pandas as pd
 import torch
 
+from interp.dictionary import check_fits, written_layers
 from interp.sae.evaluation_batches import ce_and_logprobs, lm_batches
-from interp.sae.transcoder import Transcoder, check_transcoder_fits
+from interp.sae.transcoder import Transcoder
 
 
 class _LayerTally:
@@ -83,10 +84,10 @@ def evaluate_transcoders(
     Returns:
         One row per transcoder layer.
     """
-    check_transcoder_fits(model, tc)
+    check_fits(model, tc)
     lm = bool(getattr(model.cfg, "causal", False)) and getattr(model.cfg, "lm_head", "none") != "none"
     tallies = {layer: _LayerTally(tc.d_model, tc.d_transcoder) for layer in tc.layers}
-    outputs = sorted({o for s in tc.layers for o in tc.output_layers(s)})
+    outputs = written_layers(tc)
     names = [tc.input_hook(layer) for layer in tc.layers] + [tc.output_hook(layer) for layer in outputs]
     ce = {"clean": 0.0, "replacement": 0.0, "zero": 0.0}
     kl, n_pred = 0.0, 0

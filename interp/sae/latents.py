@@ -24,7 +24,7 @@ from hooks import HookPoint
 
 @dataclass(frozen=True)
 class Active:
-    """TopK's active latents: ``values`` and ``indices`` ``[..., k]`` (values after the ReLU)."""
+    """TopK's active latents: ``values`` and ``indices`` ``[..., k]`` (:func:`interp.sae.activation.top_k`)."""
 
     values: torch.Tensor
     indices: torch.Tensor
@@ -41,12 +41,6 @@ class Active:
             self.indices.reshape(-1, k), rows, per_sample_weights=self.values.reshape(-1, k), mode="sum"
         )  # [tokens, d_out]
         return flat.reshape(*self.indices.shape[:-1], rows.shape[-1])
-
-
-def top_k(pre: torch.Tensor, k: int) -> Active:
-    """The ``k`` largest pre-activations ``[..., d_sae]`` of each token, through a ReLU."""
-    values, indices = pre.topk(k, dim=-1, sorted=False)
-    return Active(values.relu(), indices)
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,12 @@ import torch
 from torch import nn
 
 from hooks import HookedModule, HookPoint
+from interp.sae.activation import activate, top_k
 from interp.sae.config import SAEConfig
-from interp.sae.latents import Active, Latents, Run, through_post, top_k
+from interp.sae.latents import Active, Latents, Run, through_post
+
+_INFERENCE = {"standard": "relu", "jumprelu": "jumprelu", "topk": "topk", "batchtopk": "jumprelu"}
+"""Architecture -> the activation run at inference (BatchTopK: the threshold learned in training)."""
 
 SAE_HOOKS = (
     "hook_sae_input",
@@ -53,6 +57,10 @@ class SAE(HookedModule):
     >>> sae.encode(torch.randn(3, 4)).ne(0).sum(-1).tolist()
     [2, 2, 2]
     """
+
+    rectify = True
+    """TopK and JumpReLU pass the values they keep through a ReLU, as SAELens, sparsify and Gemma Scope do
+    (:mod:`interp.sae.activation`)."""
 
     def __init__(self, cfg: SAEConfig) -> None:
         super().__init__()
@@ -159,14 +167,11 @@ class SAE(HookedModule):
         return self._pre(self._prepare(x, Run(hooked=False))[0])
 
     def activate(self, pre: torch.Tensor) -> torch.Tensor:
-        """The activation function on pre-activations ``[..., d_sae]``."""
-        arch = self.cfg.architecture
-        if arch == "standard":
-            return pre.relu()
-        if arch == "topk":
-            values, indices = pre.topk(self.cfg.k, dim=-1, sorted=False)
-            return torch.zeros_like(pre).scatter(-1, indices, values.relu())
-        return pre.relu() * (pre > self.threshold).to(pre.dtype)  # jumprelu, batchtopk at inference
+        """The activation function on pre-activations ``[..., d_sae]`` (:mod:`interp.sae.activation`)."""
+        threshold = self.threshold if self.cfg.has_threshold else None
+        return activate(
+            pre, _INFERENCE[self.cfg.architecture], rectify=self.rectify, k=self.cfg.k, threshold=threshold
+        )
 
     def _prepare(self, x: torch.Tensor, run: Run) -> tuple[torch.Tensor, _Context]:
         shape = x.shape
@@ -204,19 +209,15 @@ class SAE(HookedModule):
         sae_in, ctx = self._prepare(x, run)
         pre = run(self.hook_sae_acts_pre, self._pre(sae_in))
         if self.cfg.architecture == "topk":
-            return through_post(self.hook_sae_acts_post, top_k(pre, self.cfg.k), self.d_sae, run), ctx
+            active = top_k(pre, self.cfg.k, rectify=self.rectify)
+            return through_post(self.hook_sae_acts_post, active, self.d_sae, run), ctx
         return Latents(dense=run(self.hook_sae_acts_post, self.activate(pre))), ctx
 
     def _decode(self, latents: Latents, ctx: _Context | None, run: Run) -> torch.Tensor:
         if latents.active is not None:
             out = self._decode_active(latents.active.values, latents.active.indices)  # [..., d_out]
         else:
-            acts = latents.dense.to(self.dtype)
-            if self.cfg.rescale_acts_by_decoder_norm:
-                acts = acts / self.W_dec.norm(dim=-1)
-            if self.cfg.finetuning_scaling_factor:
-                acts = acts * self.finetuning_scaling_factor
-            out = acts @ self.W_dec + self.b_dec  # [..., d_out]
+            out = self.decoder_write(latents.dense)  # [..., d_out]
         mode = self.cfg.normalize_activations
         if ctx is None and (self.cfg.skip or mode in ("constant_norm_rescale", "layer_norm")):
             raise ValueError(
@@ -233,6 +234,21 @@ class SAE(HookedModule):
         if self.cfg.reshape_activations == "hook_z" and ctx is not None:
             out = out.reshape(ctx.shape)  # [..., head, d_head]
         return out
+
+    def decoder_write(self, acts: torch.Tensor) -> torch.Tensor:
+        """``acts @ W_dec + b_dec`` ``[..., d_out]`` for latents ``[..., d_sae]`` (divided by the decoder norms and
+        scaled by ``finetuning_scaling_factor`` where the config says so): the output before a per-input
+        normalisation is undone and without the skip term."""
+        acts = acts.to(self.dtype)
+        if self.cfg.rescale_acts_by_decoder_norm:
+            acts = acts / self.W_dec.norm(dim=-1)
+        if self.cfg.finetuning_scaling_factor:
+            acts = acts * self.finetuning_scaling_factor
+        return acts @ self.W_dec + self.b_dec  # [..., d_out]
+
+    def skip_write(self, x: torch.Tensor) -> torch.Tensor:
+        """The skip connection's write ``[..., d_out]`` for inputs ``x`` (``cfg.skip``)."""
+        return self._prepare(x, Run(hooked=False))[1].sae_in @ self.W_skip.T
 
     def _decode_active(self, values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         """The dense decode's ``acts @ W_dec + b_dec`` from the k active latents (``[..., k]``) alone."""

@@ -31,50 +31,36 @@ from typing import Any
 import torch
 
 from hooks import HookPoint
-from hooks.names import UnknownHookError, unknown_hook_message
+from interp.dictionary import check_fits, hook_width
 from interp.sae.module import SAE, SAE_HOOKS
+from interp.sae.sae_set import SAESet
+
+__all__ = ["hook_width", "spliced", "with_error"]  # hook_width: where the training command finds it
 
 _INTERNAL = ("hook_sae_input", "hook_sae_acts_pre", "hook_sae_acts_post", "hook_sae_recons")
 
 
-def hook_width(model: Any, name: str) -> int | None:
-    """The last-axis width of a hook of a :class:`~interp.HookedTransformer` (flattened heads for ``hook_z``),
-    or ``None`` when it cannot be told from the config."""
-    cfg = getattr(model, "cfg", None)
-    if cfg is None or not hasattr(cfg, "d_model"):
-        return None
-    leaf = name.rsplit(".", 1)[-1]
-    d_head = getattr(cfg, "d_head", None) or cfg.d_model // cfg.n_heads
-    if leaf in ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out"):
-        return cfg.d_model
-    if leaf in ("hook_embed", "hook_pos_embed", "hook_normalized") or name == "unembed.hook_in":
-        return cfg.d_model
-    if leaf in ("hook_pre", "hook_post", "hook_pre_linear") and ".mlp." in name:
-        return getattr(cfg, "d_mlp", None)
-    if leaf == "hook_z":
-        return cfg.n_heads * d_head
-    return None
+def with_error(
+    actual: torch.Tensor, recons: torch.Tensor, clean: torch.Tensor, error_point: HookPoint
+) -> torch.Tensor:
+    """The splice's output with its error term: ``recons + error'``, where ``error = actual - clean`` passes
+    through ``error_point`` (``HOOK.hook_sae_error``) and ``error'`` is what comes out.
 
+    The value is formed as ``actual + (recons - clean) + (error' - error)`` with the detached terms carrying no
+    gradient: when nothing is edited it is ``actual`` bit for bit, and its gradient is that of ``recons +
+    error'``, so the error node receives the output's gradient. Used by both splices (SAEs here, transcoders
+    in :mod:`interp.sae.transcoder.splice`).
 
-def check_sae_fits(model: Any, sae: SAE) -> None:
-    """Raise before any forward when ``sae`` names a hook the model lacks or reads a different width."""
-    for what, name, width in (
-        ("hook_name", sae.cfg.hook_name, sae.d_in),
-        ("hook_name_out", sae.hook_name_out, sae.d_out),
-    ):
-        if name is None:
-            raise ValueError(
-                f"the SAE has no {what}: its files do not say which hook it reads; load it with "
-                f"interp.sae.load(path, {what}='blocks.L.hook_resid_post') or similar"
-            )
-        if name not in model.hook_dict:
-            raise UnknownHookError(f"the SAE's {what}: " + unknown_hook_message(name, model.hook_dict))
-        have = hook_width(model, name)
-        if have is not None and have != width:
-            raise ValueError(
-                f"the SAE reads {name!r} with {'d_in' if what == 'hook_name' else 'd_out'}={width}, but that "
-                f"hook of this model has width {have}; use an SAE trained on this model"
-            )
+    Args:
+        actual: the activation the model computed at the hook replaced.
+        recons: the dictionary's output, through its hooks (what edits to features change).
+        clean: the output from unedited features (``recons`` itself when no hook changed a tensor).
+        error_point: the hook point of the error node.
+    """
+    target = actual.to(recons.device, recons.dtype)
+    error = target - clean
+    edited = error_point(error)
+    return target.detach() + (recons - clean.detach()) + (edited - error.detach())
 
 
 @contextlib.contextmanager
@@ -95,7 +81,7 @@ def spliced(model: Any, saes: SAE | Sequence[SAE], *, use_error_term: bool = Fal
         raise TypeError(f"saes must be an SAE or a list of SAEs, got {saes!r}")
     seen: dict[str, int] = {}
     for i, sae in enumerate(saes):
-        check_sae_fits(model, sae)
+        check_fits(model, SAESet(sae))
         target = sae.hook_name_out
         if target in seen:
             raise ValueError(
@@ -155,12 +141,7 @@ def _splice_fns(sae: SAE, use_error_term: bool):
             clean = recons
             if run.edited or (recons.requires_grad and _observed(internal)):
                 clean = sae.output(x_in, hooked=False, dense=run.dense)[0]
-            target = actual.to(device, recons.dtype)
-            error = target - clean
-            edited = sae.hook_sae_error(error)
-            # The value is target + 0 + 0 when nothing is edited; the detached terms carry no gradient, so
-            # the gradient is that of recons + edited: at the error node, and through it to the target.
-            out = target.detach() + (recons - clean.detach()) + (edited - error.detach())
+            out = with_error(actual, recons, clean, sae.hook_sae_error)
         return sae.hook_sae_output(out).to(actual.device, actual.dtype)
 
     return replace, read

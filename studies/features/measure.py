@@ -17,8 +17,8 @@ import torch
 from interp.analysis import Batch
 from interp.analysis.stats import bootstrap_mean_interval, wilson_interval
 from interp.sae import SAE
-from interp.sae.attribution import feature_attribution, patch_features
 from interp.sae.evaluate import evaluate
+from interp.sae.feature_patching import feature_attribution, patch_features
 
 FEMININE = {" she", " her", " herself", " hers"}
 MASCULINE = {" he", " his", " him", " himself"}

@@ -86,9 +86,11 @@ def test_cross_layer_features_are_one_row_each(model):
 
 
 def test_transcoders_of_another_model_are_refused(model):
-    with pytest.raises(ValueError, match="d_model=8 but the model has d_model=16; use transcoders trained"):
+    with pytest.raises(
+        ValueError, match="d_in=8 at 'blocks.0.ln2.hook_normalized', but that hook of this model "
+    ):
         qk_attribution(model, IDS, 2, 0, 7, 7, transcoders=random_set(n_layers=2, d_model=8))
-    with pytest.raises(ValueError, match="features at layer 3; the model has layers 0..2"):
+    with pytest.raises(ValueError, match="features at layers up to 3, the model has n_layers=3"):
         qk_attribution(model, IDS, 2, 0, 7, 7, transcoders=random_set(n_layers=4, d_model=16))
-    with pytest.raises(TypeError, match="has no 'layers'"):
+    with pytest.raises(TypeError, match="expected a sparse dictionary .* got object"):
         qk_attribution(model, IDS, 2, 0, 7, 7, transcoders=object())

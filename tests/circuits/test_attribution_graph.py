@@ -122,7 +122,7 @@ def test_bad_input_is_one_clear_line():
     other = tiny("llama-gqa", n_layers=3)
     with pytest.raises(ValueError, match=r"features at layers \[0, 1\] only, not at all 3"):
         attribute(other, tc, ids)
-    with pytest.raises(ValueError, match="d_model=16"):
+    with pytest.raises(ValueError, match="d_in=16 at .* width 32"):
         attribute(tiny("llama-gqa", d_model=32, n_heads=4), tc, ids)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         attribute(model, tc, ids, targets=[999], progress=False)

@@ -111,7 +111,7 @@ def test_bad_edits():
     tc = tiny_transcoders(model.cfg)
     with pytest.raises(ValueError, match="exactly one"):
         FeatureEdit(0, 1, 2)
-    with pytest.raises(ValueError, match="d_transcoder=24"):
+    with pytest.raises(ValueError, match="feature 99; layer 0 has 24 features"):
         intervene(model, tc, IDS, [FeatureEdit(0, 99, 1, value=1.0)])
     with pytest.raises(ValueError, match="layers \\[0, 1\\]"):
         intervene(model, tc, IDS, [FeatureEdit(5, 1, 1, value=1.0)])

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from hooks import HookPoint
-from interp.sae.latents import Active, Run, top_k
+from interp.sae.activation import top_k
+from interp.sae.latents import Active, Run
 from tests.sae.models import random_sae, tiny_model, tokens
 
 HOOK = "blocks.0.hook_resid_post"
@@ -67,7 +68,7 @@ def test_active_latents_decode_as_their_rows_weighted_and_scatter_into_the_dense
     active = Active(torch.tensor([[2.0, 0.5], [0.0, 1.0]]), torch.tensor([[1, 3], [0, 2]]))
     torch.testing.assert_close(active.decode(rows), torch.stack([2 * rows[1] + 0.5 * rows[3], rows[2]]))
     assert active.to_dense(4).tolist() == [[0.0, 2.0, 0.0, 0.5], [0.0, 0.0, 1.0, 0.0]]
-    relu = top_k(torch.tensor([[-1.0, -3.0, -2.0, 5.0]]), 2)
+    relu = top_k(torch.tensor([[-1.0, -3.0, -2.0, 5.0]]), 2, rectify=True)
     assert sorted(relu.values[0].tolist()) == [0.0, 5.0] and set(relu.indices[0].tolist()) == {0, 3}
 
 

@@ -28,6 +28,7 @@ from interp.analysis.qk.matrix import QKMatrix
 from interp.analysis.qk.parts import Component
 from interp.analysis.qk.prompt import Prompt, as_prompt
 from interp.analysis.qk.score import QKAttribution, qk_attribution, qk_names
+from interp.dictionary import SparseDictionary
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +58,7 @@ def qk_key_difference(
     key: int,
     other_key: int,
     *,
-    transcoders: Any = None,
+    transcoders: SparseDictionary | None = None,
     cache: ActivationCache | None = None,
     by_source: bool = True,
 ) -> QKDifference:
@@ -85,7 +86,7 @@ def qk_twin_difference(
     query: int,
     key: int,
     *,
-    transcoders: Any = None,
+    transcoders: SparseDictionary | None = None,
     by_source: bool = True,
 ) -> QKDifference:
     """One head's score from ``query`` to ``key`` in ``text`` minus the aligned score in ``twin`` ("what

@@ -30,6 +30,7 @@ from interp.analysis.qk.matrix import QKMatrix
 from interp.analysis.qk.parts import stream_names, stream_parts
 from interp.analysis.qk.project import project, projection_names
 from interp.analysis.qk.prompt import Prompt, as_prompt
+from interp.dictionary import SparseDictionary
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +72,9 @@ class QKAttribution(QKMatrix):
         )
 
 
-def qk_names(model: nn.Module, layer: int, *, by_source: bool = True, transcoders: Any = None) -> list[str]:
+def qk_names(
+    model: nn.Module, layer: int, *, by_source: bool = True, transcoders: SparseDictionary | None = None
+) -> list[str]:
     """The hooks :func:`qk_attribution` reads, to pass as ``names_filter`` when making its ``cache``.
 
     >>> from interp import HookedTransformer, TransformerConfig
@@ -101,7 +104,7 @@ def qk_attribution(
     query: int,
     key: int,
     *,
-    transcoders: Any = None,
+    transcoders: SparseDictionary | None = None,
     cache: ActivationCache | None = None,
     by_source: bool = True,
 ) -> QKAttribution:

@@ -4,56 +4,33 @@ A transcoder replaces an MLP's write ``hook_mlp_out`` at a position by its activ
 (``acts[f] * W_dec[f]``), its decoder bias ``b_dec`` and its skip term (``x @ W_skip.T``, where it has one);
 what is left of the MLP's real write is the error node. A cross-layer transcoder's feature writes into its
 own layer and every later one; its contributions to the stream entering the attention layer are gathered into
-one component per feature. The transcoder is read through its interface only (hooks, ``encode``,
-``decoder``, ``decoder_bias``, ``skip``), so the analysis layer does not depend on how it is stored.
+one component per feature. The transcoder is read through :class:`~interp.dictionary.SparseDictionary` only
+(hooks, ``encode``, ``decoder``, ``decoder_bias``, ``skip``), so the analysis layer does not depend on how it
+is stored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 from torch import nn
 
 from hooks import ActivationCache
 from interp.analysis.qk.component import Component
+from interp.dictionary import SparseDictionary, check_fits, sources
 
 
-def _sources(transcoders: Any, out_layer: int) -> list[int]:
-    return [s for s in transcoders.layers if s <= out_layer and out_layer in transcoders.output_layers(s)]
-
-
-def transcoder_names(model: nn.Module, transcoders: Any, layer: int) -> list[str]:
+def transcoder_names(model: nn.Module, transcoders: SparseDictionary, layer: int) -> list[str]:
     """The input hooks of every transcoder layer that writes into the stream entering ``layer``."""
     return [transcoders.input_hook(s) for s in transcoders.layers if s < layer]
 
 
-def check_transcoders(model: nn.Module, transcoders: Any) -> None:
-    """Refuse transcoders made for another model, or ones that do not write the MLPs' outputs."""
-    cfg = model.cfg
-    for name in ("layers", "input_hook", "output_hook", "output_layers", "encode", "decoder", "d_model"):
-        if not hasattr(transcoders, name):
-            raise TypeError(
-                f"transcoders must have the transcoder interface (layers, input_hook, output_hook, "
-                f"output_layers, encode, decoder...); {type(transcoders).__name__} has no {name!r}"
-            )
-    if transcoders.d_model != cfg.d_model:
-        raise ValueError(
-            f"the transcoders have d_model={transcoders.d_model} but the model has d_model={cfg.d_model}; "
-            "use transcoders trained on this model"
-        )
+def check_transcoders(model: nn.Module, transcoders: SparseDictionary) -> None:
+    """Refuse transcoders made for another model (:func:`interp.dictionary.check_fits`), or ones that do not
+    write the MLPs' outputs."""
+    check_fits(model, transcoders)
     for layer in transcoders.layers:
-        if not 0 <= layer < cfg.n_layers:
-            raise ValueError(
-                f"the transcoders have features at layer {layer}; the model has layers 0..{cfg.n_layers - 1}"
-            )
-        for what, name in (
-            ("input", transcoders.input_hook(layer)),
-            ("output", transcoders.output_hook(layer)),
-        ):
-            if name not in model.hook_dict:
-                raise ValueError(f"the transcoders' {what} hook {name!r} is not a hook of this model")
         for out in transcoders.output_layers(layer):
             if transcoders.output_hook(out) != f"blocks.{out}.hook_mlp_out":
                 raise ValueError(
@@ -64,14 +41,14 @@ def check_transcoders(model: nn.Module, transcoders: Any) -> None:
 
 @torch.no_grad()
 def feature_parts(
-    transcoders: Any, cache: ActivationCache, out_layer: int, pos: int, token: str
+    transcoders: SparseDictionary, cache: ActivationCache, out_layer: int, pos: int, token: str
 ) -> Iterator[tuple[Component, torch.Tensor]]:
     """The transcoders' write into ``out_layer``'s MLP output at ``pos``: features, ``b_dec``, skip.
 
     Each active feature of a source layer gives ``(feature component, acts[f] * W_dec[f] [d_model])``; its
     component is the same for every output layer it writes to, so a cross-layer feature adds up to one part.
     """
-    for source in _sources(transcoders, out_layer):
+    for source in sources(transcoders, out_layer):
         x = cache[transcoders.input_hook(source)][0, pos]  # [d_model]
         _, acts = transcoders.encode(x, source)  # [d_transcoder]
         active = acts.nonzero().flatten()
@@ -82,8 +59,7 @@ def feature_parts(
         writes = acts[active, None].float() * rows.float()  # [n_active, d_model]
         for f, write in zip(active.tolist(), writes.unbind(0), strict=True):
             yield Component("feature", pos, source, feature=f, token=token), write
-    if hasattr(transcoders, "decoder_bias"):
-        yield Component("tc_bias", layer=out_layer), transcoders.decoder_bias(out_layer).float()
+    yield Component("tc_bias", layer=out_layer), transcoders.decoder_bias(out_layer).float()
     if out_layer in transcoders.layers:
         skip = transcoders.skip(cache[transcoders.input_hook(out_layer)][0, pos], out_layer)
         if skip is not None:

@@ -22,14 +22,14 @@ from interp.circuits.features.graph import AttributionGraph
 from interp.circuits.features.influence import partial_influence
 from interp.circuits.features.sources import Sources, find_sources
 from interp.circuits.features.targets import Target, check_targets, select
-from interp.sae.transcoder import check_transcoder_fits
+from interp.dictionary import SparseDictionary, check_fits
 
 LOGITS = -1  # the "layer" of a logit read
 
 
 def attribute(
     model: Any,
-    transcoders: Any,
+    transcoders: SparseDictionary,
     prompt: str | torch.Tensor | Sequence[int],
     *,
     targets: Sequence[str | int | Target] | None = None,
@@ -88,7 +88,7 @@ def attribute(
 def _adjacency(
     run: FrozenRun,
     sources: Sources,
-    transcoders: Any,
+    transcoders: SparseDictionary,
     chosen: list[Target],
     max_feature_nodes: int | None,
     batch_size: int,
@@ -156,7 +156,7 @@ def _adjacency(
 def _rows(
     run: FrozenRun,
     sources: Sources,
-    transcoders: Any,
+    transcoders: SparseDictionary,
     layers: torch.Tensor,
     positions: torch.Tensor,
     vectors: torch.Tensor,
@@ -203,7 +203,12 @@ def _rows(
 
 
 def _check(
-    model: Any, transcoders: Any, prompt: Any, max_feature_nodes: int | None, batch_size: int, max_logits: int
+    model: Any,
+    transcoders: SparseDictionary,
+    prompt: Any,
+    max_feature_nodes: int | None,
+    batch_size: int,
+    max_logits: int,
 ) -> torch.Tensor:
     """The prompt's ids ``[pos]``, after checking every argument (one line per problem)."""
     cfg = model.cfg
@@ -241,9 +246,9 @@ def prompt_ids(model: Any, prompt: str | torch.Tensor | Sequence[int]) -> torch.
     return ids
 
 
-def check_fit(model: Any, transcoders: Any) -> None:
+def check_fit(model: Any, transcoders: SparseDictionary) -> None:
     """Raise one line when ``transcoders`` do not fit ``model`` or leave an MLP unreplaced."""
-    check_transcoder_fits(model, transcoders)
+    check_fits(model, transcoders)
     n_layers = model.cfg.n_layers
     if list(transcoders.layers) != list(range(n_layers)):
         raise ValueError(

@@ -13,9 +13,16 @@ from typing import Any
 
 import torch
 
+from interp.dictionary import SparseDictionary
+
 
 def top_contexts(
-    store: Any, transcoders: Any, features: Iterable[tuple[int, int]], *, k: int = 5, window: int = 12
+    store: Any,
+    transcoders: SparseDictionary,
+    features: Iterable[tuple[int, int]],
+    *,
+    k: int = 5,
+    window: int = 12,
 ) -> dict[tuple[int, int], list[str]]:
     """``(layer, feature) -> texts`` of the ``k`` tokens of ``store`` where each feature is most active."""
     wanted: dict[int, list[int]] = {}

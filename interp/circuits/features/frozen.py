@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from interp.dictionary import SparseDictionary, written_layers
+
 FROZEN_SUFFIXES = ("hook_pattern", "hook_scale")
 
 
@@ -51,7 +53,7 @@ class FrozenRun:
         return [self.embed, *(self.outputs[layer] for layer in sorted(self.outputs))]
 
 
-def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any) -> FrozenRun:
+def frozen_run(model: Any, tokens: torch.Tensor, transcoders: SparseDictionary) -> FrozenRun:
     """Run ``tokens [pos]`` through the frozen model (see the module docstring)."""
     run = FrozenRun()
     hooks: dict[str, list[Callable]] = {}
@@ -71,7 +73,7 @@ def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any) -> FrozenRun:
     add("hook_embed", embed)
     for layer in transcoders.layers:
         add(transcoders.input_hook(layer), _record(run.inputs, layer))
-    for layer in _output_layers(transcoders):
+    for layer in written_layers(transcoders):
         add(transcoders.output_hook(layer), _write_site(run, transcoders, layer))
 
     fwd = [(name, _chain(fns)) for name, fns in hooks.items()]
@@ -84,7 +86,7 @@ def frozen_run(model: Any, tokens: torch.Tensor, transcoders: Any) -> FrozenRun:
     return run
 
 
-def _unread(model: Any, transcoders: Any) -> set[str]:
+def _unread(model: Any, transcoders: SparseDictionary) -> set[str]:
     """Hooks whose gradients nothing reads once patterns and MLP outputs are frozen, detached so that autograd
     keeps none of what follows them: the queries and keys (they only make patterns) and, where the transcoders
     replace the MLPs' outputs, the MLPs' hidden activations."""
@@ -95,10 +97,6 @@ def _unread(model: Any, transcoders: Any) -> set[str]:
     return unread
 
 
-def _output_layers(transcoders: Any) -> list[int]:
-    return sorted({out for layer in transcoders.layers for out in transcoders.output_layers(layer)})
-
-
 def _record(store: dict[int, torch.Tensor], layer: int) -> Callable:
     def record(x: torch.Tensor, hook: Any) -> None:
         store[layer] = x
@@ -106,7 +104,7 @@ def _record(store: dict[int, torch.Tensor], layer: int) -> Callable:
     return record
 
 
-def _write_site(run: FrozenRun, transcoders: Any, layer: int) -> Callable:
+def _write_site(run: FrozenRun, transcoders: SparseDictionary, layer: int) -> Callable:
     def write(x: torch.Tensor, hook: Any) -> torch.Tensor:
         skip = transcoders.skip(run.inputs[layer], layer) if layer in run.inputs else None
         if skip is None:
@@ -150,13 +148,13 @@ class Held:
     seen: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
-    def run(cls, model: Any, transcoders: Any, tokens: torch.Tensor) -> Held:
+    def run(cls, model: Any, transcoders: SparseDictionary, tokens: torch.Tensor) -> Held:
         """Cache ``tokens [pos]``'s clean run."""
         tc = transcoders
         held = cls(
             frozen=[n for n in model.hook_names() if n.endswith(FROZEN_SUFFIXES)],
             inputs={tc.input_hook(layer): layer for layer in tc.layers},
-            outputs={tc.output_hook(out): out for out in _output_layers(tc)},
+            outputs={tc.output_hook(out): out for out in written_layers(tc)},
         )
         names = [*held.frozen, *held.inputs, *held.outputs, "hook_embed"]
         with torch.no_grad():
@@ -164,7 +162,7 @@ class Held:
         return held
 
     def hooks(
-        self, transcoders: Any, leaves: dict[str, torch.Tensor] | None = None
+        self, transcoders: SparseDictionary, leaves: dict[str, torch.Tensor] | None = None
     ) -> list[tuple[str, Callable]]:
         """Forward hooks holding the model at the clean values (see the class docstring)."""
         tc, clean = transcoders, self.clean

@@ -22,6 +22,7 @@ from safetensors.torch import load_file, save_file
 
 from interp.circuits.features import influence as inf
 from interp.circuits.node import Node
+from interp.dictionary import SparseDictionary
 
 GRAPH_FILE = "graph.safetensors"
 
@@ -155,7 +156,7 @@ class AttributionGraph:
         node_threshold: float = 0.8,
         edge_threshold: float = 0.98,
         model: Any = None,
-        transcoders: Any = None,
+        transcoders: SparseDictionary | None = None,
         contexts: Mapping[tuple[int, int], Sequence[str]] | Any = None,
         slug: str = "graph",
     ) -> Path:

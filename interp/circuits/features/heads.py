@@ -18,6 +18,7 @@ import torch
 
 from interp.circuits.features.frozen import Held
 from interp.circuits.node import Node
+from interp.dictionary import SparseDictionary
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,9 @@ class HeadLoadings:
         return self.direct + float(self.heads.sum())
 
 
-def head_loadings(model: Any, transcoders: Any, graph: Any, target: str, source: str) -> HeadLoadings:
+def head_loadings(
+    model: Any, transcoders: SparseDictionary, graph: Any, target: str, source: str
+) -> HeadLoadings:
     """The loadings of edge ``source -> target`` of ``graph`` (see the module docstring)."""
     tc, tokens = transcoders, graph.input_tokens.to(model.embed.W_E.device)
     t, s = Node.parse(target), Node.parse(source)
@@ -54,7 +57,9 @@ def head_loadings(model: Any, transcoders: Any, graph: Any, target: str, source:
     return HeadLoadings(edge=edge, direct=direct, heads=heads.cpu())
 
 
-def _source_writes(graph: Any, tc: Any, clean: Any, s: Node) -> list[tuple[str, int, torch.Tensor]]:
+def _source_writes(
+    graph: Any, tc: SparseDictionary, clean: Any, s: Node
+) -> list[tuple[str, int, torch.Tensor]]:
     """Where the source writes: ``(hook, position, vector)``."""
     if s.kind == "token":
         return [("hook_embed", s.position, clean["hook_embed"][0, s.position].float())]

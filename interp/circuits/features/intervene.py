@@ -21,7 +21,8 @@ import torch
 
 from interp.circuits.features.attribute import check_fit, prompt_ids
 from interp.circuits.features.frozen import Held
-from interp.sae.transcoder import spliced_transcoders
+from interp.dictionary import SparseDictionary, written_layers
+from interp.sae.transcoder import Transcoder, spliced_transcoders
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Intervened:
 
 def intervene(
     model: Any,
-    transcoders: Any,
+    transcoders: Transcoder,
     prompt: str | torch.Tensor | Sequence[int],
     edits: Sequence[FeatureEdit],
     *,
@@ -79,7 +80,7 @@ def intervene(
 
 def generate_with_features(
     model: Any,
-    transcoders: Any,
+    transcoders: Transcoder,
     prompt: str | torch.Tensor | Sequence[int],
     edits: Sequence[FeatureEdit],
     max_new_tokens: int,
@@ -95,7 +96,7 @@ def generate_with_features(
         )
 
 
-def _checked(edits: Sequence[FeatureEdit], transcoders: Any) -> list[FeatureEdit]:
+def _checked(edits: Sequence[FeatureEdit], transcoders: SparseDictionary) -> list[FeatureEdit]:
     edits = [edits] if isinstance(edits, FeatureEdit) else list(edits)
     for e in edits:
         if not isinstance(e, FeatureEdit):
@@ -104,14 +105,14 @@ def _checked(edits: Sequence[FeatureEdit], transcoders: Any) -> list[FeatureEdit
             raise ValueError(
                 f"{e} edits layer {e.layer}; the transcoders have layers {list(transcoders.layers)}"
             )
-        if not 0 <= e.feature < transcoders.d_transcoder:
+        if not 0 <= e.feature < transcoders.n_features(e.layer):
             raise ValueError(
-                f"{e} edits feature {e.feature}; layers have d_transcoder={transcoders.d_transcoder}"
+                f"{e} edits feature {e.feature}; layer {e.layer} has {transcoders.n_features(e.layer)} features"
             )
     return edits
 
 
-def _clamps(transcoders: Any, edits: list[FeatureEdit]) -> list[tuple[str, Any]]:
+def _clamps(transcoders: SparseDictionary, edits: list[FeatureEdit]) -> list[tuple[str, Any]]:
     by_layer: dict[int, list[FeatureEdit]] = {}
     for e in edits:
         by_layer.setdefault(e.layer, []).append(e)
@@ -134,7 +135,7 @@ def _clamps(transcoders: Any, edits: list[FeatureEdit]) -> list[tuple[str, Any]]
     ]
 
 
-def _free(model: Any, transcoders: Any, tokens: torch.Tensor, edits: list[FeatureEdit]) -> Intervened:
+def _free(model: Any, transcoders: Transcoder, tokens: torch.Tensor, edits: list[FeatureEdit]) -> Intervened:
     seen: dict[str, torch.Tensor] = {}
 
     def keep(x: torch.Tensor, hook: Any) -> None:
@@ -149,7 +150,9 @@ def _free(model: Any, transcoders: Any, tokens: torch.Tensor, edits: list[Featur
     return _result(transcoders, logits[0], seen)
 
 
-def _frozen(model: Any, transcoders: Any, tokens: torch.Tensor, edits: list[FeatureEdit]) -> Intervened:
+def _frozen(
+    model: Any, transcoders: SparseDictionary, tokens: torch.Tensor, edits: list[FeatureEdit]
+) -> Intervened:
     held = Held.run(model, transcoders, tokens)
     writes = _decoder_changes(transcoders, held.clean, edits, len(tokens))
     seen: dict[str, torch.Tensor] = {}
@@ -165,9 +168,11 @@ def _frozen(model: Any, transcoders: Any, tokens: torch.Tensor, edits: list[Feat
     return _result(transcoders, logits[0], seen)
 
 
-def _decoder_changes(tc: Any, clean: Any, edits: list[FeatureEdit], n_pos: int) -> dict[int, torch.Tensor]:
+def _decoder_changes(
+    tc: SparseDictionary, clean: Any, edits: list[FeatureEdit], n_pos: int
+) -> dict[int, torch.Tensor]:
     """Out layer -> ``[pos, d_model]``: the edited features' change of activation times their decoder rows."""
-    writes = {out: torch.zeros(n_pos, tc.d_model) for layer in tc.layers for out in tc.output_layers(layer)}
+    writes = {out: torch.zeros(n_pos, tc.d_out) for out in written_layers(tc)}
     for e in edits:
         acts = tc.encode(clean[tc.input_hook(e.layer)][0], e.layer)[1][:, e.feature].float()  # [pos]
         where = torch.arange(n_pos) if e.position is None else torch.tensor([e.position])
@@ -179,6 +184,6 @@ def _decoder_changes(tc: Any, clean: Any, edits: list[FeatureEdit], n_pos: int) 
     return writes
 
 
-def _result(tc: Any, logits: torch.Tensor, seen: dict[str, torch.Tensor]) -> Intervened:
+def _result(tc: SparseDictionary, logits: torch.Tensor, seen: dict[str, torch.Tensor]) -> Intervened:
     pre = {layer: tc.encode(seen[tc.input_hook(layer)], layer)[0].float() for layer in tc.layers}
     return Intervened(logits=logits.float(), pre_activations=pre, unembed_in=seen["unembed.hook_in"].float())

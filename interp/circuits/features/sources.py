@@ -11,11 +11,11 @@ writes, ``b_dec`` and skip) misses of the output hook; a token node is the token
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from interp.circuits.features.frozen import FrozenRun
+from interp.dictionary import SparseDictionary
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Sources:
     tokens: torch.Tensor
 
 
-def find_sources(run: FrozenRun, transcoders: Any, n_layers: int) -> Sources:
+def find_sources(run: FrozenRun, transcoders: SparseDictionary, n_layers: int) -> Sources:
     """Active features, their encoder and decoder vectors, the error and token vectors of ``run``."""
     found, values, acts_of, encoders, decoders, runs = [], [], {}, [], {}, {}
     start = 0
@@ -81,7 +81,7 @@ def find_sources(run: FrozenRun, transcoders: Any, n_layers: int) -> Sources:
     )
 
 
-def _errors(run: FrozenRun, transcoders: Any, acts_of: dict, n_layers: int) -> torch.Tensor:
+def _errors(run: FrozenRun, transcoders: SparseDictionary, acts_of: dict, n_layers: int) -> torch.Tensor:
     first = run.outputs[min(run.outputs)]
     errors = torch.zeros(n_layers, first.shape[1], first.shape[2], dtype=torch.float32, device=first.device)
     with torch.no_grad():

@@ -7,7 +7,10 @@ safetensors, Gemma Scope ``params.npz`` or Gemma Scope 2 safetensors), ``activat
 ``jump_relu``, ``topk``) and ``k``. A layer file holds ``W_enc [d_transcoder, d_model]``, ``W_dec
 [d_transcoder, d_model]``, ``b_enc``, ``b_dec``, optionally ``activation_function.threshold`` (JumpReLU) and
 ``W_skip [d_model, d_model]`` (the skip adds ``x @ W_skip.T``). Without ``activation``, a file with a threshold
-is JumpReLU and one without is ReLU, as circuit-tracer's loader decides.
+is JumpReLU and one without is ReLU, as circuit-tracer's loader decides. JumpReLU is ``pre * (pre >
+threshold)`` and TopK keeps the ``k`` largest pre-activations as they are, negative ones included
+(circuit-tracer 0.5.0's ``jumprelu`` and ``TopK``): the transcoders' convention, ``rectify=False`` in
+:mod:`interp.sae.activation`, also for Gemma Scope files listed here.
 """
 
 from __future__ import annotations

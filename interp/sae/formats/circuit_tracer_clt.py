@@ -5,7 +5,8 @@ of layer ``i``'s output) and, for JumpReLU, ``threshold_{i}``; ``W_dec_{i}.safet
 [d_transcoder, n_layers - i, d_model]``, slice ``j`` writing to layer ``i + j``. Decoders are read lazily by
 default, row by row as asked for, so a CLT of 160 GiB costs only the rows an attribution graph uses. A skip
 connection, which circuit-tracer's files do not store, is written as ``W_skip_{i} [d_model_in, d_model_out]``
-in the encoder file (circuit-tracer's orientation: the skip adds ``x @ W_skip_{i}``).
+in the encoder file (circuit-tracer's orientation: the skip adds ``x @ W_skip_{i}``). JumpReLU is ``pre * (pre >
+threshold)``, circuit-tracer's (``rectify=False`` in :mod:`interp.sae.activation`).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 The file holds ``W_enc [d_in, d_sae]``, ``W_dec [d_sae, d_in]``, ``b_enc``, ``b_dec`` and ``threshold``. Gemma
 Scope's reference code encodes ``relu(x @ W_enc + b_enc) * (pre > threshold)`` without subtracting ``b_dec``
-first, and decodes ``acts @ W_dec + b_dec``. It is read with ``numpy.load(allow_pickle=False)``, which never
-unpickles.
+first (the ReLU is :class:`~interp.sae.SAE`'s JumpReLU convention, ``rectify=True`` in
+:mod:`interp.sae.activation`), and decodes ``acts @ W_dec + b_dec``. It is read with
+``numpy.load(allow_pickle=False)``, which never unpickles.
 
 The file does not say which hook it reads. Downloaded folders carry it in their path
 (``gemma-scope-2b-pt-res/layer_12/width_16k/average_l0_82/params.npz``): ``-res`` is the stream after the

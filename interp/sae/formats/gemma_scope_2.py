@@ -5,7 +5,9 @@ A per-layer file holds ``w_enc [d_model, d_transcoder]``, ``w_dec [d_transcoder,
 skip adds ``x @ affine_skip_connection``). In the cross-layer variant layer ``i``'s ``w_dec`` is
 ``[d_transcoder, n_layers, d_model]``, of which slices ``i..n-1`` write to layers ``i..n-1`` (circuit-tracer
 reads those and ignores the rest, which the files hold as zeros), and ``b_dec`` is the bias of layer ``i``'s
-output.
+output. JumpReLU is ``pre * (pre > threshold)``, as circuit-tracer runs these files (the transcoders'
+convention, ``rectify=False`` in :mod:`interp.sae.activation`; with the published positive thresholds the
+same as Gemma Scope's ``relu(pre) * (pre > threshold)``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ in a ``metadata`` object. A ``scaling_factor`` tensor of ones is dropped; any ot
 scale, applied to the latents before decoding. ``expected_average_only_in`` normalisation is a constant SAELens
 folds in when it knows it: pass ``norm_scaling_factor`` to :func:`interp.sae.load` to do the same.
 
+TopK and JumpReLU pass the values they keep through a ReLU (SAELens 6's ``TopK`` applies ``relu`` to what
+``torch.topk`` keeps; ``JumpReLUSAE.encode`` is ``relu(pre) * (pre > threshold)``): :class:`~interp.sae.SAE`'s
+convention, ``rectify=True`` in :mod:`interp.sae.activation`.
+
 Writing produces the 6.x layout: a BatchTopK SAE is written as JumpReLU with its threshold (as SAELens
 saves them for inference), and a fine-tuning scale is folded into ``W_dec``.
 """

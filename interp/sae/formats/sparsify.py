@@ -5,7 +5,9 @@ decoder as ``W_dec [d_sae, d_in]`` and ``b_dec``, and optionally ``W_skip [d_in,
 subtracts ``b_dec`` from the input unless the coder is a transcoder (``transcode: true``), applies ReLU to
 ``x @ encoder.weight.T + encoder.bias``, and keeps the ``k`` largest; ``decode`` sums the kept rows of ``W_dec``
 and adds ``b_dec`` (and ``x @ W_skip.T`` with a skip connection). That is a TopK SAE with
-``apply_b_dec_to_input = not transcode``: ReLU before or after choosing the top ``k`` gives the same output.
+``apply_b_dec_to_input = not transcode``: ReLU before or after choosing the top ``k`` gives the same output
+(sparsify 1.3.3's ``fused_encoder`` applies it before; SAELens after), which is :class:`~interp.sae.SAE`'s
+TopK, ``rectify=True`` in :mod:`interp.sae.activation`.
 
 A folder is named after the module it hooks (``layers.6``, ``layers.6.mlp``); the residual-stream and
 sublayer-output names map to this project's hooks, anything else needs ``hook_name=``.

@@ -16,10 +16,11 @@ from typing import Any
 
 import torch
 
+from interp.dictionary import check_fits
 from interp.sae.formats import circuit_tracer, circuit_tracer_clt, gemma_scope_2
 from interp.sae.formats.build import SAEFormatError
 from interp.sae.formats.tl_hooks import bind, check_names, config_names, sites
-from interp.sae.transcoder import Transcoder, TranscoderSet, check_transcoder_fits
+from interp.sae.transcoder import Transcoder, TranscoderSet
 
 FORMATS = ("circuit_tracer", "gemma_scope_2")
 
@@ -53,7 +54,7 @@ def load_transcoders(
         tc = tc.to(device=device, dtype=dtype)
     if model is not None:
         tc = bind(tc, model)
-        check_transcoder_fits(model, tc)
+        check_fits(model, tc)
     return tc
 
 

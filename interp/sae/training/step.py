@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from interp import distributed
+from interp.sae.activation import jump_relu, top_k
 from interp.sae.module import SAE
 
 
@@ -38,7 +39,8 @@ class _JumpReLU(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, threshold: torch.Tensor, bandwidth: float) -> torch.Tensor:
         ctx.save_for_backward(x, threshold)
         ctx.bandwidth = bandwidth
-        return x * (x > threshold).to(x.dtype)
+        # Trained thresholds are exp(log_threshold) > 0, where both conventions of JumpReLU agree.
+        return jump_relu(x, threshold, rectify=False)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor):
@@ -64,6 +66,14 @@ class _Step(torch.autograd.Function):
         bw = ctx.bandwidth
         t_grad = -(1.0 / bw) * _rectangle((x - threshold) / bw) * grad
         return None, t_grad.reshape(-1, threshold.shape[-1]).sum(0), None
+
+
+def batch_top_k(relu: torch.Tensor, k: int, global_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """BatchTopK while training (SAEs and transcoders alike): ``(acts, threshold)``, where ``acts`` keeps the
+    ReLU'd pre-activations ``relu`` ``[rows, d]`` that reach ``threshold``, the ``k * global_rows``-th largest
+    of the whole batch (every rank's rows)."""
+    threshold = batch_threshold(relu, k, global_rows)
+    return relu * (relu >= threshold).to(relu.dtype), threshold
 
 
 def batch_threshold(acts: torch.Tensor, k: int, global_rows: int) -> torch.Tensor:
@@ -106,18 +116,15 @@ class TrainingStep(nn.Module):
         if arch == "topk":
             # k latents per row: decode them as a weighted sum of k decoder rows (an embedding bag), not a
             # dense [rows, d_sae] @ [d_sae, d_in] product that is almost all zeros, forward and backward.
-            values, indices = pre.topk(sae.cfg.k, dim=-1, sorted=False)
-            values = values.relu()
-            recons = F.embedding_bag(indices, sae.W_dec, per_sample_weights=values, mode="sum") + sae.b_dec
-            on = values > 0
+            active = top_k(pre, sae.cfg.k, rectify=sae.rectify)
+            recons = active.decode(sae.W_dec) + sae.b_dec  # [rows, d_in]
+            on = active.values > 0
             fired = torch.zeros(sae.d_sae, dtype=torch.bool, device=pre.device).index_fill_(
-                0, indices[on], True
+                0, active.indices[on], True
             )
             return self._finish(out, pre, recons - x, dead, denom, fired, on.sum())
         if arch == "batchtopk":
-            relu = pre.relu()
-            threshold = batch_threshold(relu, sae.cfg.k, global_rows)
-            acts = relu * (relu >= threshold).to(relu.dtype) * (relu > 0).to(relu.dtype)
+            acts, threshold = batch_top_k(pre.relu(), sae.cfg.k, global_rows)
             out["batch_threshold"] = threshold.detach()
         elif arch == "jumprelu":
             acts = _JumpReLU.apply(pre, self.log_threshold.exp(), s.jumprelu_bandwidth)

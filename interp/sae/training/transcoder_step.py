@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from interp import distributed
-from interp.sae.training.step import _JumpReLU, _Step, batch_threshold
+from interp.sae.activation import top_k
+from interp.sae.training.step import _JumpReLU, _Step, batch_top_k
 from interp.sae.transcoder import CrossLayerTranscoder, Transcoder
 
 
@@ -85,15 +86,10 @@ class TranscoderStep(nn.Module):
     def _activate(self, pre: torch.Tensor, global_rows: int) -> torch.Tensor:
         s = self.s
         if s.architecture == "topk":
-            values, indices = pre.topk(s.k, dim=-1, sorted=False)
-            return torch.zeros_like(pre).scatter(-1, indices, values)
+            return top_k(pre, s.k, rectify=self.tc.rectify).to_dense(pre.shape[-1])  # [rows, n, f]
         if s.architecture == "batchtopk":
             relu = pre.relu()
-            layers = []
-            for i in range(pre.shape[1]):
-                threshold = batch_threshold(relu[:, i], s.k, global_rows)
-                layers.append(relu[:, i] * (relu[:, i] >= threshold).to(relu.dtype))
-            return torch.stack(layers, dim=1)
+            return torch.stack([batch_top_k(relu[:, i], s.k, global_rows)[0] for i in range(pre.shape[1])], 1)
         if s.architecture == "jumprelu":
             thresholds = self.log_threshold.exp()
             bw = s.jumprelu_bandwidth

@@ -1,25 +1,24 @@
 """Transcoders: per-layer sets and cross-layer transcoders behind one interface, and the replacement model.
 
-- ``base.py``: :class:`Transcoder`, what both kinds share (hooks, ``encode``, ``decode``, ``reconstruct``);
+- ``base.py``: :class:`Transcoder`, what both kinds share (hooks, ``encode``, ``decode``, ``reconstruct``): the
+  :class:`~interp.dictionary.SparseDictionary` interface;
 - ``per_layer.py``: :class:`TranscoderSet`, one transcoder per layer, optional skip connection;
 - ``cross_layer.py``: :class:`CrossLayerTranscoder`, features writing to their layer and every later one,
   decoders in memory or read lazily;
-- ``activation.py``: ReLU, JumpReLU, TopK, BatchTopK;
+- ``layer_tensors.py``: the per-layer tensors both are built from, checked and stacked;
 - ``splice.py``: ``model.transcoders(tc, error=...)``, the replacement model.
+
+The activation functions are :mod:`interp.sae.activation`'s, with circuit-tracer's convention.
 """
 
-from interp.sae.transcoder.activation import ACTIVATIONS, activate
 from interp.sae.transcoder.base import Transcoder
 from interp.sae.transcoder.cross_layer import CrossLayerTranscoder
 from interp.sae.transcoder.per_layer import TranscoderSet
-from interp.sae.transcoder.splice import check_transcoder_fits, spliced_transcoders
+from interp.sae.transcoder.splice import spliced_transcoders
 
 __all__ = [
-    "ACTIVATIONS",
     "CrossLayerTranscoder",
     "Transcoder",
     "TranscoderSet",
-    "activate",
-    "check_transcoder_fits",
     "spliced_transcoders",
 ]

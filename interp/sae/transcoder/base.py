@@ -2,8 +2,9 @@
 
 A transcoder reads one hook of a layer (``input_hook``, for MLP transcoders the MLP's input) and writes the
 output hook (``output_hook``, the MLP's output) of that layer, or, for a cross-layer transcoder, of that layer
-and every later one (``output_layers``). :class:`Transcoder` holds what both kinds share, written once over
-the four methods a kind provides (``pre_acts``, ``decoder``, ``decoder_bias``, ``skip``); a per-layer set
+and every later one (``output_layers``): it is a :class:`~interp.dictionary.SparseDictionary`.
+:class:`Transcoder` holds what both kinds share, written once over the methods a kind provides
+(``output_layers``, ``pre_acts``, ``encoder``, ``threshold``, ``decoder``, ``decoder_bias``, ``skip``); a per-layer set
 (:class:`~interp.sae.transcoder.TranscoderSet`) and a cross-layer transcoder
 (:class:`~interp.sae.transcoder.CrossLayerTranscoder`) differ only in which source layers write to an output
 layer and how their decoders are stored.
@@ -21,8 +22,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from interp.sae.transcoder.activation import activate, check_activation
-from interp.sae.transcoder.weights import stacked
+from interp.dictionary import sources, written_layers
+from interp.sae.activation import activate, check_activation
+from interp.sae.transcoder.layer_tensors import layer_parameter
 
 
 class Transcoder(nn.Module):
@@ -33,7 +35,7 @@ class Transcoder(nn.Module):
         d_model: width of the stream read and written.
         d_transcoder: features per layer.
         layers: the model layers that have features, sorted.
-        activation: ``relu``, ``jumprelu``, ``topk`` or ``batchtopk`` (see :mod:`.activation`).
+        activation: ``relu``, ``jumprelu``, ``topk`` or ``batchtopk`` (see :mod:`interp.sae.activation`).
         k: features per token for ``topk`` and ``batchtopk``; else ``None``.
         input_site, output_site: the hook names inside a block, e.g. ``ln2.hook_normalized`` and
             ``hook_mlp_out``; ``input_hook(layer)`` is ``blocks.{layer}.{input_site}``.
@@ -49,6 +51,10 @@ class Transcoder(nn.Module):
     input_site: str
     output_site: str
     metadata: dict
+
+    rectify = False
+    """TopK and JumpReLU keep values as they are, without a ReLU, as circuit-tracer does
+    (:mod:`interp.sae.activation`)."""
 
     # -- what a kind provides -----------------------------------------------------------------------------
 
@@ -94,15 +100,30 @@ class Transcoder(nn.Module):
     ) -> None:
         """Check and store what both kinds hold per layer (encoder, biases, threshold, skip) and settings."""
         d_tc, d = self.d_transcoder, self.d_model
-        self.W_enc = stacked("W_enc", tensors["W_enc"], self.layers, (d_tc, d))
-        self.b_enc = stacked("b_enc", tensors["b_enc"], self.layers, (d_tc,))
-        self.b_dec = stacked("b_dec", tensors["b_dec"], self.layers, (d,))
-        self.thresholds = stacked("threshold", tensors["threshold"], self.layers, (d_tc,))
-        self.W_skip = stacked("W_skip", tensors["W_skip"], self.layers, (d, d))
+        self.W_enc = layer_parameter("W_enc", tensors["W_enc"], self.layers, (d_tc, d))
+        self.b_enc = layer_parameter("b_enc", tensors["b_enc"], self.layers, (d_tc,))
+        self.b_dec = layer_parameter("b_dec", tensors["b_dec"], self.layers, (d,))
+        self.thresholds = layer_parameter("threshold", tensors["threshold"], self.layers, (d_tc,))
+        self.W_skip = layer_parameter("W_skip", tensors["W_skip"], self.layers, (d, d))
         check_activation(activation, k, tensors["threshold"] is not None)
         self.activation, self.k = activation, k
         self.input_site, self.output_site = sites
         self.metadata = dict(metadata or {})
+
+    @property
+    def d_in(self) -> int:
+        """Width of the input hook: ``d_model``."""
+        return self.d_model
+
+    @property
+    def d_out(self) -> int:
+        """Width of the output hook: ``d_model``."""
+        return self.d_model
+
+    def n_features(self, layer: int) -> int:
+        """Features of ``layer``: ``d_transcoder``."""
+        self.check_layer(layer)
+        return self.d_transcoder
 
     @property
     def has_skip(self) -> bool:
@@ -119,15 +140,14 @@ class Transcoder(nn.Module):
         self.check_layer(layer, writes=True)
         return f"blocks.{layer}.{self.output_site}"
 
-    def sources(self, out_layer: int) -> list[int]:
-        """The layers whose features write to ``out_layer``, ascending."""
-        self.check_layer(out_layer, writes=True)
-        return [s for s in self.layers if s <= out_layer and out_layer in self.output_layers(s)]
-
     def encode(self, x: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``(pre, acts)``, both ``[..., d_transcoder]``, for inputs ``x [..., d_model]`` at ``layer``."""
         pre = self.pre_acts(x, layer)
-        return pre, activate(pre, self.activation, self.k, self.threshold(layer))
+        return pre, self.activate(pre, layer)
+
+    def activate(self, pre: torch.Tensor, layer: int) -> torch.Tensor:
+        """The activations ``[..., d_transcoder]`` of pre-activations ``pre`` of ``layer``."""
+        return activate(pre, self.activation, rectify=self.rectify, k=self.k, threshold=self.threshold(layer))
 
     def decode(self, acts: Mapping[int, torch.Tensor], out_layer: int) -> torch.Tensor:
         """The output ``[..., d_model]`` at ``out_layer``: every source layer's decoder write plus ``b_dec``
@@ -135,17 +155,18 @@ class Transcoder(nn.Module):
 
         Args:
             acts: source layer -> activations ``[..., d_transcoder]``; must hold every layer of
-                ``sources(out_layer)`` (other layers are not read).
+                ``interp.dictionary.sources(self, out_layer)`` (other layers are not read).
             out_layer: the layer whose output is decoded.
         """
-        sources = self.sources(out_layer)
-        missing = [s for s in sources if s not in acts]
+        self.check_layer(out_layer, writes=True)
+        feeding = sources(self, out_layer)
+        missing = [s for s in feeding if s not in acts]
         if missing:
             raise KeyError(
-                f"decoding layer {out_layer} needs the activations of layers {sources}; missing {missing}"
+                f"decoding layer {out_layer} needs the activations of layers {feeding}; missing {missing}"
             )
         out = None
-        for s in sources:
+        for s in feeding:
             a = acts[s]
             self._check_width(a, self.d_transcoder, f"the activations of layer {s}", "d_transcoder")
             w = self.decoder(s)[:, self.output_layers(s).index(out_layer)]  # [d_transcoder, d_model]
@@ -178,7 +199,7 @@ class Transcoder(nn.Module):
         """Raise when ``layer`` has no features (or, ``writes``, no output this transcoder writes)."""
         if isinstance(layer, bool) or not isinstance(layer, int):
             raise TypeError(f"layer must be an int, got {type(layer).__name__} {layer!r}")
-        ok = any(layer in self.output_layers(s) for s in self.layers) if writes else layer in self.layers
+        ok = layer in (written_layers(self) if writes else self.layers)
         if not ok:
             what = "writes no output at" if writes else "has no features at"
             raise KeyError(f"the transcoder {what} layer {layer}; its layers are {self.layers}")

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from interp.sae.transcoder.base import Transcoder
-from interp.sae.transcoder.weights import Tensors, layers_of, stacked
+from interp.sae.transcoder.layer_tensors import Tensors, layer_parameter, layers_of
 
 
 class TranscoderSet(Transcoder):
@@ -67,7 +67,7 @@ class TranscoderSet(Transcoder):
                 f"W_enc of one layer has shape {tuple(first.shape)}; expected [d_transcoder, d_model]"
             )
         self.d_transcoder, self.d_model = first.shape
-        self.W_dec = stacked("W_dec", W_dec, self.layers, (self.d_transcoder, self.d_model))
+        self.W_dec = layer_parameter("W_dec", W_dec, self.layers, (self.d_transcoder, self.d_model))
         tensors = dict(W_enc=W_enc, b_enc=b_enc, b_dec=b_dec, threshold=threshold, W_skip=W_skip)
         self._set_common(tensors, activation, k, (input_site, output_site), metadata)
         self.n_layers = max(self.layers) + 1 if n_layers is None else n_layers

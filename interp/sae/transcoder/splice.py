@@ -15,7 +15,8 @@ reconstruction written at ``L``: every source's decoders, ``b_dec`` and skip), `
 
 With ``error=True`` the output is the model's MLP output whenever nothing edits a transcoder hook, bit for
 bit, and otherwise ``recons + error``, with ``error = mlp_out - recons_clean`` computed from unedited features;
-the value is formed as for SAEs (:mod:`interp.sae.splice`) so that gradients reach the error node.
+the value is formed by the SAE splice's :func:`~interp.sae.splice.with_error`, so that gradients reach the error
+node.
 """
 
 from __future__ import annotations
@@ -27,54 +28,13 @@ from typing import Any
 import torch
 
 from hooks import HookPoint
-from hooks.names import UnknownHookError, unknown_hook_message
+from interp.dictionary import check_fits, sources
 from interp.sae.module import SAE_HOOKS
-from interp.sae.transcoder.activation import activate
+from interp.sae.splice import with_error
 from interp.sae.transcoder.base import Transcoder
 
 _INPUT_SIDE = ("hook_sae_input", "hook_sae_acts_pre", "hook_sae_acts_post")
 _OUTPUT_SIDE = ("hook_sae_recons", "hook_sae_error", "hook_sae_output")
-
-
-def check_transcoder_fits(model: Any, tc: Transcoder) -> None:
-    """Raise before any forward when ``tc`` does not fit ``model``: width, layers, hook names or their order."""
-    if not isinstance(tc, Transcoder):
-        raise TypeError(f"expected a TranscoderSet or CrossLayerTranscoder, got {type(tc).__name__}")
-    cfg = getattr(model, "cfg", None)
-    if cfg is not None and hasattr(cfg, "d_model"):
-        if tc.d_model != cfg.d_model:
-            raise ValueError(
-                f"the transcoder has d_model={tc.d_model}, the model d_model={cfg.d_model}; use transcoders "
-                "trained on this model"
-            )
-        if any(len(tc.output_layers(s)) > 1 for s in tc.layers) and tc.n_layers != cfg.n_layers:
-            raise ValueError(
-                f"the cross-layer transcoder spans n_layers={tc.n_layers}, the model has "
-                f"n_layers={cfg.n_layers}; use one made for this model"
-            )
-        if max(tc.layers) >= cfg.n_layers:
-            raise ValueError(
-                f"the transcoder has features at layers up to {max(tc.layers)}, the model has "
-                f"n_layers={cfg.n_layers}"
-            )
-    for site in (tc.input_site, tc.output_site):
-        if site in ("mlp.hook_in", "mlp.hook_out"):
-            raise ValueError(
-                f"the transcoder names {site!r}, a TransformerLens hook interp has no point for; load it with "
-                "interp.sae.load_transcoders(path, model=model), which maps it onto this model's hooks"
-            )
-    order = {name: i for i, name in enumerate(model.hook_dict)}
-    for layer in tc.layers:
-        for what, name in (("input", tc.input_hook(layer)), ("output", tc.output_hook(layer))):
-            if name not in order:
-                raise UnknownHookError(
-                    f"the transcoder's {what} hook: " + unknown_hook_message(name, model.hook_dict)
-                )
-        if order[tc.input_hook(layer)] > order[tc.output_hook(layer)]:
-            raise ValueError(
-                f"the transcoder reads {tc.input_hook(layer)!r}, which the forward reaches after the hook it "
-                f"writes, {tc.output_hook(layer)!r}; a transcoder must read a hook that comes first"
-            )
 
 
 @contextlib.contextmanager
@@ -87,9 +47,15 @@ def spliced_transcoders(model: Any, tc: Transcoder, *, error: bool = False) -> I
         error: add each layer's reconstruction error back, so outputs are unchanged unless edited.
 
     Raises:
-        UnknownHookError, ValueError: from :func:`check_transcoder_fits`, before anything is attached.
+        TypeError: ``tc`` is not a transcoder. UnknownHookError, ValueError: from
+        :func:`interp.dictionary.check_fits`, before anything is attached.
     """
-    check_transcoder_fits(model, tc)
+    if not isinstance(tc, Transcoder):
+        raise TypeError(
+            f"expected a TranscoderSet or CrossLayerTranscoder, got {type(tc).__name__} (splice SAEs with "
+            "model.saes)"
+        )
+    check_fits(model, tc)
     names = [h for h in SAE_HOOKS if h != "hook_sae_error" or error]
     points = {layer: {h: HookPoint() for h in names} for layer in tc.layers}
     run = _Replacement(tc, points, error)
@@ -127,7 +93,7 @@ class _Replacement:
             x_in = x.to(tc.b_enc.device)
             sae_in = p["hook_sae_input"](x_in)
             pre = p["hook_sae_acts_pre"](tc.pre_acts(sae_in, layer))
-            acts = p["hook_sae_acts_post"](activate(pre, tc.activation, tc.k, tc.threshold(layer)))
+            acts = p["hook_sae_acts_post"](tc.activate(pre, layer))
             edited = any(p[h].active for h in _INPUT_SIDE)
             clean = tc.encode(x_in, layer)[1] if self.error and edited else acts
             self.state[layer] = (x_in, sae_in, acts, clean)
@@ -141,27 +107,23 @@ class _Replacement:
         def write(actual: torch.Tensor, hook: HookPoint) -> torch.Tensor | None:
             if self.idle():
                 return None
-            sources = tc.sources(layer)
-            missing = [s for s in sources if s not in self.state]
+            feeding = sources(tc, layer)
+            missing = [s for s in feeding if s not in self.state]
             if missing:
                 raise RuntimeError(
                     f"the transcoder inputs of layers {missing} ({tc.input_hook(missing[0])!r}) were not computed "
                     f"before {hook.name!r} in this forward pass"
                 )
             x_in, sae_in, _, _ = self.state[layer]
-            raw = _output(tc, {s: self.state[s][2] for s in sources}, layer, sae_in)
+            raw = _output(tc, {s: self.state[s][2] for s in feeding}, layer, sae_in)
             recons = p["hook_sae_recons"](raw)
             if not self.error:
                 out = recons
             else:
-                edited = any(self.points[s][h].active for s in sources for h in _INPUT_SIDE)
-                clean = _output(tc, {s: self.state[s][3] for s in sources}, layer, x_in) if edited else raw
-                target = actual.to(recons.device, recons.dtype)
-                err = target - clean
-                edited_err = p["hook_sae_error"](err)
-                # target + 0 + 0 when nothing is edited; the gradient is that of recons + error'.
-                out = target.detach() + (recons - clean.detach()) + (edited_err - err.detach())
-            for s in sources:
+                edited = any(self.points[s][h].active for s in feeding for h in _INPUT_SIDE)
+                clean = _output(tc, {s: self.state[s][3] for s in feeding}, layer, x_in) if edited else raw
+                out = with_error(actual, recons, clean, p["hook_sae_error"])
+            for s in feeding:
                 if self.last_use[s] == layer:
                     del self.state[s]
             return p["hook_sae_output"](out).to(actual.device, actual.dtype)

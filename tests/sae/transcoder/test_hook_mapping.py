@@ -73,7 +73,9 @@ def test_a_convention_the_family_cannot_express_is_refused():
     with pytest.raises(ValueError, match="mlp.hook_out' is the MLP's output before the post-MLP norm"):
         bind(_transcoder("ln2.hook_normalized", "mlp.hook_out"), gemma)
     raw = _transcoder("mlp.hook_in", "mlp.hook_out")
-    with pytest.raises(ValueError, match="names 'mlp.hook_in', a TransformerLens hook .*load_transcoders"):
+    with pytest.raises(
+        ValueError, match="is 'blocks.0.mlp.hook_in', a TransformerLens hook .*load_transcoders"
+    ):
         with gemma.transcoders(raw):
             pass
     tc = bind(raw, interp.load(FAMILIES / "llama"))

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from hooks.names import UnknownHookError
+from interp.dictionary import sources
 from tests.sae.models import tiny_model, tokens
 from tests.sae.transcoder.factories import random_clt, random_set
 
@@ -29,7 +30,7 @@ def _by_hand(model, tc, ids, edit=None):
 
     def write(layer):
         def fn(x, hook):
-            acts = {s: tc.encode(inputs[s], s)[1] for s in tc.sources(layer)}
+            acts = {s: tc.encode(inputs[s], s)[1] for s in sources(tc, layer)}
             if edit is not None:
                 acts = {s: edit(s, a) for s, a in acts.items()}
             out = tc.decode(acts, layer)
@@ -110,7 +111,7 @@ def test_edited_features_reach_every_layer_they_write(kind):
 
         def write(layer):
             def fn(x, h):
-                acts = {s: tc.encode(inputs[s], s)[1] for s in tc.sources(layer)}
+                acts = {s: tc.encode(inputs[s], s)[1] for s in sources(tc, layer)}
                 edited = {s: ablate(a, None) if s == 0 else a for s, a in acts.items()}
                 return x - tc.decode(acts, layer) + tc.decode(edited, layer)
 
@@ -126,10 +127,14 @@ def test_edited_features_reach_every_layer_they_write(kind):
 
 def test_transcoders_that_do_not_fit_the_model_are_refused_before_running():
     model = tiny_model()
-    with pytest.raises(ValueError, match="d_model=8, the model d_model=16"):
+    with pytest.raises(
+        ValueError, match="d_in=8 at .blocks.0.ln2.hook_normalized., but that hook of this model has width 16"
+    ):
         with model.transcoders(random_set(d_model=8)):
             pass
-    with pytest.raises(ValueError, match="spans n_layers=3, the model has n_layers=2"):
+    with pytest.raises(
+        ValueError, match="CrossLayerTranscoder has features at layers up to 2, the model has n_layers=2"
+    ):
         with model.transcoders(random_clt(3)):
             pass
     with pytest.raises(ValueError, match="features at layers up to 2, the model has n_layers=2"):

@@ -1,4 +1,5 @@
-"""Checking and stacking the tensors a transcoder is built from, with one error line per misfit."""
+"""The per-layer tensors a transcoder is built from: which layers they cover, and each stacked into one
+parameter ``[n_layers_with_features, ...]`` after its shape is checked, with one error line per misfit."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def layers_of(value: Tensors, layers: Sequence[int] | None) -> list[int]:
     return out
 
 
-def stacked(
+def layer_parameter(
     name: str, value: Tensors | None, layers: list[int], shape: tuple[int, ...]
 ) -> nn.Parameter | None:
     """``value`` as one parameter ``[len(layers), *shape]``, or a ValueError naming the tensor and shapes."""
