@@ -29,6 +29,9 @@ def test_the_transcoders_page_runs(tmp_path):
     assert (
         "['blocks.0.hook_mlp_out.hook_sae_acts_post', 'blocks.1.hook_mlp_out.hook_sae_acts_post']" in printed
     )
+    assert "CrossLayerTranscoder 0 (8, 16, 64) [0, 1] (64, 50)" in printed
+    assert "SAESet 1 (8, 16, 64) [1] (64, 50)" in printed
+    assert "[(0, 62), (0, 63), (1, 0), (1, 1)] [0, 1]" in printed
     frame = scope["frame"]
     assert list(frame["layer"]) == [0, 1] and (frame["kl"] > 0).all()
     assert (tmp_path / "run" / "clt" / "config.yaml").is_file()
