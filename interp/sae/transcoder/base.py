@@ -4,8 +4,8 @@ A transcoder reads one hook of a layer (``input_hook``, for MLP transcoders the 
 output hook (``output_hook``, the MLP's output) of that layer, or, for a cross-layer transcoder, of that layer
 and every later one (``output_layers``): it is a :class:`~interp.dictionary.SparseDictionary`.
 :class:`Transcoder` holds what both kinds share, written once over the methods a kind provides
-(``output_layers``, ``pre_acts``, ``encoder``, ``threshold``, ``decoder``, ``decoder_bias``, ``skip``); a per-layer set
-(:class:`~interp.sae.transcoder.TranscoderSet`) and a cross-layer transcoder
+(``output_layers``, ``pre_acts``, ``encoder``, ``threshold``, ``decoder``, ``decoder_bias``, ``skip``); a
+per-layer set (:class:`~interp.sae.transcoder.TranscoderSet`) and a cross-layer transcoder
 (:class:`~interp.sae.transcoder.CrossLayerTranscoder`) differ only in which source layers write to an output
 layer and how their decoders are stored.
 
