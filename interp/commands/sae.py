@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _sae_plan(model: Any, args: argparse.Namespace) -> Any:
     """The SAE's plan, its one hook (``--hook``) checked against the loaded model."""
-    from interp.sae.splice import hook_width
+    from interp.dictionary import hook_width
     from interp.sae.training.run_folder import SAEPlan
 
     hooks = model.resolve(args.hook)

@@ -31,11 +31,9 @@ from typing import Any
 import torch
 
 from hooks import HookPoint
-from interp.dictionary import check_fits, hook_width
+from interp.dictionary import check_fits
 from interp.sae.module import SAE, SAE_HOOKS
 from interp.sae.sae_set import SAESet
-
-__all__ = ["hook_width", "spliced", "with_error"]  # hook_width: where the training command finds it
 
 _INTERNAL = ("hook_sae_input", "hook_sae_acts_pre", "hook_sae_acts_post", "hook_sae_recons")
 
