@@ -29,6 +29,8 @@ def _aliases(cfg: TransformerConfig, names: tuple[str, ...]) -> HookAliases:
     missing: dict[str, str] = {
         "embed.hook_in": "'embed.hook_in' (the token ids) is not a hook point in interp; the ids are the input "
         "you pass, and 'hook_embed' holds their embeddings",
+        "pos_embed.hook_in": "'pos_embed.hook_in' (the positions) is not a hook point in interp; "
+        "'hook_pos_embed' holds their embeddings",
     }
     gated = cfg.mlp == "gated"
     for layer in range(cfg.n_layers):
@@ -47,10 +49,14 @@ def _aliases(cfg: TransformerConfig, names: tuple[str, ...]) -> HookAliases:
         )
         if gated:
             aliases[f"{b}.mlp.in.hook_out"] = f"{b}.mlp.hook_pre_linear"
+        for head_input in ("q", "k", "v"):  # one input stream per head, inside `with model.split_inputs():`
+            aliases[f"{b}.attn.hook_{head_input}_input"] = f"{b}.hook_{head_input}_input"
         if pre_style:
             aliases[f"{b}.ln1.hook_in"] = f"{b}.hook_resid_pre"
-            aliases[f"{b}.attn.hook_out"] = f"{b}.hook_attn_out"
+            for name in ("attn.hook_out", "attn.o.hook_out", "attn.hook_hidden_states"):
+                aliases[f"{b}.{name}"] = f"{b}.hook_attn_out"
             aliases[f"{b}.mlp.hook_out"] = f"{b}.hook_mlp_out"
+            aliases[f"{b}.mlp.out.hook_out"] = f"{b}.hook_mlp_out"
             if not cfg.parallel_attn_mlp:
                 aliases[f"{b}.ln2.hook_in"] = f"{b}.hook_resid_mid"
         if (
@@ -64,7 +70,8 @@ def _aliases(cfg: TransformerConfig, names: tuple[str, ...]) -> HookAliases:
                 f"'{b}.{norm}.hook_normalized' (the normed stream before the gain and bias; the same tensor once "
                 f"LayerNorm is folded with process_weights(fold_ln=True))"
             )
-            for name in (f"{b}.{sub}.hook_in", f"{b}.{norm}.hook_out"):
+            inputs = ("q.hook_in", "k.hook_in", "v.hook_in") if sub == "attn" else ("in.hook_in",)
+            for name in (f"{b}.{sub}.hook_in", f"{b}.{norm}.hook_out", *(f"{b}.{sub}.{i}" for i in inputs)):
                 missing[name] = f"interp has no hook point at {name!r}, {sub}'s normed input; use {instead}"
         for legacy in ("hook_attn_in", "hook_mlp_in"):
             missing[f"{b}.{legacy}"] = (
@@ -76,6 +83,7 @@ def _aliases(cfg: TransformerConfig, names: tuple[str, ...]) -> HookAliases:
         aliases["ln_final.hook_in"] = last
     if cfg.lm_head == "linear":
         aliases["ln_final.hook_out"] = "unembed.hook_in"
+        aliases["hook_unembed"] = "unembed.hook_out"
     aliases = {a: t for a, t in aliases.items() if t in have and a not in have}
     missing = {a: m for a, m in missing.items() if a not in have}
     return HookAliases(aliases, missing)

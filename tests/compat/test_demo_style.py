@@ -1,7 +1,9 @@
 """Code written the way TransformerLens's demos use the library runs unchanged on the compat layer.
 
 Written for this project in the demos' style (load, get_act_name, run_with_cache, cache methods, FactoredMatrix,
-return_type="loss", persistent hooks, token helpers); only the model name differs. Each step checks a value.
+return_type="loss", persistent hooks, token helpers); only the model name differs. Each step's numbers are
+checked against TransformerLens's own on the same weights and tokens (``demo.*`` in the golden file, written by
+``golden/make_golden.py``), besides the identities the steps must keep.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import torch
 from torch.testing import assert_close
 
 import interp.compat.transformer_lens as transformer_lens
-from tests.compat.models import CHECKPOINT
+from tests.compat.models import CHECKPOINT, golden
+
+G = golden()
+TOL = dict(atol=2e-5, rtol=1e-5)  # as in test_golden.py
 
 utils = transformer_lens.utils
 FactoredMatrix = transformer_lens.FactoredMatrix
@@ -32,8 +37,9 @@ def _notebook():
     model = HookedTransformer.from_pretrained(CHECKPOINT, device="cpu")
     assert device.type in ("cpu", "cuda", "mps") and model.cfg.device == torch.device("cpu")
 
+    assert torch.equal(model.to_tokens("The cat sat on the mat."), G["demo.loss_tokens"])
     loss = model("The cat sat on the mat.", return_type="loss")
-    assert loss.ndim == 0 and 0 < loss.item() < 20
+    assert_close(loss, G["demo.loss"], **TOL)
 
     clean_prompt = "After John and Mary went to the store, Mary gave a bottle of milk to"
     corrupted_prompt = "After John and Mary went to the store, John gave a bottle of milk to"
@@ -45,8 +51,11 @@ def _notebook():
         incorrect_index = model.to_single_token(incorrect_answer)
         return logits[0, -1, correct_index] - logits[0, -1, incorrect_index]
 
+    assert torch.equal(clean_tokens, G["demo.clean_tokens"])
+    assert torch.equal(corrupted_tokens, G["demo.corrupted_tokens"])
     clean_logits, clean_cache = model.run_with_cache(clean_tokens)
     clean_logit_diff = logits_to_logit_diff(clean_logits)
+    assert_close(clean_logit_diff, G["demo.clean_logit_diff"], **TOL)
     corrupted_logit_diff = logits_to_logit_diff(model(corrupted_tokens))
 
     # Patch the residual stream at each layer and position (TransformerLens 3's canonical name, "in").
@@ -70,11 +79,9 @@ def _notebook():
             results[layer, position] = (logits_to_logit_diff(patched_logits) - corrupted_logit_diff) / (
                 clean_logit_diff - corrupted_logit_diff
             )
-    assert num_positions == 17
-    assert_close(
-        results[0, 10], torch.tensor(1.0)
-    )  # patching the only differing token restores the clean run
-    assert_close(results[0, :10], torch.zeros(10), atol=1e-5, rtol=0)  # earlier positions are identical
+    assert_close(results, G["demo.patching"], **TOL)
+    # patching the only differing token restores the clean run; the earlier positions are the same tokens
+    assert_close(results[0, :11], torch.tensor([0.0] * 10 + [1.0]), **TOL)
 
     # Direct logit attribution from the cache methods.
     answer_residual_directions = model.tokens_to_residual_directions(
@@ -87,20 +94,23 @@ def _notebook():
     assert labels[-1] == "final_post" and scaled.shape == (5, 1, model.cfg.d_model)
     per_head = clean_cache.stack_head_results(layer=-1, pos_slice=-1)
     per_head_attrs = clean_cache.logit_attrs(per_head, " John", " Mary", pos_slice=-1)
+    assert_close(per_head_attrs, G["demo.per_head_attrs"], **TOL)
     assert_close(
         per_head_attrs, clean_cache.apply_ln_to_stack(per_head, -1, pos_slice=-1) @ answer_residual_directions
     )
     parts = clean_cache.decompose_resid(layer=-1, pos_slice=-1)
     biases = model.ln_final.b @ answer_residual_directions + model.b_U[model.to_single_token(" John")]
     biases = biases - model.b_U[model.to_single_token(" Mary")]
-    assert_close(
-        clean_cache.logit_attrs(parts, " John", " Mary", pos_slice=-1).sum(0)[0] + biases, clean_logit_diff
-    )
+    sublayer_attrs = clean_cache.logit_attrs(parts, " John", " Mary", pos_slice=-1)
+    assert_close(sublayer_attrs, G["demo.sublayer_attrs"], **TOL)
+    assert_close(sublayer_attrs.sum(0)[0] + biases, clean_logit_diff, **TOL)
 
     # Attention patterns: induction scores with a persistent hook and hook.layer().
     induction_score_store = torch.zeros((model.cfg.n_layers, model.cfg.n_heads), device=model.cfg.device)
     seq_len = 6
-    repeated_tokens = torch.randint(1, 60, (2, seq_len)).repeat(1, 2)
+    repeated_tokens = G[
+        "demo.repeated_tokens"
+    ]  # random ids 1..59, six of them twice, as the golden drew them
 
     def induction_score_hook(pattern, hook):
         induction_stripe = pattern.diagonal(dim1=-2, dim2=-1, offset=1 - seq_len)
@@ -110,6 +120,7 @@ def _notebook():
         model.blocks[layer].attn.hook_pattern.add_hook(induction_score_hook)
     model(repeated_tokens, return_type=None)
     model.reset_hooks()
+    assert_close(induction_score_store, G["demo.induction_scores"], **TOL)
     _, pattern_cache = model.run_with_cache(
         repeated_tokens, names_filter=lambda name: name.endswith("pattern")
     )
@@ -119,20 +130,23 @@ def _notebook():
 
     # Per-token loss on repeated tokens, and the OV circuit's copying score.
     per_token = model.loss_fn(model(repeated_tokens), repeated_tokens, per_token=True)
-    assert per_token.shape == (2, 2 * seq_len - 1)
+    assert_close(per_token, G["demo.repeated_loss_per_token"], **TOL)
     ov = model.OV
     assert isinstance(ov, FactoredMatrix) and ov.shape == (2, 4, 32, 32)
     eigenvalues = ov.eigenvalues
     copying = eigenvalues.sum(-1).real / eigenvalues.abs().sum(-1)
-    assert copying.shape == (2, 4) and bool((copying.abs() <= 1 + 1e-5).all())
+    assert_close(copying, G["demo.ov_copying"], **TOL)
     full_ov = model.embed.W_E @ ov @ model.unembed.W_U
+    assert_close(utils.get_corner(full_ov[1, 2], 3), G["demo.full_ov_corner"], **TOL)
     assert_close(
         full_ov[1, 2].AB, model.W_E @ model.W_V[1, 2] @ model.W_O[1, 2] @ model.W_U, atol=1e-4, rtol=1e-4
     )
     assert_close(utils.get_corner(full_ov[0, 0], 3), (full_ov[0, 0].AB)[:3, :3], atol=1e-5, rtol=1e-5)
 
     # Token helpers.
-    assert model.get_token_position(" Mary", clean_prompt, mode="last") == 10
+    mary = model.to_single_token(" Mary")
+    assert model.get_token_position(" Mary", clean_prompt, mode="last") == 10 and clean_tokens[0, 10] == mary
+    assert model.get_token_position(" Mary", clean_prompt, mode="first") == 4 and clean_tokens[0, 4] == mary
     assert model.to_string(clean_tokens[0, 1:5]) == "After John and Mary"
     assert model.to_str_tokens(clean_tokens)[4] == " Mary"
     assert utils.to_numpy(clean_logit_diff).shape == ()

@@ -1,6 +1,6 @@
 """The compat layer gives TransformerLens 3's numbers on the same random GPT-2-shaped weights.
 
-Golden values come from ``golden/make_golden.py`` run with TransformerLens 3.9 (unprocessed, and with its
+Golden values come from ``golden/make_golden.py`` run with TransformerLens 3.9.0 (unprocessed, and with its
 default processing: fold LayerNorm, centre writing weights and the unembedding, fold value biases).
 """
 
@@ -11,7 +11,7 @@ import torch
 from torch.testing import assert_close
 
 import interp.compat.transformer_lens as transformer_lens
-from tests.compat.models import golden, golden_labels, tl_model
+from tests.compat.models import GOLDEN, golden, golden_labels, tl_model
 
 G = golden()
 LABELS = golden_labels()
@@ -125,3 +125,14 @@ def test_model_ov_qk(processed):
     assert_close(model.QK.AB, G["proc.QK.AB"], **TOL)
     assert_close(model.OV.S, G["proc.OV.S"], **TOL)
     assert_close(model.QK.norm(), G["proc.QK.norm"], **TOL)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize(("prepend_bos", "key"), [(None, "default"), (True, "bos"), (False, "no_bos")])
+def test_induction_loss(seed, prepend_bos, key):
+    """The same ids from the same global seed, BOS written over the first id, the mean from subseq_len + 1 on:
+    TransformerLens's value on a checkpoint whose vocabulary holds the ids it draws."""
+    model = transformer_lens.HookedTransformer.from_pretrained_no_processing(str(GOLDEN / "tiny_gpt2_20k"))
+    torch.manual_seed(seed)
+    loss = transformer_lens.evals.induction_loss(model, batch_size=3, subseq_len=8, prepend_bos=prepend_bos)
+    assert_close(loss, G[f"induction.{key}.{seed}"], **TOL)

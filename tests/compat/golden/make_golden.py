@@ -3,15 +3,26 @@
 It writes a random GPT-2-shaped checkpoint with ``save_pretrained`` (``tiny_gpt2/``, which interp loads), loads
 the same weights into TransformerLens's ``HookedTransformer`` twice (unprocessed, and with its default weight
 processing: fold LayerNorm, centre writing weights, centre the unembedding, fold value biases) and saves what
-the tests compare against in ``golden.safetensors`` plus the labels in ``labels.json``.
+the tests compare against in ``golden.safetensors`` plus the labels in ``labels.json``. Besides:
 
-    python -m venv VENV && VENV/bin/pip install torch==2.13.0 transformer-lens==3.9.0
-    VENV/bin/python tests/compat/golden/make_golden.py
+- ``demo.*``: the steps of ``tests/compat/test_demo_style.py`` (a loss, a patching sweep, head attributions,
+  induction scores, the OV copying score, token positions) run by TransformerLens on the processed model.
+- ``bridge.*``: every activation TransformerLens 3's ``TransformerBridge`` caches on the same checkpoint, by
+  its own hook names (``labels.json`` lists them), and ``bridge_split.*`` those that exist only with split
+  inputs, head results and the MLP input hook turned on.
+- ``induction.*``: ``transformer_lens.evals.induction_loss`` after ``torch.manual_seed``, on a second
+  checkpoint (``tiny_gpt2_20k/``) whose vocabulary holds the ids 100 to 19999 it draws.
+
+The versions it ran with are in the file's metadata (``transformer_lens``, ``transformers``, ``torch``)::
+
+    python -m venv VENV && VENV/bin/pip install torch==2.13.0 && VENV/bin/pip install transformer-lens==3.9.0
+    HF_HUB_OFFLINE=1 VENV/bin/python tests/compat/golden/make_golden.py
 """
 
 from __future__ import annotations
 
 import json
+from importlib.metadata import version
 from pathlib import Path
 
 import torch
@@ -24,15 +35,23 @@ HERE = Path(__file__).parent
 LAYERS, D, HEADS, VOCAB, CTX = 2, 32, 4, 64, 32
 TOKENS = torch.tensor([[5, 17, 3, 42, 8, 17, 3, 42, 9, 11], [7, 1, 63, 2, 30, 31, 12, 5, 6, 4]])
 CORRECT, INCORRECT = 42, 17
+BRIDGE_TOKENS = TOKENS[:, :6]
+TRANSFORMER_LENS = "3.9.0"  # the version the committed golden values come from
+INDUCTION_VOCAB = 20000  # induction_loss draws ids 100..19999
+INDUCTION_SEEDS = (0, 1)
+CLEAN = "After John and Mary went to the store, Mary gave a bottle of milk to"
+CORRUPTED = "After John and Mary went to the store, John gave a bottle of milk to"
 
 
-def checkpoint() -> transformers.GPT2LMHeadModel:
+def checkpoint(
+    layers: int = LAYERS, d: int = D, heads: int = HEADS, vocab: int = VOCAB
+) -> transformers.GPT2LMHeadModel:
     """GPT-2 with random weights large enough to matter, and random LayerNorm gains and biases."""
     cfg = transformers.GPT2Config(
-        n_layer=LAYERS,
-        n_embd=D,
-        n_head=HEADS,
-        vocab_size=VOCAB,
+        n_layer=layers,
+        n_embd=d,
+        n_head=heads,
+        vocab_size=vocab,
         n_positions=CTX,
         bos_token_id=0,
         eos_token_id=0,
@@ -74,23 +93,31 @@ def tokenizer(folder: Path) -> None:
     (folder / "tokenizer_config.json").write_text(json.dumps(settings, indent=1) + "\n")
 
 
-def tl_model(hf: transformers.GPT2LMHeadModel, process: bool) -> HookedTransformer:
+def tl_model(
+    hf: transformers.GPT2LMHeadModel, process: bool, folder: Path | None = None
+) -> HookedTransformer:
+    """TransformerLens's model on ``hf``'s weights; with ``folder``, also its tokenizer, which starts every
+    text with BOS (as interp's does for this checkpoint)."""
+    c = hf.config
     cfg = HookedTransformerConfig(
-        n_layers=LAYERS,
-        d_model=D,
-        n_heads=HEADS,
-        d_head=D // HEADS,
-        d_mlp=4 * D,
-        d_vocab=VOCAB,
-        n_ctx=CTX,
+        n_layers=c.n_layer,
+        d_model=c.n_embd,
+        n_heads=c.n_head,
+        d_head=c.n_embd // c.n_head,
+        d_mlp=4 * c.n_embd,
+        d_vocab=c.vocab_size,
+        n_ctx=c.n_positions,
         act_fn="gelu_new",
         normalization_type="LN",
-        eps=hf.config.layer_norm_epsilon,
+        eps=c.layer_norm_epsilon,
         original_architecture="GPT2LMHeadModel",
-        default_prepend_bos=False,
+        default_prepend_bos=folder is not None,
         device="cpu",
     )
-    model = HookedTransformer(cfg)
+    tokenizer = None
+    if folder is not None:
+        tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(str(folder))
+    model = HookedTransformer(cfg, tokenizer=tokenizer)
     model.load_and_process_state_dict(
         convert_gpt2_weights(hf, cfg),
         fold_ln=process,
@@ -101,7 +128,112 @@ def tl_model(hf: transformers.GPT2LMHeadModel, process: bool) -> HookedTransform
     return model.eval()
 
 
+def encode(text: str) -> torch.Tensor:
+    """``[1, pos]``: BOS, then ``text`` by the checkpoint's tokenizer (the ``tokenizers`` library reading
+    ``tokenizer.json``; TransformerLens re-creates tokenizers through ``AutoTokenizer``, which does not
+    reproduce this word-level one)."""
+    from tokenizers import Tokenizer
+
+    ids = Tokenizer.from_file(str(HERE / "tiny_gpt2" / "tokenizer.json")).encode(text).ids
+    return torch.tensor([[0, *ids]])
+
+
+def demo(hf: transformers.GPT2LMHeadModel) -> dict[str, torch.Tensor]:
+    """The values ``tests/compat/test_demo_style.py`` computes, computed by TransformerLens."""
+    model = tl_model(hf, process=True)
+    out: dict[str, torch.Tensor] = {}
+    out["demo.loss_tokens"] = encode("The cat sat on the mat.")
+    out["demo.loss"] = model(out["demo.loss_tokens"], return_type="loss")
+    clean, corrupted = encode(CLEAN), encode(CORRUPTED)
+    john, mary = (int(encode(word)[0, 1]) for word in (" John", " Mary"))
+
+    def logit_diff(logits: torch.Tensor) -> torch.Tensor:
+        return logits[0, -1, john] - logits[0, -1, mary]
+
+    clean_logits, cache = model.run_with_cache(clean)
+    clean_diff, corrupted_diff = logit_diff(clean_logits), logit_diff(model(corrupted))
+    results = torch.zeros(LAYERS, clean.shape[1])  # [layer, position]
+    for layer in range(LAYERS):
+        for position in range(clean.shape[1]):
+
+            def patch(resid, hook, position=position):
+                resid[:, position] = cache[hook.name][:, position]
+                return resid
+
+            patched = model.run_with_hooks(corrupted, fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", patch)])
+            results[layer, position] = (logit_diff(patched) - corrupted_diff) / (clean_diff - corrupted_diff)
+    out.update({"demo.clean_tokens": clean, "demo.corrupted_tokens": corrupted})
+    out.update({"demo.clean_logit_diff": clean_diff, "demo.patching": results})
+    heads = cache.stack_head_results(layer=-1, pos_slice=-1)
+    out["demo.per_head_attrs"] = cache.logit_attrs(heads, john, mary, pos_slice=-1)
+    parts = cache.decompose_resid(layer=-1, pos_slice=-1)
+    out["demo.sublayer_attrs"] = cache.logit_attrs(parts, john, mary, pos_slice=-1)
+    seq_len = 6
+    repeated = torch.randint(1, 60, (2, seq_len), generator=torch.Generator().manual_seed(5)).repeat(1, 2)
+    scores = torch.zeros(LAYERS, HEADS)
+
+    def induction_score(pattern, hook):
+        scores[hook.layer()] = pattern.diagonal(dim1=-2, dim2=-1, offset=1 - seq_len).mean((0, -1))
+
+    model.run_with_hooks(
+        repeated, return_type=None, fwd_hooks=[(lambda name: name.endswith("pattern"), induction_score)]
+    )
+    out.update({"demo.repeated_tokens": repeated, "demo.induction_scores": scores})
+    out["demo.repeated_loss_per_token"] = model.loss_fn(model(repeated), repeated, per_token=True)
+    eigenvalues = model.OV.eigenvalues
+    out["demo.ov_copying"] = eigenvalues.sum(-1).real / eigenvalues.abs().sum(-1)
+    full_ov = model.embed.W_E @ model.OV @ model.unembed.W_U
+    out["demo.full_ov_corner"] = full_ov[1, 2].get_corner(3)
+    return out
+
+
+def bridge(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, list[str]]]:
+    """Every activation TransformerLens 3's bridge caches on ``BRIDGE_TOKENS``, by its own names: as booted, then with
+    split inputs, head results and the MLP input hook on (the names that exist only then)."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    model = TransformerBridge.boot_transformers(str(folder), device="cpu")
+    _, cache = model.run_with_cache(BRIDGE_TOKENS)
+    plain = sorted(cache.keys())
+    out = {f"bridge.{name}": cache[name].clone() for name in plain}  # aliases share storage
+    model.set_use_attn_result(True)
+    model.set_use_split_qkv_input(True)
+    model.set_use_hook_mlp_in(True)
+    _, cache = model.run_with_cache(BRIDGE_TOKENS)
+    split = sorted(set(cache.keys()) - set(plain))
+    out.update({f"bridge_split.{name}": cache[name].clone() for name in split})
+    never = sorted(set(model.hook_dict) - set(plain) - set(split))
+    return out, {"bridge": plain, "bridge_split": split, "bridge_not_fired": never}
+
+
+def induction(folder: Path) -> dict[str, torch.Tensor]:
+    """``induction_loss`` on a checkpoint with a vocabulary of 20000, per seed and BOS setting."""
+    from transformer_lens.evals import induction_loss
+
+    hf = checkpoint(layers=1, d=4, heads=1, vocab=INDUCTION_VOCAB)
+    hf.save_pretrained(folder)
+    tokenizer(folder)
+    model = tl_model(hf, process=False, folder=folder)
+    out: dict[str, torch.Tensor] = {}
+    for seed in INDUCTION_SEEDS:
+        for bos, name in ((None, "default"), (True, "bos"), (False, "no_bos")):
+            torch.manual_seed(seed)
+            out[f"induction.{name}.{seed}"] = induction_loss(
+                model, batch_size=3, subseq_len=8, prepend_bos=bos, device="cpu"
+            )
+    return out
+
+
+def versions() -> dict[str, str]:
+    """The versions to record; refuses any TransformerLens but the pinned one."""
+    found = version("transformer-lens")
+    if found != TRANSFORMER_LENS:
+        raise SystemExit(f"transformer-lens {found} is installed; the golden values pin {TRANSFORMER_LENS}")
+    return {name: version(name) for name in ("transformer-lens", "transformers", "torch")}
+
+
 def main() -> None:
+    meta = versions()
     hf = checkpoint()
     hf.save_pretrained(HERE / "tiny_gpt2")
     tokenizer(HERE / "tiny_gpt2")
@@ -151,8 +283,13 @@ def main() -> None:
     out["fm.ABC"] = (factored @ c).AB
     out["fm.ABC.S"] = (factored @ c).S
     out["fm.corner"] = factored.get_corner(3)
+    out.update(demo(hf))
+    tensors, names = bridge(HERE / "tiny_gpt2")
+    out.update(tensors)
+    labels.update(names)
+    out.update(induction(HERE / "tiny_gpt2_20k"))
     out = {k: v.detach().contiguous() for k, v in out.items()}
-    save_file(out, HERE / "golden.safetensors")
+    save_file(out, HERE / "golden.safetensors", metadata=meta)
     (HERE / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")
 
 
