@@ -90,10 +90,10 @@ def test_gemma_scope_2_transcoders_and_clt(tmp_path):
     assert isinstance(tc, TranscoderSet) and tc.has_skip
     _check_against(tc, load_file(str(folder / "expected.safetensors")))
     written = gemma_scope_2.save(tc, tmp_path / "set")
-    for i, file in written.items():
-        assert {k: v.shape for k, v in load_file(str(file)).items()} == {
-            k: v.shape for k, v in load_file(str(files[i])).items()
-        }
+    assert written == {i: tmp_path / "set" / f"layer_{i}.safetensors" for i in range(3)}
+    _same_files(folder, tmp_path / "set", "layer_*.safetensors")  # every tensor, value for value
+    again = load_transcoders(written, input_hook="hook_resid_mid", output_hook="hook_mlp_out")
+    _check_against(again, load_file(str(folder / "expected.safetensors")))
     folder = GOLDEN / "gemma_scope_2_clt"
     files = {i: folder / f"layer_{i}.safetensors" for i in range(3)}
     clt = load_transcoders(files, input_hook="hook_resid_mid", output_hook="hook_mlp_out")
