@@ -165,8 +165,9 @@ class AttributionGraph:
         Args:
             folder: created if missing.
             node_threshold, edge_threshold: the pruning of ``graph.json`` and the page.
-            model: gives the prompt's tokens as text and, with ``transcoders``, the tokens each feature's
-                decoder promotes.
+            model: gives the prompt's tokens as text, the vocabulary size past which ``graph.json`` numbers
+                custom-direction targets (as circuit-tracer does; without a model, past the largest id seen)
+                and, with ``transcoders``, the tokens each feature's decoder promotes.
             contexts: top activating contexts to show per feature: ``(layer, feature) -> texts``, or an
                 :class:`~interp.store.ActivationStore` holding the transcoders' input hooks (read with
                 :func:`~interp.circuits.features.contexts.top_contexts` for the features shown).
@@ -192,6 +193,7 @@ class AttributionGraph:
             edge_threshold=edge_threshold,
             slug=slug,
             prompt_tokens=tokens,
+            vocab=getattr(getattr(model, "cfg", None), "d_vocab", None),
         )
         (out / "graph.json").write_text(json.dumps(doc) + "\n")
         if contexts is not None and not isinstance(contexts, Mapping):

@@ -2,8 +2,11 @@
 ``links``), with node ids formed as Neuronpedia forms them, so the file opens in its viewer and circuit-tracer's.
 
 Ids: a feature ``{layer}_{feature}_{position}``; an error ``0_{layer}_{position}``; a token ``E_{token}_{position}``;
-a logit ``{n_layers + 1}_{token}_{last position}``. A link runs from a source to a target with weight
-``A[target, source]``. Each node's ``influence`` is its cumulative influence rank from pruning.
+a logit ``{n_layers + 1}_{token}_{last position}``, where a custom direction (no token) is numbered
+``d_vocab + {its place among the targets}`` as circuit-tracer numbers it. A link runs from a source to a target
+with weight ``A[target, source]``. Each node's ``influence`` is its cumulative influence rank from pruning.
+Nodes, links and their order are those circuit-tracer's ``create_graph_files`` writes for the same graph
+(``tests/circuits/test_graph_files_circuit_tracer.py`` compares the two files).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ def _cantor(x: int, y: int) -> int:
 
 
 def default_vocab(graph: Any) -> int:
-    """A vocabulary size for ids past which custom directions are numbered (the largest id seen, plus one)."""
+    """A vocabulary size for ids past which custom directions are numbered, when the model's ``d_vocab`` is
+    not given: the largest id seen, plus one (circuit-tracer uses the model's; pass it where it is known)."""
     return int(max(graph.input_tokens.max(), graph.logit_tokens.max())) + 1
 
 
