@@ -7,7 +7,7 @@ CELLS = [
 # From features to circuits
 
 *"Emma is coming to the party tonight, isn't"* — the next word should be " she"; with *Jack* it should be " he".
-This notebook asks where SmolLM2-135M keeps that choice, three ways: as **sparse features** of its residual
+This notebook asks where SmolLM2-135M keeps that choice: as **sparse features** of its residual
 stream (a small sparse autoencoder trained here), as a **direction** that can steer what it says, and as a
 **circuit** of attention heads and MLPs found by edge attribution.
 
@@ -47,7 +47,8 @@ assert len(twins) == 65
 ## The behaviour
 
 We split the pairs in two halves, alternately: one to build things on, the other to test them.
-At the last token, the model puts more weight on the agreeing pronoun than on the other one for most prompts.
+At the last token, the model puts more weight on the agreeing pronoun than on the other one for 74% of the 130
+prompts; half of them want " she", so always answering " she" would score 50%.
 One forward pass gives both the logits and the residual stream after layer 26, which the next section trains on.
 """,
     ),
@@ -64,7 +65,8 @@ logits, cache = model.run_with_cache(*tokens, names_filter=hook)
 prefers_she = logits[:, -1, she] > logits[:, -1, he]
 accuracy = float((prefers_she == feminine).float().mean())
 print(f"agreeing pronoun preferred on {accuracy:.0%} of {len(prompts)} prompts")
-assert accuracy > 0.6
+assert len(prompts) == 130 and abs(accuracy - 0.74) < 0.02  # 74%, give or take two prompts
+assert float(feminine.float().mean()) == 0.5  # the score of always answering " she"
 """,
     ),
     (
@@ -73,9 +75,9 @@ assert accuracy > 0.6
 ## Sparse features
 
 A sparse autoencoder rewrites each stream vector as a few active *latents* out of many. We train a small TopK
-one (256 latents, 8 active per token) on the stream rows of those prompts, in seconds. It explains more than half
-of the stream's variance, and spliced into the model in place of the stream it keeps most of the next-token
-loss (`ce_recovered_zero` near 1 means almost nothing lost, compared with zeroing the stream).
+one (256 latents, 8 active per token) on the stream rows of those prompts, in seconds. It explains 0.64 of the
+stream's variance, and spliced into the model in place of the stream it recovers 0.93 of the next-token loss
+that zeroing the stream costs (`ce_recovered_zero`).
 """,
     ),
     (
@@ -89,8 +91,8 @@ with torch.enable_grad():  # training needs the gradients turned off above
     )
 quality = interp.sae.evaluate(model, sae, model.to_tokens(prompts[:8]), skip_first=1)
 print(quality[["l0", "explained_variance", "ce_sae", "ce_clean", "ce_recovered_zero"]].round(3).to_string())
-assert quality["l0"][0] == 8 and quality["explained_variance"][0] > 0.5
-assert quality["ce_recovered_zero"][0] > 0.8
+assert quality["l0"][0] == 8 and abs(quality["explained_variance"][0] - 0.64) < 0.02
+assert abs(quality["ce_recovered_zero"][0] - 0.93) < 0.02
 """,
     ),
     (
@@ -98,7 +100,8 @@ assert quality["ce_recovered_zero"][0] > 0.8
         """
 Does one feature tell a *she* prompt from a *he* prompt at the last token? We pick the latent whose mean
 activation differs most between the feminine and masculine prompts of the build half, and read it as a
-classifier on the test half (above the build half's median: feminine). It does no better than a coin: a good
+classifier on the test half (above the build half's median: feminine). It does no better than a coin: right on
+0.50 of the test half's 64 prompts, the score of a classifier that ignores the prompt. A good
 reconstruction does not mean a latent for the distinction we care about, the same negative result the features
 study reports with a larger dictionary (`interp study features`).
 """,
@@ -113,8 +116,8 @@ best = int(gap.abs().argmax())
 threshold = latents[in_build, best].median()
 says_feminine = (latents[:, best] > threshold) == (gap[best] > 0)
 held_out = float((says_feminine[~in_build] == feminine[~in_build]).float().mean())
-print(f"latent {best}: held-out accuracy {held_out:.2f}")
-assert held_out < 0.7
+print(f"latent {best}: held-out accuracy {held_out:.2f} on {int((~in_build).sum())} prompts")
+assert int((~in_build).sum()) == 64 and abs(held_out - 0.5) < 0.02  # 32 of 64, give or take one
 """,
     ),
     (
@@ -167,8 +170,8 @@ left-padded to one length with a shared attention mask; twelve pairs to score, t
 The strongest edge is head 26.2 writing straight to the logits, the head the coreference study's patching points
 to. A circuit keeps the top edges (pruned to paths from the input to the logits) and gives every other edge the
 corrupted value; its *faithfulness* is the share of the model's clean-minus-corrupted preference it reproduces on
-pairs the scores never saw. A few dozen edges are not enough; with 3,000 of the 70,651 (about 4%) the circuit
-alone reproduces most of it.
+pairs the scores never saw. The top 30 edges (fewer once pruned to paths) reproduce about a tenth of it (0.10);
+the top 3,000, about 4% of the 70,651, reproduce about nine tenths (0.91), on the 19 pairs left to evaluate.
 """,
     ),
     (
@@ -200,7 +203,8 @@ for circuit, value in zip(circuits, faithfulness, strict=True):
     print(f"{len(circuit.edges):5d} edges: faithfulness {value:.2f} on {len(aligned) - 12} held-out pairs")
 assert tuple(strongest.iloc[0][["source", "input"]]) == ("L26.H2", "logits")
 assert scores.graph.n_edges == 70_651
-assert faithfulness[0] < 0.5 < faithfulness[2] and faithfulness[2] > 0.6
+assert len(aligned) - 12 == 19 and round(100 * 3000 / scores.graph.n_edges) == 4
+assert abs(faithfulness[0] - 0.10) < 0.05 and abs(faithfulness[2] - 0.91) < 0.05
 """,
     ),
     (
@@ -212,7 +216,7 @@ assert faithfulness[0] < 0.5 < faithfulness[2] and faithfulness[2] > 0.6
   [docs/sparse-dictionaries.md](../sparse-dictionaries.md).
 - Steering vectors, sweeps and generation with hooks: [docs/generation.md](../generation.md).
 - Circuits (EAP, exact edge patching, faithfulness curves, drawing): [docs/circuits.md](../circuits.md).
-- The third tutorial trains transcoders for every layer and explains one she/he prediction with an attribution
+- The next tutorial trains transcoders for every layer and explains one she/he prediction with an attribution
   graph of their features: [03-attribution-graphs.ipynb](03-attribution-graphs.ipynb).
 - The studies that run these at scale, with intervals and baselines: `interp study features`, `interp study
   steering`, `interp study circuits` ([docs/studies.md](../studies.md)).

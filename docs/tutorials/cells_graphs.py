@@ -77,8 +77,8 @@ A transcoder is trained on pairs of rows: the MLP's input (`ln2.hook_normalized`
 gain) and its output (`hook_mlp_out`), cached from the same forward pass. We cache them at every layer on half
 of the other agreement prompts (never the aunt/uncle pair), special token first and its row left out, as the
 graph will see them, and train one *skip transcoder* per layer: 128 TopK features (8 active per token) plus a
-linear skip term, on 6,000 tokens. Real transcoders are trained on hundreds of millions of tokens
-(`interp sae train --kind skip-transcoder`, [docs/transcoders.md](../transcoders.md)); these take seconds.
+linear skip term, on 6,000 tokens. Published transcoders are trained on far more text (`interp sae train --kind
+skip-transcoder`, [docs/transcoders.md](../transcoders.md)); these take seconds.
 
 On the aunt prompt they explain about 40% of a typical layer's MLP output variance, and the replacement model
 (every MLP replaced, no error term) recovers about 60% of the next-token loss that zeroing the MLPs loses: a
@@ -113,9 +113,9 @@ quality = evaluate_transcoders(model, tc, model.to_tokens(aunt["prompt"], prepen
 print(f"{len(inputs)} rows; {len(tc.layers)} layers of {tc.d_transcoder} features")
 print(quality[["explained_variance", "l0"]].describe().loc[["50%", "min", "max"]].round(2).to_string())
 print(quality[["ce_clean", "ce_replacement", "ce_zero", "ce_recovered"]].iloc[0].round(2).to_dict())
-assert tc.layers == list(range(n_layers)) and (quality["l0"] == 8).all()
-assert 0.3 < quality["explained_variance"].median() < 0.5
-assert 0.5 < quality["ce_recovered"][0] < 0.7
+assert tc.layers == list(range(n_layers)) == list(range(30)) and (quality["l0"] == 8).all()
+assert abs(quality["explained_variance"].median() - 0.40) < 0.03  # about 40%
+assert abs(quality["ce_recovered"][0] - 0.60) < 0.03  # about 60%
 """,
     ),
     (
@@ -154,6 +154,7 @@ for i in ranked:
     node = graph.nodes[i]
     where = words[node.position]
     print(f"{node!s:>10} at {where!r:>9}: influence {influence[i]:.4f}, direct {direct[i]:+.3f}")
+assert {"L2.F56@1", "L29.error@9", "token@2"} <= {str(node) for node in graph.nodes} and words[2] == " aunt"
 first_four = [graph.nodes[i] for i in ranked[:4]]
 assert all((node.layer, node.position) == (2, 1) for node in first_four)
 pairs = direct[ranked[:4]]
@@ -161,7 +162,7 @@ assert abs(float(pairs.sum())) < 0.25 * float(pairs.abs().sum())  # they nearly 
 order = influence[: graph.n_features].argsort(descending=True).tolist()
 at_aunt = next(rank for rank, i in enumerate(order) if graph.nodes[i].position == words.index(" aunt"))
 print("the first feature at ' aunt' ranks", at_aunt + 1)
-assert at_aunt >= 10
+assert abs(at_aunt + 1 - 20) <= 3  # about twentieth
 """,
     ),
     (
@@ -184,7 +185,7 @@ pruned = graph.prune(node_threshold=0.8, edge_threshold=0.98)
 print(f"replacement {replacement:.2f}, completeness {completeness:.2f}")
 kept, edges = int(pruned.node_mask.sum()), int(pruned.edge_mask.sum())
 print(f"pruned: {kept} of {len(graph.nodes)} nodes, {edges} edges")
-assert 0.65 < completeness < 0.9 and 0.25 < replacement < 0.55 and replacement < completeness
+assert abs(completeness - 0.76) < 0.02 and abs(replacement - 0.40) < 0.03
 assert pruned.node_mask[-1] and kept < len(graph.nodes) / 2
 """,
     ),

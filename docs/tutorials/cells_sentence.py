@@ -49,7 +49,7 @@ wide = tired.replace("tired", "wide")
 str_tokens = model.to_str_tokens(tired)
 print(list(enumerate(str_tokens)))
 it, animal, street = (str_tokens.index(word) for word in (" it", " animal", " street"))
-assert (it, animal, street) == (8, 1, 6) and str_tokens[0] == "The"
+assert len(str_tokens) == 12 and (it, animal, street) == (8, 1, 6) and str_tokens[0] == "The"
 assert model.to_str_tokens(wide) == str_tokens[:-1] + [" wide"]
 """,
     ),
@@ -79,7 +79,7 @@ assert q.shape == (1, 12, 9, 64) and k.shape == v.shape == (1, 12, 3, 64)
     (
         "md",
         """
-Attention is three steps, and we can redo them by hand from the cached pieces. A query is compared with every
+We can redo the attention by hand from the cached pieces, step by step. A query is compared with every
 key by a dot product, divided by $\\sqrt{d_{head}}$ so that the scores do not grow with the width; a token may not
 look at later tokens, so those scores are set to $-\\infty$; a softmax turns each row into weights that sum to 1,
 and the head's output at each position is the weighted mixture of the values. The hand computation equals what
@@ -99,6 +99,7 @@ pattern = scores.softmax(dim=-1)
 z = pattern @ v[0, :, kv]  # [query, d_head]
 torch.testing.assert_close(scores, cache[f"{attn}.hook_attn_scores"][0, head])
 torch.testing.assert_close(pattern, cache[f"{attn}.hook_pattern"][0, head])
+torch.testing.assert_close(pattern.sum(-1), torch.ones(12))  # each row's weights sum to 1
 torch.testing.assert_close(z, cache[f"{attn}.hook_z"][0, :, head])
 """,
     ),
@@ -163,10 +164,11 @@ the matrix of part-by-part products, which sums to the score exactly. `qk_key_di
 difference between two keys: why head 3.8 scores " animal" above " street" from " it".
 
 The two scores differ by about 1.1 (6.7 against 5.6), and the terms add up to the scores the model computed.
-Labels say what wrote a part and where: `L1H6@" cross"` is what head 1.6 carried into the key's position from
-the token " cross"; on the key side a part written at the key itself shows both tokens (`MLP0@" animal| street"`).
-The preference is made by earlier heads: their writes into the two keys account for almost all of it on the key
-side (mostly heads of layers 1 and 2), and the same holds for their writes into the query.
+Labels say what wrote a part and where: `L1H6@" cross"`, the largest head term on the key side, is what head
+1.6 carried into the key's position from the token " cross"; on the key side a part written at the key itself
+shows both tokens (`MLP0@" animal| street"`). The preference is made by earlier heads: their writes into the two
+keys account for almost all of it on the key side (mostly heads of layers 1 and 2), and the same holds for their
+writes into the query.
 """,
     ),
     (
@@ -180,15 +182,17 @@ _, cache = model.run_with_cache(tired, names_filter=f"{attn}.hook_attn_scores")
 model_scores = cache[f"{attn}.hook_attn_scores"][0, head, it]  # [key]
 assert abs(why.first.score - float(model_scores[animal])) < 1e-3
 assert abs(why.second.score - float(model_scores[street])) < 1e-3
-assert abs(why.total - (why.first.score - why.second.score)) < 1e-3 and 1.0 < why.total < 1.2
+assert abs(why.total - (why.first.score - why.second.score)) < 1e-3
+# the prose's numbers, to the digit it gives: about 1.1, 6.7 against 5.6
+assert abs(why.total - 1.1) < 0.05 and abs(why.first.score - 6.7) < 0.05 and abs(why.second.score - 5.6) < 0.05
 
 sides = (("key", why.key_marginal()), ("query", why.query_marginal()))
 by_kind = {side: frame.groupby("kind")["value"].sum() for side, frame in sides}
 print({side: sums.round(2).to_dict() for side, sums in by_kind.items()})
-assert by_kind["key"]["head"] > 0.8 * why.total and by_kind["query"]["head"] > 0.8 * why.total
+assert by_kind["key"]["head"] > 0.85 * why.total and by_kind["query"]["head"] > 0.85 * why.total
 key_heads = why.key_marginal().query("kind == 'head'")
 print(key_heads.head(4)[["component", "value"]].to_string(index=False))
-assert set(key_heads.head(4)["layer"]) <= {1, 2}
+assert set(key_heads.head(4)["layer"]) <= {1, 2} and key_heads.iloc[0]["component"] == 'L1H6@" cross"'
 """,
     ),
     (
@@ -215,7 +219,7 @@ print(f"tired: {stop.first.score:.3f}  wide: {stop.second.score:.3f}  difference
 changes = stop.query_marginal()
 print(changes.head(5)[["component", "at", "value"]].to_string(index=False))
 assert abs(stop.total - (stop.first.score - stop.second.score)) < 1e-4
-assert abs(stop.total) < 0.05 * stop.first.score
+assert abs(abs(stop.total) - 0.05) < 0.01 and abs(stop.first.score - 2.4) < 0.05  # about 0.05 on 2.4
 top = changes.iloc[0]
 adjective, full_stop = len(str_tokens) - 1, len(str_tokens)
 assert (top["kind"], top["layer"], top["head"], top["at"]) == ("head", 2, 1, adjective)
@@ -264,7 +268,7 @@ assert preference["tired"] > 0 > preference["wide"]
 Which components carry the adjective's effect? We ask a question after each sentence and measure the logit of
 " animal" minus that of " street" as the answer. The model prefers " animal" after both sentences, but by less
 after the *wide* one. *Activation patching* runs the *wide* prompt while copying one head's output from the
-*tired* run, and reports how much of the gap between the two comes back (1 would be all of it, 0 none).
+*tired* run, and reports the share of the gap between the two that comes back.
 
 Each head of layers 20 to 23 in turn (a sweep of every layer takes a few minutes on a CPU): head 22.8 alone
 recovers more than a third of the gap, more than any other head there.
@@ -302,7 +306,7 @@ assert (top.iloc[0]["layer"], top.iloc[0]["head"]) == (22, 8) and top.iloc[0]["v
   [docs/analysis.md](../analysis.md).
 - QK attribution (transcoder features as parts, the explainer's "Why here" panel):
   [docs/qk-attribution.md](../qk-attribution.md).
-- The coreference study runs these measurements over hundreds of sentences, with intervals and baselines:
+- The coreference study runs these measurements over many sentences, with intervals and baselines:
   `interp study coreference` ([studies/coreference/README.md](../../studies/coreference/README.md)).
 - The second tutorial goes from sparse features to steering and circuits:
   [02-features-to-circuits.ipynb](02-features-to-circuits.ipynb).
