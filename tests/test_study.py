@@ -8,9 +8,11 @@ study's Monte Carlo are made to fail the test, so a check that came after the wo
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -128,16 +130,34 @@ def test_out_in_proc_is_refused_even_for_root(capsys, no_work):
 
 
 def test_unwritable_out_by_permissions(tmp_path, capsys, no_work):
-    if os.geteuid() == 0:
-        pytest.skip("root writes through permissions; the probe is tested with a refusing mkdtemp above")
     locked = tmp_path / "locked"
     locked.mkdir()
-    locked.chmod(0o500)
-    try:
+    with _unwritable(locked):
         status, err = _run(["study", "scaling", "--out", str(locked / "r")], capsys)
-    finally:
-        locked.chmod(0o700)
     assert status == 2 and "cannot create files in" in _one_line(err)
+
+
+@contextlib.contextmanager
+def _unwritable(folder: Path):
+    """``folder`` made unwritable for this process: by its mode, or for root (whom modes do not stop), by the
+    immutable attribute (``chattr +i``, on file systems that have it)."""
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+        try:
+            yield
+        finally:
+            folder.chmod(0o700)
+        return
+    try:
+        made = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, text=True)
+    except OSError as err:
+        pytest.skip(f"root writes through modes, and chattr cannot run here: {err}")
+    if made.returncode != 0:
+        pytest.skip(f"root writes through modes, and chattr +i failed here: {made.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
 
 
 @pytest.mark.parametrize("study", STUDIES)
