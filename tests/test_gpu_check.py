@@ -34,5 +34,7 @@ def test_without_a_gpu_it_stops_saying_why(tmp_path):
     result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 2
     summary = (tmp_path / "out" / "summary.txt").read_text()
-    assert summary.strip() == "no CUDA GPU is visible to torch; this script checks the GPU paths and needs one"
+    assert (
+        summary.strip() == "no CUDA GPU is visible to torch; this script checks the GPU paths and needs one"
+    )
     assert "torch 2." in (tmp_path / "out" / "device.txt").read_text()
