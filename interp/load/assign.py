@@ -9,10 +9,20 @@ never written, so their memory is never touched (or they are on the meta device 
 
 A replacement keeps the parameter's memory layout (``interp.model.layout``): a tensor whose strides differ is
 copied into that layout, so the forward pass runs exactly as on a model built by the constructor.
+
+A tensor converted from a memory-mapped checkpoint file leaves the file's pages resident once read, so loading
+a bfloat16 file in float32 (or a float32 file in bfloat16) held the whole file beside the converted weights.
+After each conversion the pages of its source are handed back to the kernel (``madvise(MADV_DONTNEED)``, on
+Linux, and only inside mappings of files): they are clean pages of a file opened read-only, so reading them
+again reads the file, but nothing keeps them resident. Loading then peaks near the weights in the dtype asked
+for, whatever the checkpoint stores.
 """
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+import sys
 from collections.abc import Callable
 
 import torch
@@ -51,6 +61,7 @@ def assign_state(
         CheckpointError: ``state`` lacks a name the model has, or has one it lacks.
     """
     targets = model.state_dict(keep_vars=True)
+    files = _file_mappings()
     missing = sorted(set(targets) - set(state) - set(skip))
     unexpected = sorted(set(state) - set(targets))
     if missing or unexpected:
@@ -61,7 +72,11 @@ def assign_state(
     for name, current in targets.items():
         if name in skip:
             continue
-        placed = placed_like(state.pop(name), current, place(name), dtype, copy=copy)
+        source_tensor = state.pop(name)
+        placed = placed_like(source_tensor, current, place(name), dtype, copy=copy)
+        if placed is not source_tensor:
+            hand_back_pages(source_tensor, files)
+        del source_tensor
         module_path, _, leaf = name.rpartition(".")
         module = model.get_submodule(module_path)
         if leaf in module._parameters:
@@ -101,3 +116,43 @@ def storage_order(tensor: torch.Tensor) -> list[int]:
 def inverse_order(order: list[int]) -> list[int]:
     """The permutation that undoes ``order``."""
     return [order.index(d) for d in range(len(order))]
+
+
+_MADV_DONTNEED = 4
+
+
+def _file_mappings() -> list[tuple[int, int]]:
+    """The address ranges of this process's mappings of files (``/proc/self/maps``); empty off Linux."""
+    if not sys.platform.startswith("linux"):
+        return []
+    ranges = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            # address perms offset dev inode path: a file has an inode; [heap], [stack] and anonymous maps not
+            if len(fields) == 6 and fields[4] != "0" and fields[5].startswith("/"):
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                ranges.append((start, end))
+    return ranges
+
+
+def hand_back_pages(tensor: torch.Tensor, files: list[tuple[int, int]]) -> None:
+    """Drop from the resident set the whole pages that ``tensor`` spans, if they lie in a mapping of a file.
+
+    Only for tensors read from checkpoint files and never written, as :func:`assign_state`'s are: the pages are
+    then the file's own, read again from it if touched. Memory that is not a file mapping is left alone.
+    """
+    if tensor.device.type != "cpu" or tensor.numel() == 0 or not files:
+        return
+    size = tensor.element_size()
+    start = tensor.data_ptr()
+    end = start + size * (
+        1 + sum((n - 1) * abs(s) for n, s in zip(tensor.shape, tensor.stride(), strict=True))
+    )
+    page = mmap.PAGESIZE
+    first, last = -(-start // page) * page, end // page * page  # the whole pages inside the tensor
+    if last <= first or not any(lo <= first and last <= hi for lo, hi in files):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.madvise(first, last - first, _MADV_DONTNEED)  # a hint: a refusal only leaves the pages resident

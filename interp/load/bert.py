@@ -62,14 +62,15 @@ def convert(tensors: TensorSource, cfg: TransformerConfig, hf: HFConfig) -> dict
     token_type = tensors.take(
         "embeddings.token_type_embeddings.weight", (types, d), "type_vocab_size, hidden"
     )
+    position = tensors.take(
+        "embeddings.position_embeddings.weight", (cfg.n_ctx, d), "max_position_embeddings, hidden"
+    )
     state = {
         "embed.W_E": tensors.take(
             "embeddings.word_embeddings.weight", (cfg.d_vocab, d), "vocab_size, hidden"
         ),
-        "pos_embed.W_pos": tensors.take(
-            "embeddings.position_embeddings.weight", (cfg.n_ctx, d), "max_position_embeddings, hidden"
-        )
-        + token_type[0],
+        # the one sum a converter computes: in float32, rounded once to the dtype the model is loaded in
+        "pos_embed.W_pos": position.float() + token_type[0].float(),
     }
     state.update(_layernorm(tensors, "embeddings.LayerNorm", "embed_ln", d))
     for layer in range(cfg.n_layers):

@@ -27,7 +27,9 @@ from interp.tokens import Tokenizer
 Checkpoint = tuple[TransformerConfig, dict[str, torch.Tensor], Tokenizer]
 
 
-def load_checkpoint(name_or_path: str | os.PathLike, *, use_cache: bool = True) -> Checkpoint:
+def load_checkpoint(
+    name_or_path: str | os.PathLike, *, use_cache: bool = True, dtype: torch.dtype | None = torch.float32
+) -> Checkpoint:
     """Read a checkpoint into ``(config, state_dict, tokenizer)``.
 
     Args:
@@ -35,9 +37,12 @@ def load_checkpoint(name_or_path: str | os.PathLike, *, use_cache: bool = True) 
             (``config.json``, ``*.safetensors``, ``tokenizer.json``) or a ``.gguf`` file.
         use_cache: for GGUF files, reuse (and fill) the cache of dequantized weights (see
             :mod:`interp.load.cache`).
+        dtype: the dtype of the floating tensors returned, each converted once; ``None`` keeps each in the
+            dtype its checkpoint stores (a GGUF file's are dequantized to float32), for a caller that converts
+            them itself, one at a time, as :func:`interp.load.load` does.
 
     Returns:
-        The config, the float32 state dict in our parameter names, and the tokenizer (its ``n_ctx`` set).
+        The config, the state dict in our parameter names, and the tokenizer (its ``n_ctx`` set).
 
     Raises:
         FileNotFoundError: no such model, file, or package (with the command that installs it).
@@ -52,6 +57,11 @@ def load_checkpoint(name_or_path: str | os.PathLike, *, use_cache: bool = True) 
         if not (is_gguf or path.suffix == ".gguf"):
             raise _not_a_checkpoint(path)
         checkpoint = _from_gguf(path, use_cache)
+    if dtype is not None:
+        cfg, state, tokenizer = checkpoint
+        for name in list(state):
+            if state[name].is_floating_point():
+                state[name] = state[name].to(dtype)
     if isinstance(name_or_path, str) and name_or_path in PACKAGED_MODELS:
         cfg, state, tokenizer = checkpoint  # reports name a packaged model as the user did
         checkpoint = (cfg.replace(name=name_or_path), state, tokenizer)

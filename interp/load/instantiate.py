@@ -66,9 +66,10 @@ def _load_on(
     """The model on one device, its parameters the checkpoint's own tensors where no conversion is needed."""
     from interp.model import HookedTransformer  # the model layer; imported here so the loader stays hook-free
 
-    cfg, state, tokenizer = load_checkpoint(name_or_path)
+    cfg, state, tokenizer = load_checkpoint(name_or_path, dtype=None)  # each tensor converted once, below
     model = HookedTransformer(cfg, init_weights=False)  # its parameters are allocated, never written
-    assign_state(model, state, dtype=dtype, place=lambda name: device, source=str(name_or_path))
+    weights = dtype or torch.float32
+    assign_state(model, state, dtype=weights, place=lambda name: device, source=str(name_or_path))
     model.to(device=device, dtype=dtype)  # the buffers no checkpoint holds
     model.tokenizer = tokenizer
     return model
@@ -82,7 +83,7 @@ def _load_dispatched(
 
     from interp.model import HookedTransformer
 
-    cfg, state, tokenizer = load_checkpoint(name_or_path)
+    cfg, state, tokenizer = load_checkpoint(name_or_path, dtype=None)  # converted as each tensor is placed
     with init_empty_weights(include_buffers=False):
         model = HookedTransformer(cfg, init_weights=False)
     device_map = placement.plan(model, request, dtype)

@@ -4,6 +4,12 @@ A converter takes every tensor it understands, checking the shape that the confi
 so a config that contradicts its weights fails with the tensor's name instead of a cryptic reshape error.
 Whatever is left at the end and is not on the family's ignore list raises: an unknown tensor means a variant
 this loader does not understand, and dropping it silently would load a different model.
+
+Tensors are handed out in the dtype the checkpoint stores them: the converters only split, join, transpose and
+reshape, which are exact in any dtype (the one sum, BERT's position and token-type rows, is taken in float32),
+so each weight is converted once, when it is assigned to the model in the dtype asked for
+(:mod:`interp.load.assign`). Converting here, to float32, made a bfloat16 checkpoint loaded in
+bfloat16 hold the file and a float32 copy of every weight at once (3.0x the weights).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from interp.load.errors import CheckpointError
 
 
 class TensorSource:
-    """Named tensors from one checkpoint, converted to float32 as they are taken.
+    """Named tensors from one checkpoint, each taken once, in its stored dtype.
 
     Args:
         tensors: name -> tensor, in the checkpoint's own names.
@@ -62,7 +68,7 @@ class TensorSource:
         return dropped
 
     def take(self, name: str, shape: tuple[int, ...], meaning: str = "") -> torch.Tensor:
-        """Remove and return tensor ``name`` as float32, checking that it has ``shape``.
+        """Remove and return tensor ``name`` (in its stored dtype), checking that it has ``shape``.
 
         Args:
             name: the checkpoint's tensor name.
@@ -80,7 +86,7 @@ class TensorSource:
                 f"tensor {name!r} in {self.source} has shape {list(tensor.shape)}, but the config implies "
                 f"{list(shape)}{why}; the config does not match the weights"
             )
-        return tensor.to(torch.float32)
+        return tensor
 
     def take_optional(self, name: str, shape: tuple[int, ...], meaning: str = "") -> torch.Tensor | None:
         """:meth:`take`, or ``None`` when the checkpoint has no such tensor."""

@@ -61,6 +61,20 @@ def _probe(folder: Path, *args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="module")
+def stored(folder, tmp_path_factory):
+    """The same weights saved in bfloat16 and in float16: dtype -> folder."""
+    from transformers import AutoModelForCausalLM
+
+    reference = AutoModelForCausalLM.from_pretrained(folder)
+    return {
+        dtype: save_folder(
+            reference.to(getattr(torch, dtype)), byte_level_bpe(), tmp_path_factory.mktemp(dtype)
+        )
+        for dtype in ("bfloat16", "float16")
+    }
+
+
 def _float32_bytes(folder: Path) -> int:
     from safetensors import safe_open
 
@@ -102,3 +116,20 @@ def test_a_forward_with_blocks_on_disk_holds_far_less_than_the_model(folder, war
     )
     assert resident["extra"] > 0.9 * size  # a plain forward reads every weight
     assert offloaded["extra"] < 0.4 * size, (offloaded, size)  # about one block (0.125) and the embeddings
+
+
+@pytest.mark.parametrize(
+    ("stored_as", "loaded_as"),
+    [("bfloat16", "bfloat16"), ("float16", "float16"), ("bfloat16", "float32"), ("float32", "bfloat16")],
+)
+def test_loading_in_any_dtype_needs_about_one_copy_of_the_weights_in_that_dtype(
+    stored_as, loaded_as, folder, stored, warmup
+):
+    """Before the converters kept the checkpoint's dtype, bfloat16 loaded in bfloat16 peaked at 3.0x (the file
+    and a float32 copy), and a conversion either way held the whole file beside the converted weights (1.5x
+    the float32 size for bfloat16 in float32, 3.0x the bfloat16 size for float32 in bfloat16)."""
+    source = folder if stored_as == "float32" else stored[stored_as]
+    result = _probe(source, "--step", "load", "--warmup", str(warmup), "--dtype", loaded_as)
+    weights = _float32_bytes(folder) * torch.empty((), dtype=getattr(torch, loaded_as)).element_size() // 4
+    assert result["params"] == pytest.approx(weights, rel=0.01)
+    assert result["extra"] <= 1.3 * weights, (result, weights)
