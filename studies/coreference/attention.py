@@ -1,6 +1,11 @@
 """Which heads attend to the referent: per-head antecedent accuracy, selected on half the schemas and tested
 on the other half with a Holm correction.
 
+A held-out accuracy's interval is a bootstrap over the test schemas, a schema's twins resampled together: the
+twins of a pair are not independent (before the switch word a causal model's patterns are the same in both). A
+head is *above chance* only when its Holm-adjusted test passes, its accuracy is above 0.5 and that interval
+lies above 0.5 (column ``above_chance``); the report's lines say "above chance" from this column alone.
+
 A head "picks" the candidate (or the antecedent rather than the distractor) that receives more of its
 attention mass from a query position; its antecedent accuracy is the fraction of items where that pick is
 the referent. In a causal model a query before the switch word cannot see it, so its pattern is the same in
@@ -16,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from interp.analysis import binomial_test, holm, wilson_interval
+from interp.analysis import binomial_test, bootstrap_mean_interval, holm
 from studies.coreference.measure import BY, Measured
 
 
@@ -53,14 +58,21 @@ def select_and_test(
     select: np.ndarray,
     queries: Sequence[str],
     top_k: int = 5,
+    *,
+    groups: Sequence | np.ndarray | None = None,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """Rank heads by accuracy on the ``select`` items; test the top ``top_k`` on the rest.
 
     Ties in accuracy are broken by the mean margin. The p-values test held-out accuracy against 0.5 (exact
     binomial, two-sided) and are Holm-adjusted over the ``top_k`` heads tested per query role and measure.
+    The interval is a 95% bootstrap (2,000 resamples, ``seed``) of the test items, whole ``groups`` (one schema
+    id per item) at a time; without ``groups`` every item is its own. ``above_chance``: Holm p < 0.05 and the
+    interval above 0.5.
     """
     rows = []
     test = ~select
+    labels = np.arange(len(select)) if groups is None else np.asarray(groups)
     n_layers, n_heads = right.shape[-2:]
     for qi, query in enumerate(queries):
         for bi, by in enumerate(BY):
@@ -73,9 +85,10 @@ def select_and_test(
             for rank, flat in enumerate(order):
                 layer, head = divmod(int(flat), n_heads)
                 column = r_test[:, layer, head]
-                column = column[~np.isnan(column)]
+                kept = ~np.isnan(column)
+                column, schema = column[kept], labels[test][kept]
                 k, n = int(column.sum()), len(column)
-                low, high = wilson_interval(k, n)
+                _, low, high = bootstrap_mean_interval(column, 2000, seed, groups=schema)
                 found.append(
                     {
                         "query": query,
@@ -88,11 +101,13 @@ def select_and_test(
                         "test_ci_low": low,
                         "test_ci_high": high,
                         "test_n": n,
+                        "test_schemas": len(set(schema.tolist())),
                         "p": binomial_test(k, n),
                     }
                 )
             for row, adjusted in zip(found, holm([f["p"] for f in found]), strict=True):
                 row["p_holm"] = adjusted
+                row["above_chance"] = bool(adjusted < 0.05 and row["test_ci_low"] > 0.5)
             rows += found
     return pd.DataFrame(rows)
 

@@ -31,7 +31,11 @@ def held_out_heads(items, right, margin, queries, config) -> tuple[pd.DataFrame,
         )
     first, _ = split_by_schema(items, 0.5, config.seed)
     select = np.isin([x.id for x in items], [x.id for x in first])
-    return attention.select_and_test(right, margin, select, queries, config.top_k), None
+    schemas = [x.schema_id or x.id for x in items]  # an item without a twin is its own schema
+    table = attention.select_and_test(
+        right, margin, select, queries, config.top_k, groups=schemas, seed=config.seed
+    )
+    return table, None
 
 
 def probes_for(measured, records, kind: str, lm: bool, config) -> tuple[pd.DataFrame, str | None]:

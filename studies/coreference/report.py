@@ -169,16 +169,16 @@ def _attention_section(report: Report, result, out: dict) -> None:
     out["heads"] = table_records(heads)
     if a.get("heads_skipped"):
         report.add_text(f"No held-out head test: {a['heads_skipped']}.")
-    significant = heads[heads["p_holm"] < 0.05] if len(heads) else heads
     if len(heads):
         top = heads.iloc[0]
+        above = int(heads["above_chance"].sum())
         report.add_text(
-            f"Best held-out head from {top['query']} ({top['by']}): L{int(top['layer'])}H{int(top['head'])}, "
-            f"{top['test_accuracy']:.2f} [{top['test_ci_low']:.2f}, {top['test_ci_high']:.2f}] "
-            f"on {int(top['test_n'])} "
-            f"items (Holm p = {top['p_holm']:.3g}). {len(significant)} of {len(heads)} selected heads "
-            "are above 0.5 "
-            "after correction."
+            f"Ranked first on the selection schemas (by selection accuracy), from {top['query']} ({top['by']}): "
+            f"L{int(top['layer'])}H{int(top['head'])}, held out {top['test_accuracy']:.2f} "
+            f"[{top['test_ci_low']:.2f}, {top['test_ci_high']:.2f}] on {int(top['test_n'])} items of "
+            f"{int(top['test_schemas'])} schemas (chance 0.5; interval: bootstrap over the held-out schemas, "
+            f"twins together; Holm p = {top['p_holm']:.3g}). {above} of {len(heads)} selected heads are above "
+            "chance (Holm p < 0.05 and the interval above 0.5)."
         )
     if "twins" in a:
         lines = []

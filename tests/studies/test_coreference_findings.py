@@ -1,0 +1,58 @@
+"""The coreference report's attention line says "above chance" only where the held-out interval excludes 0.5."""
+
+import numpy as np
+import pandas as pd
+
+from interp.analysis import bootstrap_mean_interval
+from studies.coreference import attention
+from studies.coreference.findings import _heads
+
+
+def _row(layer, head, acc, low, high, p_holm, above):
+    return {"query": "pronoun", "by": "weight", "rank": 1, "layer": layer, "head": head,
+            "test_accuracy": acc, "test_ci_low": low, "test_ci_high": high, "test_n": 120, "p_holm": p_holm,
+            "above_chance": above}  # fmt: skip
+
+
+def test_a_best_head_at_chance_is_not_called_above_chance():
+    # The old line: "2 of 40 selected heads attend to the referent above chance ...; the best, L21H7 ... 0.50
+    # [0.42, 0.58]": the head named sat at chance under a sentence saying "above chance".
+    heads = pd.DataFrame(
+        [_row(21, 7, 0.50, 0.42, 0.58, 0.01, False), _row(3, 1, 0.47, 0.40, 0.55, 0.02, False)]
+    )
+    line = _heads(heads, "winograd")
+    assert "no head attends to the referent above chance (0.5)" in line
+    assert "L21H7" in line and "ranked first by accuracy on the selection schemas" in line
+    assert line.endswith("at chance.")
+
+
+def test_above_chance_names_the_best_held_out_head_among_those_that_pass():
+    heads = pd.DataFrame(
+        [_row(21, 7, 0.50, 0.42, 0.58, 0.01, False), _row(3, 1, 0.64, 0.55, 0.72, 0.001, True),
+         _row(4, 2, 0.70, 0.61, 0.79, 0.0001, True)]
+    )  # fmt: skip
+    line = _heads(heads, "winograd")
+    assert line.startswith("winograd: 2 of 3 selected heads attend to the referent above chance (0.5)")
+    assert "L4H2 from pronoun, 0.70 [0.61, 0.79]" in line and "L21H7" not in line
+
+
+def test_held_out_interval_resamples_schemas_and_gates_above_chance():
+    # 24 test schemas of two twins; head (0, 0) is right in exactly one twin of every schema (as every head is
+    # before the switch word in a causal model), head (0, 1) in both twins of 18 schemas and neither of 6.
+    n = 48
+    schema = np.repeat(np.arange(24), 2)
+    right = np.zeros((2 * n, 1, 2, 1, 2))  # [item, query, by, layer, head]; the first n items select
+    right[:n, :, :, 0, 1] = 1.0
+    right[n:, :, :, 0, 0] = np.tile([1.0, 0.0], 24)[:, None, None]
+    right[n:, :, :, 0, 1] = np.repeat((np.arange(24) < 18).astype(float), 2)[:, None, None]
+    margin = right - 0.5
+    select = np.arange(2 * n) < n
+    groups = np.concatenate([100 + schema, schema])
+    table = attention.select_and_test(right, margin, select, ["pronoun"], top_k=2, groups=groups, seed=0)
+    by_head = table[table["by"] == "weight"].set_index("head")
+    assert by_head.loc[0, "test_ci_low"] == by_head.loc[0, "test_ci_high"] == 0.5  # twins together: no spread
+    assert by_head.loc[0, "test_schemas"] == 24 and not by_head.loc[0, "above_chance"]
+    values = right[n:, 0, 0, 0, 1]
+    _, low, high = bootstrap_mean_interval(values, 2000, 0, groups=schema)
+    assert (by_head.loc[1, "test_ci_low"], by_head.loc[1, "test_ci_high"]) == (low, high)
+    assert by_head.loc[1, "above_chance"]
