@@ -151,6 +151,7 @@ def bootstrap_mean_interval(
     level: float = 0.95,
     *,
     groups: Sequence | np.ndarray | None = None,
+    weights: Sequence[float] | np.ndarray | None = None,
 ) -> tuple[float, float, float]:
     """The mean and its percentile bootstrap interval: ``n_boot`` resamples with replacement, seeded.
 
@@ -158,36 +159,59 @@ def bootstrap_mean_interval(
     (the twins of one schema, the rows of one prompt) stay together, so the interval is as wide as the
     number of groups, not of values, warrants. A resample's mean is then its values' sum over their count.
 
+    With ``weights`` (one non-negative weight per value) the mean is ``sum(w * x) / sum(w)``, and so is each
+    resample's: a pooled ratio such as a share of summed totals (``x = part / total``, ``w = total``) gets its
+    interval this way. Without ``groups``, each value is then its own group.
+
     >>> mean, low, high = bootstrap_mean_interval([0.0, 1.0] * 20, n_boot=200, seed=0)
     >>> mean, low < 0.5 < high
     (0.5, True)
     >>> bootstrap_mean_interval([0.0, 1.0] * 20, n_boot=200, seed=0, groups=[0, 0] * 20)[1:]
     (0.5, 0.5)
+    >>> bootstrap_mean_interval([1.0, 0.0], n_boot=10, seed=0, weights=[3.0, 1.0])[0]
+    0.75
     """
     x = _floats(values)
     if n_boot < 1 or not 0 < level < 1:
         raise ValueError(f"n_boot={n_boot}, level={level}; give n_boot >= 1 and a level between 0 and 1")
     rng = np.random.default_rng(seed)
-    if groups is None:
+    if groups is None and weights is None:
         means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(1)  # [resample]
+        mean = float(x.mean())
     else:
-        means = _group_resample_means(x, groups, n_boot, rng)
+        w = np.ones(len(x)) if weights is None else _weights(weights, x)
+        labels = np.arange(len(x)) if groups is None else groups
+        means = _group_resample_means(x, w, labels, n_boot, rng)
+        mean = float(x.mean()) if weights is None else float((w * x).sum() / w.sum())
     tail = round(50 * (1 - level), 10)  # percent in each tail: 2.5 exactly for a 95% interval
     low, high = np.percentile(means, [tail, 100 - tail])
-    return float(x.mean()), float(low), float(high)
+    return mean, float(low), float(high)
+
+
+def _weights(weights: Sequence[float] | np.ndarray, x: np.ndarray) -> np.ndarray:
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != x.shape or (w < 0).any() or not w.sum() > 0:
+        raise ValueError(
+            f"weights of shape {w.shape} (min {w.min() if w.size else 'none'}) for values {x.shape}; give one "
+            "non-negative weight per value, not all zero"
+        )
+    return w
 
 
 def _group_resample_means(
-    x: np.ndarray, groups: Sequence | np.ndarray, n_boot: int, rng: np.random.Generator
+    x: np.ndarray, w: np.ndarray, groups: Sequence | np.ndarray, n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """The means of ``n_boot`` resamples of whole groups: ``[resample]``."""
+    """The weighted means of ``n_boot`` resamples of whole groups: ``[resample]``."""
     groups = np.asarray(groups)
     if groups.shape != x.shape:
         raise ValueError(
             f"groups has shape {groups.shape} but values {x.shape}; give one group label per value"
         )
     labels, index = np.unique(groups, return_inverse=True)
-    sums = np.bincount(index, weights=x, minlength=len(labels))  # [group]
-    counts = np.bincount(index, minlength=len(labels))  # [group]
+    sums = np.bincount(index, weights=w * x, minlength=len(labels))  # [group]
+    counts = np.bincount(index, weights=w, minlength=len(labels))  # [group]
     draws = rng.integers(0, len(labels), size=(n_boot, len(labels)))  # [resample, group]
-    return sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    with np.errstate(
+        invalid="ignore"
+    ):  # a resample of only zero-weight groups has no mean: NaN, not a warning
+        return sums[draws].sum(axis=1) / counts[draws].sum(axis=1)

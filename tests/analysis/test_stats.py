@@ -151,3 +151,23 @@ def test_bootstrap_over_groups_resamples_whole_groups():
     assert alone == pytest.approx(bootstrap_mean_interval(values, 300, 4), rel=1e-12)
     with pytest.raises(ValueError, match=r"groups has shape \(2,\) but values \(30,\); give one group label"):
         bootstrap_mean_interval(values, 10, 0, groups=[0, 1])
+
+
+def test_weighted_bootstrap_is_the_pooled_ratio_of_the_drawn_groups():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    parts, totals = rng.normal(1.0, 1.0, size=20), rng.uniform(0.5, 3.0, size=20)
+    groups = np.repeat(np.arange(10), 2)  # twins
+    mean, low, high = bootstrap_mean_interval(parts / totals, 300, 2, groups=groups, weights=totals)
+    assert mean == pytest.approx(parts.sum() / totals.sum(), rel=1e-12)
+    draws = np.random.default_rng(2).integers(0, 10, size=(300, 10))  # the same draws
+    naive = [sum(parts[groups == g].sum() for g in row) / sum(totals[groups == g].sum() for g in row)
+             for row in draws]  # fmt: skip
+    assert (low, high) == pytest.approx(tuple(np.percentile(naive, [2.5, 97.5])), rel=1e-12)
+    unweighted = bootstrap_mean_interval(parts, 300, 2, groups=groups)
+    assert bootstrap_mean_interval(parts, 300, 2, groups=groups, weights=np.ones(20)) == pytest.approx(
+        unweighted
+    )
+    with pytest.raises(ValueError, match=r"give one non-negative weight per value"):
+        bootstrap_mean_interval(parts, 10, 0, weights=-totals)
