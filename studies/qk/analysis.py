@@ -1,4 +1,11 @@
-"""The study's reductions: the split by schema, the choice of heads, and per head the splits and interventions."""
+"""The study's reductions: the split by schema, the choice of heads, and per head the splits and interventions.
+
+Counts and intervals. A head is right on a pair when it prefers each twin's own referent; with random signs
+that happens on 25% of pairs (:data:`CHANCE`), the level every count is read against. The seed's pair is its
+own: it is neither a selection nor a test pair, and it is reported beside them, once. Intervals resample
+schemas, the twins of a pair (and the random draws on them) together, with
+:func:`interp.analysis.bootstrap_mean_interval`.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +13,36 @@ import random
 
 import numpy as np
 
-from interp.analysis import bootstrap_mean_interval, wilson_interval
+from interp.analysis import binomial_test, bootstrap_mean_interval
 from studies.qk.measure import KEY_GROUPS, QUERY_GROUPS, intervene, matched_random, split_preference
+
+CHANCE = 0.25
+"""The fraction of pairs right in both twins when each twin's preference has a random sign."""
+N_BOOT = 2000
 
 
 def split(pairs: list, seed: int) -> tuple[list[int], list[int]]:
-    """Pair indices that select heads and those that test them, by schema; the seed's pair is always tested."""
+    """Pair indices that select heads and those that test them, by schema; the seed's pair is in neither."""
     schemas = sorted({schema for _, _, schema in pairs if schema != "seed"})
     random.Random(seed).shuffle(schemas)
     chosen = set(schemas[: len(schemas) // 2])
     select = [i for i, (_, _, s) in enumerate(pairs) if s in chosen]
-    return select, [i for i in range(len(pairs)) if i not in select]
+    return select, [i for i, (_, _, s) in enumerate(pairs) if s != "seed" and i not in select]
+
+
+def right_fraction(pairs: list, indices: list[int], layer: int, head: int, seed: int) -> dict:
+    """How often the head is right in both twins over ``indices``, against :data:`CHANCE`: the count, the
+    fraction with its 95% bootstrap interval over schemas (NaN with fewer than two), and the one-sided exact
+    binomial p-value of doing better than chance (each pair one trial)."""
+    right = [float(all(t.preference[layer, head] > 0 for t in pairs[i][1])) for i in indices]
+    k, n = int(sum(right)), len(right)
+    schemas = [pairs[i][2] for i in indices]
+    low, high = float("nan"), float("nan")
+    if len(set(schemas)) > 1:
+        _, low, high = bootstrap_mean_interval(right, N_BOOT, seed, groups=schemas)
+    p = binomial_test(k, n, CHANCE, alternative="greater")
+    fraction = k / n if n else float("nan")
+    return {"k": k, "n": n, "fraction": fraction, "ci": (low, high), "chance": CHANCE, "p": p}
 
 
 def switch_tracking(pairs: list, indices: list[int]) -> np.ndarray:
@@ -27,7 +53,10 @@ def switch_tracking(pairs: list, indices: list[int]) -> np.ndarray:
 
 
 def overview(pairs: list, select: list[int], test: list[int], top: int = 10) -> list[dict]:
-    """The ``top`` heads by how many test pairs they get right in both twins, with their selection numbers."""
+    """The ``top`` heads by how many test pairs they get right in both twins, with their selection numbers.
+
+    Ranked on the test pairs themselves: the best of all heads on these pairs, a description, not a held-out
+    estimate (the maximum of many heads' counts sits above chance even when every head is at chance)."""
     right = sum(
         ((a.preference > 0) & (b.preference > 0)).astype(int) for _, (a, b), _ in (pairs[i] for i in test)
     )
@@ -41,6 +70,8 @@ def overview(pairs: list, select: list[int], test: list[int], top: int = 10) -> 
                 "head": f"L{layer}H{head}",
                 "right in both (test pairs)": int(right[layer, head]),
                 "of": len(test),
+                "fraction": float(right[layer, head]) / len(test) if test else float("nan"),
+                "chance": CHANCE,
                 "right in both (selection pairs)": int(right_in_both(pairs, select)[layer, head])
                 if select
                 else 0,
@@ -77,11 +108,12 @@ def choose_heads(
 
 
 def head_result(model, pairs: list, test: list[int], layer: int, head: int, config, rng) -> dict:
-    """Per test pair where the head flips correctly: the QK split and the intervention, and their pooling."""
+    """Per test pair where the head is right in both twins: the QK split and the intervention, and their
+    pooling; how often it is right against chance; whether it is right on the seed's pair (counted apart)."""
     records = []
     n_flip = 0
     for index in test:
-        ids, twins, _ = pairs[index]
+        ids, twins, schema = pairs[index]
         prefs = [float(t.preference[layer, head]) for t in twins]
         if not all(p > 0 for p in prefs):
             continue
@@ -96,6 +128,7 @@ def head_result(model, pairs: list, test: list[int], layer: int, head: int, conf
             records.append(
                 {
                     "pair": "/".join(ids),
+                    "schema": schema,
                     "text": twin.text,
                     "preference": after[0],
                     "qk_total": split_["total"],
@@ -107,48 +140,64 @@ def head_result(model, pairs: list, test: list[int], layer: int, head: int, conf
                     "after_random": after[2:].tolist(),
                 }
             )
+    seed_twins = [t for ids, twins, _ in pairs if ids == ("seed",) for t in twins]
     return {
         "head": f"L{layer}H{head}",
         "n_test_pairs": len(test),
         "n_flipping_pairs": n_flip,
-        "seed_flips": bool(all(t.preference[layer, head] > 0 for t in pairs[0][1])),
+        "right_in_both": right_fraction(pairs, test, layer, head, config.seed),
+        "seed_flips": bool(seed_twins) and all(t.preference[layer, head] > 0 for t in seed_twins),
+        "seed_preferences": [float(t.preference[layer, head]) for t in seed_twins],
         "records": records,
         "summary": summarise(records, config.seed),
     }
 
 
 def summarise(records: list[dict], seed: int) -> dict:
-    """Pooled shares (each group's terms over the preferences, summed over twins) and the intervention: the
-    change of the preference (score units), the pooled fraction left, and how often it shrank or flipped."""
+    """Pooled shares (each group's terms over the preferences, summed over twins; 95% intervals over schemas)
+    and the intervention: the change of the preference (score units), the pooled fraction left, and how often
+    it shrank or flipped, each with a 95% interval over schemas (a pair's twins and their random draws
+    resampled together)."""
     if not records:
         return {}
     clean = np.array([r["preference"] for r in records])
+    schemas = [r.get("schema", r["pair"]) for r in records]
     out = {
         "n_twins": len(records),
+        "n_schemas": len(set(schemas)),
         "clean_preference": float(clean.mean()),
         "query_shares": _pooled(records, "query_terms", QUERY_GROUPS),
         "key_shares": _pooled(records, "key_terms", KEY_GROUPS),
+        "query_shares_ci": _pooled_ci(records, "query_terms", QUERY_GROUPS, schemas, seed),
+        "key_shares_ci": _pooled_ci(records, "key_terms", KEY_GROUPS, schemas, seed),
     }
     top = np.array([r["after_top"] for r in records])
-    random_ = [(r["preference"], a) for r in records for a in r["after_random"]]
-    for name, before, after in (
-        ("top", clean, top),
-        ("random", np.array([b for b, _ in random_]), np.array([a for _, a in random_])),
+    random_ = [
+        (r["preference"], a, g) for r, g in zip(records, schemas, strict=True) for a in r["after_random"]
+    ]
+    for name, before, after, groups in (
+        ("top", clean, top, schemas),
+        (
+            "random",
+            np.array([b for b, _, _ in random_]),
+            np.array([a for _, a, _ in random_]),
+            [g for *_, g in random_],
+        ),
     ):
         if not len(after):  # no components to draw from (a layer-0 query)
             out[name] = {"n": 0}
             continue
-        mean, lo, hi = _bootstrap(after - before, seed)
-        shrunk, flipped = int((after < before).sum()), int((after < 0).sum())
+        shrunk, flipped = (after < before).astype(float), (after < 0).astype(float)
+        mean, lo, hi = _bootstrap(after - before, groups, seed)
         out[name] = {
             "n": len(after),
             "change": mean,
             "change_ci": (lo, hi),
             "left": float(after.mean() / before.mean()),
-            "shrunk": shrunk / len(after),
-            "shrunk_ci": wilson_interval(shrunk, len(after)),
-            "flipped": flipped / len(after),
-            "flipped_ci": wilson_interval(flipped, len(after)),
+            "shrunk": float(shrunk.mean()),
+            "shrunk_ci": _bootstrap(shrunk, groups, seed)[1:],
+            "flipped": float(flipped.mean()),
+            "flipped_ci": _bootstrap(flipped, groups, seed)[1:],
         }
     return out
 
@@ -159,7 +208,19 @@ def _pooled(records: list[dict], key: str, groups: tuple[str, ...]) -> dict[str,
     return {g: sum(r[key][g] for r in records) / total for g in groups}
 
 
-def _bootstrap(values: np.ndarray, seed: int) -> tuple[float, float, float]:
-    if len(values) < 2:
+def _pooled_ci(records: list[dict], key: str, groups: tuple[str, ...], schemas: list, seed: int) -> dict:
+    """Each pooled share's 95% interval: schemas resampled, the share of the resample's summed preference."""
+    totals = np.array([r["qk_total"] for r in records])  # positive where the head is right in both twins
+    if len(set(schemas)) < 2 or (totals <= 0).any():  # a share of totals of both signs has no such interval
+        return {g: (float("nan"), float("nan")) for g in groups}
+    out = {}
+    for g in groups:
+        ratio = np.array([r[key][g] for r in records]) / totals
+        out[g] = bootstrap_mean_interval(ratio, N_BOOT, seed, groups=schemas, weights=totals)[1:]
+    return out
+
+
+def _bootstrap(values: np.ndarray, groups: list, seed: int) -> tuple[float, float, float]:
+    if len(set(groups)) < 2:
         return float(values.mean()), float("nan"), float("nan")
-    return bootstrap_mean_interval(values, n_boot=2000, seed=seed)
+    return bootstrap_mean_interval(values, N_BOOT, seed, groups=groups)

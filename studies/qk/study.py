@@ -10,18 +10,20 @@ the switch word (earlier heads' writes carried from the adjective's position), a
 query-side components from the head's query input flips or shrinks the preference, while removing components
 of matched size chosen at random does not.
 
-Metric. Per head and twin: the preference's exact split into query component x key component terms
-(:func:`interp.analysis.qk.difference.qk_key_difference`), summarised as shares by query group (heads reading
-the switch word, the pronoun, the candidates, other positions; MLPs at the query; embeddings and biases) and by
-key group. Intervention: the top ``--top`` query-side stream components (largest positive terms) are
-subtracted from ``blocks.L.hook_q_input`` of that head at the query (the norm is recomputed, nothing frozen)
-and the preference measured again; the baseline removes, ``--random-draws`` times, one component of closest
-norm per top component. Reported per head over the test twins: the change of the preference (score units, mean
-with a 95% bootstrap interval), the pooled fraction left, and the fractions shrunk and flipped (95% Wilson
-intervals); the query and key groups' pooled shares of the preference. Heads: ``--heads`` (default the
-agreement heads L25H2 and L26H2) plus the ``--top-heads`` heads right in both twins on the most pairs of a
-selection half of the schemas (ties: the larger mean over pairs of the smaller twin preference); all are
-analysed on the other half, plus the seed's own pair, on the pairs where the head is right in both twins.
+Metric. Per head: on how many held-out pairs it is right in both twins (prefers each twin's own referent),
+against the 25% that random signs give, with a 95% bootstrap interval over schemas and a one-sided exact
+binomial test. Per head and twin where it is right: the preference's exact split into query component x key
+component terms (:func:`interp.analysis.qk.difference.qk_key_difference`), summarised as pooled shares by query
+group (heads reading the switch word, the pronoun, the candidates, other positions; MLPs at the query;
+embeddings and biases) and by key group, each with a 95% interval over schemas. Intervention: the top ``--top``
+query-side stream components (largest positive terms) are subtracted from ``blocks.L.hook_q_input`` of that
+head at the query (the norm is recomputed, nothing frozen) and the preference measured again; ``--random-draws``
+times, one component of closest norm per top component is removed instead. Since the top components are chosen
+as the largest terms of the very preference they are removed from, this is a consistency check, not evidence
+(prediction (2) is not tested on held-out data here). Heads: ``--heads`` (default the agreement heads L25H2 and
+L26H2) plus the ``--top-heads`` heads right in both twins on the most pairs of a selection half of the schemas
+(ties: the larger mean over pairs of the smaller twin preference); all are analysed on the other half. The seed's
+own pair is in neither half and is reported apart, once.
 
 Run time: see ``studies/qk/README.md`` (measured, with the command); the manifest records each run's.
 """

@@ -5,14 +5,16 @@ written through the one writer."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from interp.analysis import binomial_test, bootstrap_mean_interval
 from interp.load import load
 from studies.data.load import load_items
 from studies.qk import analysis
-from studies.qk.measure import SEED, intervene, run_twin, split_preference
+from studies.qk.measure import KEY_GROUPS, QUERY_GROUPS, SEED, intervene, run_twin, split_preference
 from studies.qk.study import QKConfig, main, run_study, twin_pairs_of
 from tests.studies.tiny_lm import tiny_llama_folder
 
@@ -88,10 +90,11 @@ def test_records_hold_exact_splits(model):
         for twin in twins:
             run_twin(model, twin)
             twin.preference = np.abs(twin.preference) + 1e-3
-    result = analysis.head_result(model, pairs, [0, 1], 1, 2, config, np.random.default_rng(0))
-    assert result["n_flipping_pairs"] == 2 and result["seed_flips"]
+    result = analysis.head_result(model, pairs, [1, 2], 1, 2, config, np.random.default_rng(0))
+    assert result["n_flipping_pairs"] == 2 and result["seed_flips"]  # the seed's pair: apart, not a test pair
+    assert result["right_in_both"]["k"] == result["right_in_both"]["n"] == 2
     records = result["records"]
-    assert len(records) == 4 and records[0]["text"] == SEED[0]
+    assert len(records) == 4 and SEED[0] not in [r["text"] for r in records]
     for r in records:
         assert r["qk_total"] == pytest.approx(r["preference"], rel=1e-4, abs=1e-6)
         assert len(r["after_random"]) == 3 and np.isfinite(r["after_top"])
@@ -119,6 +122,7 @@ def test_overview_counts_heads_right_in_both_twins(model):
         for twin in twins:
             run_twin(model, twin)
     rows = analysis.overview(pairs, [1], [0, 2, 3], top=4)
+    assert all(r["chance"] == 0.25 and r["fraction"] == r["right in both (test pairs)"] / 3 for r in rows)
     assert len(rows) == 4 and all(r["of"] == 3 for r in rows)
     counts = [r["right in both (test pairs)"] for r in rows]
     assert counts == sorted(counts, reverse=True)
@@ -133,3 +137,57 @@ def test_overview_counts_heads_right_in_both_twins(model):
     assert rows[0]["tracking (selection)"] == pytest.approx(
         min(a.preference[layer, head], b.preference[layer, head])
     )
+
+
+def _pair(schema: str, *preferences: float):
+    twins = tuple(SimpleNamespace(preference=np.array([[p]])) for p in preferences)
+    return ((f"{schema}a", f"{schema}b"), twins, schema)
+
+
+def test_the_seeds_pair_is_counted_once_apart_from_the_halves():
+    pairs = [(("seed",), (), "seed")] + [_pair(f"s{i}", 1.0, 1.0) for i in range(10)]
+    select, test = analysis.split(pairs, 0)
+    assert 0 not in select and 0 not in test
+    assert sorted(select + test) == list(range(1, 11)) and len(select) == len(test) == 5
+
+
+def test_right_in_both_is_read_against_a_quarter_with_an_interval_over_schemas():
+    # 12 pairs of 6 schemas (two pairs each); the head is right in both twins of 5 pairs
+    pairs = [_pair(f"s{i // 2}", 1.0, 1.0 if i < 5 else -1.0) for i in range(12)]
+    r = analysis.right_fraction(pairs, list(range(12)), 0, 0, seed=3)
+    assert (r["k"], r["n"], r["chance"]) == (5, 12, 0.25)
+    assert r["p"] == binomial_test(5, 12, 0.25, alternative="greater")
+    right = [1.0] * 5 + [0.0] * 7
+    assert r["ci"] == bootstrap_mean_interval(right, 2000, 3, groups=[f"s{i // 2}" for i in range(12)])[1:]
+
+
+def test_intervention_and_share_intervals_resample_schemas():
+    rng = np.random.default_rng(0)
+    records = []
+    for i in range(8):
+        for twin in range(2):
+            total = float(rng.uniform(0.5, 2.0))
+            switch = float(rng.uniform(0, 0.5)) * total
+            terms = dict.fromkeys(QUERY_GROUPS, 0.0) | {
+                "switch word": switch,
+                "other positions": total - switch,
+            }
+            keys = dict.fromkeys(KEY_GROUPS, total / len(KEY_GROUPS))
+            after = {"after_top": total - 1.0 - twin, "after_random": [total + 0.1 * twin, total - 0.2]}
+            records.append({"pair": f"p{i}", "schema": f"s{i}", "preference": total, "qk_total": total,
+                            "query_terms": terms, "key_terms": keys, **after})  # fmt: skip
+    s = analysis.summarise(records, seed=5)
+    schemas = [r["schema"] for r in records]
+    change = [r["after_top"] - r["preference"] for r in records]
+    assert s["top"]["change_ci"] == bootstrap_mean_interval(change, 2000, 5, groups=schemas)[1:]
+    random_change = [a - r["preference"] for r in records for a in r["after_random"]]
+    random_groups = [r["schema"] for r in records for _ in r["after_random"]]
+    assert (
+        s["random"]["change_ci"] == bootstrap_mean_interval(random_change, 2000, 5, groups=random_groups)[1:]
+    )
+    totals = np.array([r["qk_total"] for r in records])
+    ratio = np.array([r["query_terms"]["switch word"] for r in records]) / totals
+    expected = bootstrap_mean_interval(ratio, 2000, 5, groups=schemas, weights=totals)
+    assert s["query_shares"]["switch word"] == pytest.approx(expected[0], rel=1e-12)
+    assert s["query_shares_ci"]["switch word"] == expected[1:]
+    assert s["n_schemas"] == 8
