@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from interp.report import Report, figures, table_records
+from studies.attribution import measure
 
 QUALITY_COLUMNS = ["layer", "explained_variance", "l0", "dead_fraction", "dense_fraction"]
 WHOLE = ["ce_clean", "ce_replacement", "ce_zero", "ce_recovered", "kl"]
@@ -28,7 +29,12 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
         "ablating the graph's top features should move the difference as the graph predicts (frozen: exactly "
         "minus their direct edges), and random features of matched activation should not. Effects are signed "
         "toward each prompt's expected answer, so ablating what carries the answer gives a negative number. "
-        "Intervals are 95% (bootstrap over prompts, twins of a schema together; Wilson for fractions)."
+        "Intervals are 95% (bootstrap over prompts, twins of a schema together, for means, fractions and "
+        "shares). The frozen ablation is a consistency check, not evidence: its effect equals minus the selected "
+        "features' direct edges by construction, and the features were selected by those edges. The evidence is "
+        "the free ablation (the replacement model rerun with error terms) against random features of matched "
+        "activation, compared with signed effects. A head's share of the loadings is read against a shuffled "
+        "assignment (each prompt's loadings permuted over the heads)."
     )
     whole = _quality_section(report, config, corpus, results)
     out = {"transcoders": whole, "groups": {}}
@@ -93,9 +99,7 @@ def _group_section(report: Report, model, config, name: str, group: dict) -> dic
         f"{config.top} features by influence, signed toward the answer: graph prediction {_ci(s['predicted'])}, "
         f"frozen {_ci(s['frozen'])} (largest relative gap to the prediction "
         f"{s['frozen_max_relative_error']:.1e}), free {_ci(s['free'])}; random features of matched activation: "
-        f"frozen {_ci(s['random_frozen'])}, free {_ci(s['random_free'])}. The top set moves the target more than "
-        f"every one of its {config.random_draws} random sets (free) in {s['top_beats_every_random']['count']} of "
-        f"{s['n_prompts']} prompts."
+        f"frozen {_ci(s['random_frozen'])}, free {_ci(s['random_free'])}. {_beats(s['top_beats_every_random'])}"
     )
     tables = group["features"]
     words = pd.concat(
@@ -116,7 +120,26 @@ def _group_section(report: Report, model, config, name: str, group: dict) -> dic
         for i in order
     ]
     asked = {f"L{layer}H{head}": float(shares[layer, head]) for layer, head in config.heads}
-    report.add_table(f"{name}_heads", pd.DataFrame(top_heads), caption="Heads by share of the loadings")
+    wanted = list(
+        dict.fromkeys([*map(tuple, config.heads), *(divmod(int(i), shares.shape[1]) for i in order)])
+    )
+    spread = measure.share_intervals(
+        [r["loadings"] for r in rows], wanted, [r["schema"] for r in rows], config.seed
+    )
+    for h in top_heads:
+        h.update(ci_low=spread[h["head"]]["ci"][0], ci_high=spread[h["head"]]["ci"][1])
+    baseline = (
+        next(iter(spread.values()))
+        if spread
+        else {"shuffled_mean": float("nan"), "shuffled_max_95": float("nan")}
+    )
+    report.add_table(
+        f"{name}_heads",
+        pd.DataFrame(top_heads),
+        caption=f"Heads by share of the loadings (95% over schemas); shuffled assignment: any head "
+        f"{baseline['shuffled_mean']:.1%} on average, the largest share {baseline['shuffled_max_95']:.1%} "
+        "(95th percentile)",
+    )
     fig = figures.heatmap_layer_head(
         shares, title=f"{title}: head loadings of the words' top features", cbar_label="share of |loadings|",
         vmin=0.0, mark=_marks(shares.shape, config.heads), mark_label="outlined: the heads asked about",
@@ -125,19 +148,37 @@ def _group_section(report: Report, model, config, name: str, group: dict) -> dic
     sources = sum(len(r["loadings"]["sources"]) for r in rows)
     report.add_text(
         f"Head loadings of the edges from the top feature at each word ({sources} edges) to the target: "
-        + ", ".join(f"{h} {v:.1%}" for h, v in asked.items())
+        + ", ".join(f"{h} {_share(spread[h])}" for h in asked)
         + " of the summed absolute loadings (direct paths included); the largest: "
-        + ", ".join(f"{h['head']} {h['share']:.1%}" for h in top_heads[:4])
-        + "."
+        + ", ".join(f"{h['head']} {_share(spread[h['head']])}" for h in top_heads[:4])
+        + f". Under a shuffled assignment of each prompt's loadings to heads, a head carries "
+        f"{baseline['shuffled_mean']:.1%} on average and the largest share is {baseline['shuffled_max_95']:.1%} "
+        "or less in 95% of shuffles."
     )
     return {
         "summary": s,
         "prompts": table_records(prompt_table),
         "features": table_records(words),
         "head_shares_asked": asked,
+        "head_share_intervals": spread,
         "top_heads": top_heads,
         "role_shares": {r["prompt"]: r["role_shares"] for r in rows},
     }
+
+
+def _share(x: dict) -> str:
+    lo, hi = x["ci"]
+    where = f" [{lo:.1%}, {hi:.1%}]" if np.isfinite(lo) else ""
+    return f"{x['share']:.1%}{where}"
+
+
+def _beats(b: dict) -> str:
+    where = f" [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}]" if np.isfinite(b["ci"][0]) else ""
+    return (
+        f"Signed toward the answer, the top set's free effect is below that of every one of its random sets in "
+        f"{b['count']} of {b['n']} prompts ({b['mean']:.2f}{where}; chance {b['chance']:.2f}, a top set no "
+        "different from its random sets)."
+    )
 
 
 def _marks(shape: tuple[int, int], heads) -> np.ndarray:
@@ -167,47 +208,49 @@ def _findings(report: Report, config, whole: dict, groups: dict) -> None:
     if ag is not None:
         s = ag["summary"]
         free, rnd = s["free"], s["random_free"]
-        separated = free["ci"][1] < rnd["ci"][0] or free["ci"][0] > rnd["ci"][1]
+        confirmed = free["ci"][1] < rnd["ci"][0]  # signed: the top set lowers the answer's preference more
         report.add_finding(
-            f"Ablating each agreement graph's top {config.top} features moves she - he by {_ci(free)} logits "
-            f"(free) against {_ci(rnd)} for matched random features: "
-            + (
-                "the intervals do not overlap."
-                if separated
-                else "the intervals overlap, so this is **not** shown."
-            ),
+            ("The free intervention confirms the graphs" if confirmed else "The free intervention does **not** "
+             "confirm the graphs")
+            + f": rerunning the replacement model with each agreement graph's top {config.top} features zeroed "
+            f"moves she - he toward the answer by {_ci(free)} logits against {_ci(rnd)} for matched random "
+            "features; "
+            + ("the intervals do not overlap. " if confirmed else "the intervals overlap. ")
+            + _beats(s["top_beats_every_random"]),
+            TITLES["agreement"],
+        )  # fmt: skip
+        frozen, rnd_frozen = s["frozen"], s["random_frozen"]
+        report.add_finding(
+            f"Consistency check, not evidence: frozen (the graph's linear model), zeroing the top features moves "
+            f"the answer's preference by {_ci(frozen)} against {_ci(rnd_frozen)} for matched random features, and "
+            f"matches the graphs' prediction (largest relative gap {s['frozen_max_relative_error']:.1e}); both "
+            "follow from how the features were chosen. Replacement score "
+            f"{_ci(s['replacement_score'])}, completeness {_ci(s['completeness_score'])}.",
             TITLES["agreement"],
         )
-        report.add_finding(
-            f"Frozen ablations match the graphs' linear prediction (largest relative gap "
-            f"{s['frozen_max_relative_error']:.1e}); replacement score {_ci(s['replacement_score'])}, "
-            f"completeness {_ci(s['completeness_score'])}.",
-            TITLES["agreement"],
-        )
-        asked = ", ".join(f"{h} {v:.1%}" for h, v in ag["head_shares_asked"].items())
-        lead = ", ".join(h["head"] for h in ag["top_heads"][:3])
+        spread = ag["head_share_intervals"]
+        asked = ", ".join(f"{h} {_share(spread[h])}" for h in ag["head_shares_asked"])
+        lead = ", ".join(f"{h['head']} {_share(spread[h['head']])}" for h in ag["top_heads"][:3])
+        base = next(iter(spread.values()))
         name = np.mean([shares.get("name", 0.0) for shares in ag["role_shares"].values()])
         report.add_finding(
             f"Features at the name hold {name:.0%} of the agreement graphs' feature influence; the heads carrying "
-            f"the name's top features to the target: {asked} of the loadings; the largest are {lead}.",
-            TITLES["agreement"],
-        )
-        frozen, rnd_frozen = s["frozen"], s["random_frozen"]
-        report.add_finding(
-            f"Frozen (the graph's linear model), the top features move the answer's preference by {_ci(frozen)} "
-            f"against {_ci(rnd_frozen)} for matched random features.",
+            f"the name's top features to the target: {asked} of the loadings; the largest are {lead} (a shuffled "
+            f"assignment gives any head {base['shuffled_mean']:.1%} on average and a largest share up to "
+            f"{base['shuffled_max_95']:.1%}).",
             TITLES["agreement"],
         )
     wg = groups.get("winograd")
     if wg is not None:
         rows = wg["prompts"]
-        asked = ", ".join(f"{h} {v:.1%}" for h, v in wg["head_shares_asked"].items())
+        spread = wg["head_share_intervals"]
+        asked = ", ".join(f"{h} {_share(spread[h])}" for h in wg["head_shares_asked"])
         words = np.mean([wg["role_shares"][r["prompt"]].get("animal", 0.0) for r in rows])
         report.add_finding(
             "The seed's pair: animal - street is "
             + ", ".join(f"{r['clean']:.2f} ({r['prompt']})" for r in rows)
             + f"; features at 'animal' hold {words:.1%} of the graphs' feature influence, and the heads "
-            f"{asked} of the loadings from the words' top features.",
+            f"{asked} of the loadings from the words' top features (one schema: no interval).",
             TITLES["winograd"],
         )
     report.add_finding(

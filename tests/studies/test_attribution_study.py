@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from interp.analysis import bootstrap_mean_interval
 from interp.load import load
-from studies.attribution import interventions
+from studies.attribution import interventions, measure
 from studies.attribution.prompts import SEED, SEED_QUESTION, agreement_prompts, seed_prompts
 from studies.attribution.study import main, parse_heads
 from studies.data.load import load_items
@@ -97,6 +98,9 @@ def test_study_end_to_end(folder, corpus, tmp_path):
             assert np.isfinite(row["free"]) and np.isfinite(row["random free (mean)"])
             assert 0 <= row["replacement"] <= 1 and 0 <= row["completeness"] <= 1
         assert set(group["head_shares_asked"]) == {"L1H0"} and 0 <= group["head_shares_asked"]["L1H0"] <= 1
+        spread = group["head_share_intervals"]["L1H0"]
+        assert spread["share"] == pytest.approx(group["head_shares_asked"]["L1H0"])
+        assert s["top_beats_every_random"]["chance"] == pytest.approx(1 / 3)  # two random draws
     assert (out / "index.html").stat().st_size > 0 and (out / "manifest.json").exists()
     cached = list((tmp_path / "work").glob("transcoders-*"))
     assert len(cached) == 1 and not (cached[0] / "activations").exists()
@@ -132,3 +136,40 @@ def test_a_head_the_model_lacks_is_refused_naming_it(folder, corpus, tmp_path):
     config = AttributionConfig(model="tiny", heads=((25, 2),))
     with pytest.raises(ValueError, match=r"L25H2 is not a head of tiny \(2 layers"):
         run_study(model, config, Corpus([], "none", None, 0, 0), tmp_path, False)
+
+
+def test_top_beats_random_uses_effects_signed_toward_the_answer():
+    # prompt a: the top set raises the answer's preference by 3 (wrong sign) while random sets lower it a
+    # little: by absolute values it "beats" them, signed it does not. Prompt b: the top set lowers it most.
+    rows = [
+        {"schema": "s1", "sign": 1, "free": 3.0, "random_free": [-0.5, -0.2]},
+        {"schema": "s1", "sign": -1, "free": 2.0, "random_free": [0.5, -0.1]},
+        {"schema": "s2", "sign": 1, "free": -0.1, "random_free": [-0.4, 0.2]},
+        {"schema": "s2", "sign": -1, "free": -1.0, "random_free": [0.4, 0.3]},
+    ]
+    b = measure.top_beats_random(rows, seed=0)
+    assert (b["count"], b["n"], b["chance"]) == (1, 4, pytest.approx(1 / 3))
+    assert b["ci"] == list(
+        bootstrap_mean_interval([0.0, 1.0, 0.0, 0.0], 2000, 0, groups=["s1", "s1", "s2", "s2"])[1:]
+    )
+
+
+def test_head_shares_get_intervals_over_schemas_and_a_shuffled_baseline():
+    rng = np.random.default_rng(0)
+    loadings = [{"heads": rng.normal(size=(2, 3)).tolist(), "direct": float(rng.normal())} for _ in range(6)]
+    loadings[0]["heads"][1][2] = 9.0  # one head carries most of one prompt's loadings
+    groups = ["a", "a", "b", "b", "c", "c"]
+    out = measure.share_intervals(loadings, [(1, 2), (0, 0)], groups, seed=1)
+    shares = measure.head_shares(loadings)
+    per = np.array([np.abs(x["heads"]) for x in loadings])  # [prompt, layer, head]
+    totals = per.sum((1, 2)) + np.abs([x["direct"] for x in loadings])
+    for layer, head in [(1, 2), (0, 0)]:
+        x = out[f"L{layer}H{head}"]
+        assert x["share"] == pytest.approx(shares[layer, head], rel=1e-12)
+        expected = bootstrap_mean_interval(
+            per[:, layer, head] / totals, 2000, 1, groups=groups, weights=totals
+        )
+        assert x["ci"] == list(expected[1:])
+    assert out["L1H2"]["shuffled_mean"] == pytest.approx(per.sum() / totals.sum() / 6)
+    # shuffled, the largest share of six heads is at least the mean one and at most all of the heads' part
+    assert per.sum() / totals.sum() / 6 <= out["L1H2"]["shuffled_max_95"] <= per.sum() / totals.sum()
