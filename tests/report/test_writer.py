@@ -127,6 +127,18 @@ def test_model_and_data_files_are_hashed(tmp_path):
     assert manifest["data"][1]["sha256"] == hashlib.sha256(listing.encode()).hexdigest()
 
 
+def test_a_packaged_model_is_named_exactly_in_the_manifest(tmp_path):
+    report = Report(tmp_path / "r", "T", model="smollm2-135m", seed=1)
+    manifest = json.loads((report.write() / "manifest.json").read_text())
+    validate_manifest(manifest)
+    assert manifest["model"]["description"].startswith(
+        "SmolLM2-135M-Instruct, 4-bit GGUF (Q4_1), dequantized"
+    )
+    bad = {**manifest, "model": {**manifest["model"], "description": 3}}
+    with pytest.raises(ValueError, match="description"):
+        validate_manifest(bad)
+
+
 def test_missing_model_file_raises(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         Report(tmp_path / "r", "T", model_path=tmp_path / "absent.gguf")
