@@ -13,7 +13,8 @@ what the transcoder misses, and with attention patterns and norms frozen at thei
 model is linear in what each node writes. The graph's edges are those direct, linear effects, from the tokens
 through features to the logit difference " she" − " he".
 
-This notebook trains transcoders for all 30 layers of SmolLM2-135M in seconds, draws the graph of the *aunt*
+This notebook trains transcoders for all 30 layers of SmolLM2-135M-Instruct (the packaged 4-bit GGUF, Q4_1,
+dequantized) in seconds, draws the graph of the *aunt*
 prompt, reads its top features and its scores, and checks one intervention against what the graph predicts. It
 runs on a laptop CPU in about a minute. Transcoders this small explain only part of each MLP, and the graph
 says so: reading how much is the first lesson.
