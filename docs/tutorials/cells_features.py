@@ -7,7 +7,8 @@ CELLS = [
 # From features to circuits
 
 *"Emma is coming to the party tonight, isn't"* — the next word should be " she"; with *Jack* it should be " he".
-This notebook asks where SmolLM2-135M-Instruct (the packaged 4-bit GGUF, Q4_1, dequantized) keeps that choice: as **sparse features** of its residual
+This notebook asks where SmolLM2-135M-Instruct (the packaged 4-bit GGUF, Q4_1, dequantized) keeps that
+choice: as **sparse features** of its residual
 stream (a small sparse autoencoder trained here), as a **direction** that can steer what it says, and as a
 **circuit** of attention heads and MLPs found by edge attribution.
 

@@ -8,9 +8,9 @@ CELLS = [
 
 *"The animal didn't cross the street because it was too tired."* Who was tired? Every reader knows it was the
 animal; swap *tired* for *wide* and "it" is the street. This notebook follows that sentence through
-SmolLM2-135M-Instruct in a 4-bit GGUF (Q4_1), dequantized: the small model packaged with interp, from tokens to queries, keys and values, attention patterns, what the
-pronoun's position takes in and why it looks there, and which attention heads carry the difference between the
-two versions.
+SmolLM2-135M-Instruct in a 4-bit GGUF (Q4_1), dequantized: the small model packaged with interp, from tokens
+to queries, keys and values, attention patterns, what the pronoun's position takes in and why it looks there,
+and which attention heads carry the difference between the two versions.
 
 It runs on a laptop CPU in about a minute, with no network: `interp.load("smollm2-135m")` reads the model from
 an installed package.
