@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import provenance
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +41,10 @@ SIZES = {
                     intermediate_size=1536, vocab_size=49152),
 }  # fmt: skip
 ACTIVE = 0.01  # the share of features active at a position
+
+CT_BACKEND = "nnsight"
+"""circuit-tracer's backend in these runs; its default, and by its own README the faster and leaner, is
+TransformerLens (``"transformerlens"``), which this comparison has not run."""
 
 
 def build(folder: Path, size: str, d_transcoder: int) -> None:
@@ -120,7 +125,7 @@ def worker(args: argparse.Namespace) -> None:
             layers[i] = t
         tc = TranscoderSet(layers, feature_input_hook="mlp.hook_in", feature_output_hook="hook_mlp_out")
         model = ReplacementModel.from_pretrained_and_transcoders(
-            str(folder), tc, backend="nnsight", device=torch.device(args.device), dtype=torch.float32
+            str(folder), tc, backend=CT_BACKEND, device=torch.device(args.device), dtype=torch.float32
         )
 
         def run(ids=prompt):
@@ -175,6 +180,10 @@ def main() -> None:
         return worker(args)
     if not args.ct_python:
         p.error("--ct-python is needed: the interpreter of an environment with circuit-tracer 0.5.0")
+    env = provenance.environment(
+        ["transformers"],
+        others={args.ct_python: ["circuit-tracer", "nnsight", "transformer-lens", "transformers", "torch"]},
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -195,9 +204,9 @@ def main() -> None:
                     f"{theirs['peak_mib']:.0f} MiB; time {row['time_ratio']:.2f}x, memory {row['memory_ratio']:.2f}x"
                 )
     if args.out:
-        Path(args.out).write_text(json.dumps({"size": args.size, "d_transcoder": args.d_transcoder,
-                                              "threads": args.threads, "device": args.device, "rows": rows},
-                                             indent=1) + "\n")  # fmt: skip
+        figures = {"size": args.size, "d_transcoder": args.d_transcoder, "threads": args.threads,
+                   "device": args.device, "circuit_tracer_backend": CT_BACKEND, "rows": rows}  # fmt: skip
+        provenance.write_run(args.out, figures, env)
 
 
 if __name__ == "__main__":

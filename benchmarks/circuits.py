@@ -41,6 +41,7 @@ import threading
 import time
 from pathlib import Path
 
+import provenance
 import torch
 
 MEASUREMENTS = ("units", "eap", "eap-ig", "circuit")
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(args)))
         return 0
+    torch.set_num_threads(args.threads)
+    env = provenance.environment()
     passed = [f"--model={args.model}", f"--pairs={args.pairs}", f"--batch-size={args.batch_size}",
               f"--steps={args.steps}", f"--circuit-edges={args.circuit_edges}",
               f"--threads={args.threads}", f"--rounds={args.rounds}"]  # fmt: skip
@@ -274,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(circuit: one evaluation of the top {args.circuit_edges} EAP edges, {report['circuit_edges']} after pruning)"
     )
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        provenance.write_run(args.out, report, env)
     return 0
 
 

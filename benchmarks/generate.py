@@ -23,15 +23,14 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import json
 import platform
 import pstats
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
+import provenance
 import torch
 
 import interp
@@ -171,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="write the figures as JSON")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    env = provenance.environment(["transformers"])
     hf, ours = load_models(args.model, args.device, args.dtype)
     layer = ours.cfg.n_layers // 2
     vector = torch.randn(ours.cfg.d_model, generator=torch.Generator().manual_seed(0))
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             torch=torch.__version__,
             python=platform.python_version(),
         )
-        Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+        provenance.write_run(args.out, {"meta": meta, "results": results}, env)
     return 0
 
 

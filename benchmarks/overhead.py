@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import platform
 import resource
 import statistics
@@ -30,8 +29,8 @@ import sys
 import time
 import weakref
 from collections.abc import Callable
-from pathlib import Path
 
+import provenance
 import torch
 
 MODELS = {
@@ -283,11 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    env = provenance.environment(["transformers"])
     results = run(args)
     print(f"\npeak resident memory: {results['peak_rss_mib']:.0f} MiB")
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(results, indent=2, sort_keys=True))
+        provenance.write_run(args.out, results, env)
     return 0
 
 

@@ -50,6 +50,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import provenance
 import sae_splice
 import torch
 
@@ -288,15 +289,13 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
+    others = {args.saelens_python: ["sae-lens", "torch"]} if args.saelens_python else None
+    env = provenance.environment(others=others)
     training, cross = training_rows(args) if args.only != "splice" else ({}, {})
     splicing = sae_splice.report(args, SHAPES, __file__) if args.only != "training" else {}
     if args.out:
-        Path(args.out).write_text(
-            json.dumps(
-                {"training": training, "cross_layer": cross, "splicing": splicing, "args": vars(args)},
-                indent=2,
-            )
-        )
+        figures = {"training": training, "cross_layer": cross, "splicing": splicing, "args": vars(args)}
+        provenance.write_run(args.out, figures, env)
 
 
 def training_rows(args: argparse.Namespace) -> tuple[dict, dict]:

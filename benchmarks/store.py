@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import provenance
 import torch
 
 from interp import HookedTransformer, TransformerConfig
@@ -51,6 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    env = provenance.environment()
     cfg = TransformerConfig(**SHAPES[args.shape], n_ctx=max(args.tokens, 128), seed=0, name=args.shape)
     model = HookedTransformer(cfg).to(args.device).eval()
     g = torch.Generator().manual_seed(0)
@@ -94,7 +96,7 @@ def main() -> None:
         shutil.rmtree(folder)
     print(json.dumps(result, indent=1))
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        provenance.write_run(args.out, result, env)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,12 @@ Arguments after ``--`` go to ``interp study coreference``. This is a measurement
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import provenance
 import torch
 
 from interp import HookedTransformer
@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("study_args", nargs="*")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    env = provenance.environment()
 
     spent = {"forward_s": 0.0, "forward_calls": 0}
     original = HookedTransformer.forward
@@ -69,8 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         f"everything else {result['other_s']:.1f} s"
     )
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2, sort_keys=True))
+        provenance.write_run(args.out, result, env)
     return code
 
 

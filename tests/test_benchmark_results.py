@@ -1,0 +1,63 @@
+"""Benchmark results keep every run with what it ran on: versions, threads, machine and load."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import provenance  # noqa: E402
+
+
+def test_a_rerun_is_appended_with_its_environment(tmp_path):
+    out = tmp_path / "results" / "x.json"
+    for figure in (1.0, 2.0):
+        provenance.write_run(out, {"ratio": figure}, provenance.environment(["transformers"]))
+    runs = provenance.read_runs(out)
+    assert [r["figures"]["ratio"] for r in runs] == [1.0, 2.0]  # the second run did not replace the first
+    env = runs[1]["environment"]
+    assert provenance.missing(runs[1]) == []
+    assert (
+        env["versions"]["torch"] == torch.__version__.split("+")[0]
+        or env["versions"]["torch"] == torch.__version__
+    )
+    assert (
+        env["versions"]["transformers"] is not None
+        and env["threads"]["torch_intra_op"] == torch.get_num_threads()
+    )
+    assert len(env["load_start"]) == 3 and len(env["load_end"]) == 3
+
+
+def test_a_file_in_the_older_layout_is_one_run_missing_every_field(tmp_path):
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"runs": [1, 2], "torch": "2.13.0"}))  # overhead.py's own "runs" key
+    (run,) = provenance.read_runs(old)
+    assert run["figures"]["runs"] == [1, 2] and provenance.missing(run) == list(provenance.FIELDS)
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)
+def test_every_script_writes_its_json_through_write_run(script):
+    text = script.read_text()
+    if '"--out"' not in text:
+        return
+    assert "provenance.write_run(args.out" in text and not re.search(r"Path\(args\.out\)\.write_text", text)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "benchmarks" / "results").glob("*.json")), ids=lambda p: p.name
+)
+def test_every_stored_run_says_what_it_lacks(path):
+    data = json.loads(path.read_text())
+    assert set(data) == {"runs"} and data["runs"]
+    for run in data["runs"]:
+        env = run["environment"]
+        assert set(provenance.missing(run)) <= set(env.get("missing", []))
+        if path.name.startswith("attribution"):
+            assert (
+                run.get("circuit_tracer_backend", run["figures"].get("circuit_tracer_backend")) == "nnsight"
+            )
