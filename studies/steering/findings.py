@@ -101,7 +101,7 @@ def focus_section(report: Report, result) -> None:
 
 
 def _onset(summary: pd.DataFrame, kind: str, scale: float) -> int | None:
-    """The first layer whose direction flips more items than its random control (Wilson intervals apart)."""
+    """The first layer whose direction flips more items than its random control (intervals apart)."""
     part = summary[(summary.kind == kind) & (summary.scale == scale)]
     direction = part[part.control == "direction"].set_index("layer")
     random = part[part.control == "random"].set_index("layer")
@@ -122,7 +122,7 @@ def findings_section(report: Report, result) -> None:
         if above:
             found.append(
                 f"The {label} direction flips more held-out items than a random direction of equal norm at "
-                f"×{scale:g} at layers {', '.join(map(str, above))} (Wilson intervals apart); at layer {best} "
+                f"×{scale:g} at layers {', '.join(map(str, above))} (intervals apart); at layer {best} "
                 f"{pct(direction.loc[best])} against {pct(random.loc[best])}."
             )
             below = [int(l) for l in direction.index if int(l) < min(above)]

@@ -20,7 +20,6 @@ from interp.analysis import (
     logit_difference,
     steering_sweep,
     steering_vectors,
-    wilson_interval,
 )
 from studies.data.load import twin_pairs
 
@@ -169,14 +168,14 @@ def bootstrap_mean(values: np.ndarray, groups: np.ndarray, n_boot: int, seed: in
 
 
 def summarise_flips(frame: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
-    """Per kind, layer, control and scale: flip fraction of the correct items (95% Wilson interval) and the
-    mean shift toward the wrong pronoun (95% bootstrap interval over schemas)."""
+    """Per kind, layer, control and scale: flip fraction of the correct items and the mean shift toward the wrong
+    pronoun, each with a 95% bootstrap interval over schemas (a schema's twins resampled together)."""
     rows = []
     keys = ["kind", "layer", "control", "scale"]
     for (kind, layer, control, scale), part in frame.groupby(keys, sort=True):
         correct = part[part.correct]
         flips, n = int(correct.flipped.sum()), len(correct)
-        low, high = wilson_interval(flips, n) if n else (math.nan, math.nan)
+        low, high = bootstrap_mean(correct.flipped.to_numpy(float), correct.schema.to_numpy(), n_boot, seed)
         s_low, s_high = bootstrap_mean(part["shift"].to_numpy(), part.schema.to_numpy(), n_boot, seed)
         rows.append(
             {

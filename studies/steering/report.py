@@ -44,7 +44,7 @@ def write_report(report: Report, result, seconds: float) -> None:
         "token, averaged over the twin pairs of half the schemas; the other half is steered at its last "
         "token toward the pronoun that does not agree, at multiples of the direction itself (scale 1 moves a "
         "prompt by the full mean difference). Flip fractions count the held-out items the unsteered model "
-        "gets right (95% Wilson intervals); shifts are in logits toward the other pronoun (95% bootstrap "
+        "gets right; shifts are in logits toward the other pronoun (both with 95% bootstrap "
         f"intervals over schemas, {cfg.n_boot} resamples). Each layer's control is {cfg.n_random} random "
         "Gaussian direction(s) rescaled to the direction's norm.",
     )
@@ -75,7 +75,7 @@ def write_report(report: Report, result, seconds: float) -> None:
 
 def _headline(report: Report, result) -> None:
     summary, scale = result.flip_summary, result.config.compare_scale
-    note = f"held-out items the model gets right, steered ×{scale:g} at the last token; 95% Wilson"
+    note = f"held-out items the model gets right, steered ×{scale:g} at the last token; 95% bootstrap over schemas"
     for kind in result.kinds:
         label, best = KINDS[kind], result.best[kind]
         row = summary_row(summary, kind, best, "direction", scale)
@@ -160,7 +160,7 @@ def _flip_section(report: Report, result, kind: str) -> None:
         report.add_figure(
             f"{kind}_{name}",
             fig,
-            caption=f"Bands: 95% {'Wilson' if key == 'flip' else 'bootstrap'} intervals. The random control "
+            caption="Bands: 95% bootstrap intervals over schemas. The random control "
             f"is shown at the largest scale (×{max(result.config.scales):g}), where it moves the most.",
         )
     report.add_table(

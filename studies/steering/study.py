@@ -15,7 +15,7 @@ twin pairs of half the schemas (``split_by_schema``, seed 0), she-type minus he-
 minus singular (``number``). On the other half, each item is steered toward the pronoun that does not agree
 (``+scale`` times the direction for a he-type answer, ``-scale`` for a she-type one), at its last token only,
 at scales in units of the direction itself (1 moves a prompt by the full mean difference): the fraction of
-the items the unsteered model gets right whose preference flips (95% Wilson intervals), and the mean shift of
+the items the unsteered model gets right whose preference flips, and the mean shift of
 the logit difference toward the other pronoun (95% bootstrap intervals over schemas). Control: for each layer,
 random Gaussian directions rescaled to the direction's norm, steered the same way. Fluency: the KL divergence
 (nats) from the unsteered next-token distribution after 16 neutral prompts (no person in them) under the same

@@ -173,3 +173,21 @@ def test_the_study_runs_on_smollm2(tmp_path):
     assert {r["layer"] for r in flips} == {20, 26, 29} and {r["kind"] for r in flips} == {"gender", "number"}
     by = {(r["kind"], r["layer"], r["control"], r["scale"]): r for r in flips}
     assert by["gender", 29, "direction", 2.0]["flip"] > by["gender", 29, "random", 2.0]["flip_high"]
+
+
+def test_flip_intervals_resample_schemas_not_items():
+    import numpy as np
+    import pandas as pd
+
+    from interp.analysis import bootstrap_mean_interval
+    from studies.steering.measure import summarise_flips
+
+    # 10 schemas of two correct twins; in 4 schemas both twins flip, in the others neither
+    schema = np.repeat([f"s{i}" for i in range(10)], 2)
+    flipped = np.repeat([True] * 4 + [False] * 6, 2)
+    frame = pd.DataFrame({"kind": "number", "layer": 3, "control": False, "scale": 2.0, "schema": schema,
+                          "correct": True, "flipped": flipped, "shift": np.linspace(-1, 1, 20)})  # fmt: skip
+    row = summarise_flips(frame, n_boot=500, seed=2).iloc[0]
+    assert (row["n_correct"], row["flip"]) == (20, 0.4)
+    expected = bootstrap_mean_interval(flipped.astype(float), 500, 2, groups=schema)[1:]
+    assert (row["flip_low"], row["flip_high"]) == expected
