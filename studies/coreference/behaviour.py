@@ -1,4 +1,8 @@
-"""Behavioural summaries: accuracy with Wilson intervals, pair accuracy, and the baselines beside them.
+"""Behavioural summaries: accuracy with its interval, pair accuracy, and the baselines beside them.
+
+Accuracy's 95% interval is a bootstrap over schemas (a schema's twins resampled together: their scores are not
+independent); pair accuracy's is a Wilson interval over the pairs, each pair one trial, with its chance level
+``pair_chance``: 0.25 for two independent random choices.
 
 Twins have opposite answers, so any rule that ignores the switch word (always the first candidate, always
 the candidate nearest the pronoun) is right on exactly one twin of each pair: 50% accuracy and 0% pair
@@ -15,7 +19,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from interp.analysis import wilson_interval
+from interp.analysis import bootstrap_mean_interval, wilson_interval
 
 METHODS = ("full", "partial", "question", "lm_eval")
 LABELS = {
@@ -42,18 +46,32 @@ def stderr(k: int, n: int) -> float:
     return math.sqrt(p * (1 - p) * n / (n - 1)) / math.sqrt(n)
 
 
-def accuracy_row(name: str, correct: Sequence[bool], pairs: Sequence[tuple[bool, bool]] | None) -> dict:
+def accuracy_row(
+    name: str, correct: Sequence[bool], pairs: Sequence[tuple[bool, bool]] | None, schemas: Sequence[str]
+) -> dict:
     """``method, n, correct, accuracy, ci_low, ci_high, stderr`` and, with pairs, ``pairs, pair_accuracy,
-    pair_ci_low, pair_ci_high``."""
+    pair_ci_low, pair_ci_high, pair_chance``; ``schemas`` (one per item) group the bootstrap."""
     n, k = len(correct), int(sum(correct))
-    low, high = wilson_interval(k, n)
+    low, high = _interval(correct, schemas)
     row = {"method": name, "n": n, "correct": k, "accuracy": k / n if n else float("nan"),
            "ci_low": low, "ci_high": high, "stderr": stderr(k, n)}  # fmt: skip
     if pairs:
         both = sum(a and b for a, b in pairs)
         plow, phigh = wilson_interval(both, len(pairs))
-        row.update(pairs=len(pairs), pair_accuracy=both / len(pairs), pair_ci_low=plow, pair_ci_high=phigh)
+        row.update(pairs=len(pairs), pair_accuracy=both / len(pairs), pair_ci_low=plow, pair_ci_high=phigh,
+                   pair_chance=0.25)  # fmt: skip
     return row
+
+
+def _interval(correct: Sequence[bool], schemas: Sequence[str]) -> tuple[float, float]:
+    """95% bootstrap over schemas (2,000 resamples, seed 0); NaN with fewer than two schemas."""
+    if len(set(schemas)) < 2:
+        return float("nan"), float("nan")
+    return bootstrap_mean_interval([float(c) for c in correct], 2000, 0, groups=list(schemas))[1:]
+
+
+def _schemas(records: Sequence[dict]) -> list[str]:
+    return [r["schema_id"] or r["id"] for r in records]  # an item without a twin is its own schema
 
 
 def _pairs(
@@ -73,7 +91,11 @@ def resolution_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) 
     rows = []
     for method in METHODS:
         ok = lambda r, m=method: r["correct"][m]  # noqa: E731
-        rows.append(accuracy_row(LABELS[method], [ok(r) for r in records], _pairs(records, pairs, ok)))
+        rows.append(
+            accuracy_row(
+                LABELS[method], [ok(r) for r in records], _pairs(records, pairs, ok), _schemas(records)
+            )
+        )
     known = lambda r: r.get("nearest_candidate") is not None  # noqa: E731
     placed = [r for r in records if known(r)]
     baselines = {
@@ -82,7 +104,11 @@ def resolution_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) 
     }
     if placed:
         for name, ok in baselines.items():
-            rows.append(accuracy_row(name, [ok(r) for r in placed], _pairs(records, pairs, ok, known)))
+            rows.append(
+                accuracy_row(
+                    name, [ok(r) for r in placed], _pairs(records, pairs, ok, known), _schemas(placed)
+                )
+            )
     frame = pd.DataFrame(rows)
     frame["chance"] = 0.5
     return frame
@@ -94,11 +120,18 @@ def agreement_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) -
     two = [r for r in records if r["two_people"]]
     is_two = lambda r: r["two_people"]  # noqa: E731
     ok = lambda r: r["correct"]  # noqa: E731
-    rows.append(accuracy_row("model, all prompts", [ok(r) for r in records], _pairs(records, pairs, ok)))
+    rows.append(
+        accuracy_row(
+            "model, all prompts", [ok(r) for r in records], _pairs(records, pairs, ok), _schemas(records)
+        )
+    )
     if two:
         rows.append(
             accuracy_row(
-                "model, two-person prompts", [ok(r) for r in two], _pairs(records, pairs, ok, is_two)
+                "model, two-person prompts",
+                [ok(r) for r in two],
+                _pairs(records, pairs, ok, is_two),
+                _schemas(two),
             )
         )
         recent = lambda r: r["antecedent_is_recent"]  # noqa: E731
@@ -107,6 +140,7 @@ def agreement_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) -
                 "baseline: most recent name, two-person",
                 [recent(r) for r in two],
                 _pairs(records, pairs, recent, is_two),
+                _schemas(two),
             )
         )
         first = lambda r: not r["antecedent_is_recent"]  # noqa: E731
@@ -115,6 +149,7 @@ def agreement_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) -
                 "baseline: first name, two-person",
                 [first(r) for r in two],
                 _pairs(records, pairs, first, is_two),
+                _schemas(two),
             )
         )
     frame = pd.DataFrame(rows)

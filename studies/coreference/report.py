@@ -29,8 +29,9 @@ def write_report(report: Report, model, config, results: Sequence, picture: dict
         "A model that resolves a pronoun prefers the right candidate for both twins of a pair (twins differ "
         "in one switch word and have opposite answers), attends to the referent from positions that can see "
         "the switch word, carries the twin difference causally through those heads, and holds the referent "
-        "linearly decodable. Accuracies carry 95% Wilson intervals; chance is 0.5, and rules that ignore the "
-        "switch word score 0.5 accuracy and 0 pair accuracy by construction."
+        "linearly decodable. Accuracies carry 95% bootstrap intervals over schemas (twins together); chance is "
+        "0.5 (0.25 for pair accuracy), and rules that ignore the switch word score 0.5 accuracy and 0 pair "
+        "accuracy by construction."
     )
     if not lm:
         report.add_text(
@@ -63,7 +64,10 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
     if "behaviour" in a:
         table = a["behaviour"]
         bos = "a BOS token prepended" if bool(table["bos_prepended"].iloc[0]) else "no BOS token"
-        caption = f"Accuracy with 95% Wilson intervals and lm-eval-harness's stderr; texts read with {bos}"
+        caption = (
+            "Accuracy with 95% bootstrap intervals over schemas (chance 0.5; pair accuracy: Wilson over pairs, "
+            f"chance 0.25) and lm-eval-harness's stderr; texts read with {bos}"
+        )
         report.add_table(f"{label}_behaviour", table, caption=caption, digits=3)
         main = table[table["method"] == LABELS[PRIMARY]].iloc[0] if kind == "resolution" else table.iloc[0]
         sentences = [
@@ -76,7 +80,9 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
             f"{label}: {main['method']} accuracy",
             round(float(main["accuracy"]), 3),
             ci=(float(main["ci_low"]), float(main["ci_high"])),
-            note="95% Wilson; the primary metric" if kind == "resolution" else "95% Wilson",
+            note="95% bootstrap over schemas, chance 0.5; the primary metric"
+            if kind == "resolution"
+            else "95% bootstrap over schemas",
         )
         out["behaviour"] = table_records(table)
         examples = pd.DataFrame(result.records[:N_EXAMPLES]).drop(columns=["correct"], errors="ignore")

@@ -8,18 +8,18 @@ goes to the referent; (3) carry the twin difference causally through those heads
 hold the referent linearly decodable in its residual stream. A causal model cannot do any of this *at the
 pronoun* when the switch word comes after it: its activations there are identical across twins.
 
-Metric. Resolution (``winograd``): accuracy of full, partial (Trinh and Le 2018) and question-prompt
-scoring, with 95% Wilson intervals, pair accuracy (both twins right), chance (0.5) and rules that ignore the
-switch (first candidate, nearest candidate: 0.5 accuracy, 0 pair accuracy by construction). Agreement
-(``agreement``): the logit difference between the agreeing and the other pronoun at the next-token position,
-accuracy overall and on two-person prompts against most-recent-name and first-name baselines. Attention:
-per-head antecedent accuracy (more mass on the referent, by weight and by Kobayashi norm) from the pronoun,
-the switch word, the full stop and the final position; heads selected on half the schemas and tested on the
-other half (exact binomial test against 0.5, Holm-corrected over the heads tested). Causal: normalised
-recovery of the metric's logit difference when patching the residual stream (by layer and position role)
-and each head's output ``hook_z`` from one twin into the other, pooled over pairs; attribution patching for
-the sweep, exact patching for the top slots. Probes: per-layer logistic regression for the referent, split
-by twin pair, with a shuffled-label control.
+Metric. Resolution (``winograd``): accuracy of full, partial (Trinh and Le 2018) and question-prompt scoring,
+with 95% bootstrap intervals over schemas (twins together), pair accuracy (both twins right; chance 0.25),
+chance (0.5) and rules that ignore the switch (first candidate, nearest candidate: 0.5 accuracy, 0 pair
+accuracy by construction). Agreement (``agreement``): the logit difference between the agreeing and the other
+pronoun at the next-token position, accuracy overall and on two-person prompts against most-recent-name and
+first-name baselines. Attention: per-head antecedent accuracy (more mass on the referent, by weight and by
+Kobayashi norm) from the pronoun, the switch word, the full stop and the final position; heads selected on
+half the schemas and tested on the other half (exact binomial test against 0.5, Holm-corrected over the heads
+tested). Causal: normalised recovery of the metric's logit difference when patching the residual stream (by
+layer and position role) and each head's output ``hook_z`` from one twin into the other, pooled over pairs;
+attribution patching for the sweep, exact patching for the top slots. Probes: per-layer logistic regression
+for the referent, split by twin pair, with a shuffled-label control.
 
 Data. The shipped sets (``winograd``, ``agreement``) or any file of a supported format (``--data PATH``,
 repeatable; the study's own JSONL with only the defining fields, WinoGrande, SuperGLUE WSC, the WSC XML,

@@ -56,3 +56,21 @@ def test_held_out_interval_resamples_schemas_and_gates_above_chance():
     _, low, high = bootstrap_mean_interval(values, 2000, 0, groups=schema)
     assert (by_head.loc[1, "test_ci_low"], by_head.loc[1, "test_ci_high"]) == (low, high)
     assert by_head.loc[1, "above_chance"]
+
+
+def test_behaviour_intervals_resample_schemas_and_pairs_carry_their_chance():
+    from studies.coreference.behaviour import agreement_table
+
+    # 12 schemas of two twins; the model gets the first twin of every schema right and the second of 3
+    records = []
+    for s in range(12):
+        for twin in range(2):
+            right = twin == 0 or s < 3
+            records.append({"id": f"{s}{'ab'[twin]}", "schema_id": f"s{s}", "correct": right, "targets": [0, 1],
+                            "two_people": False, "antecedent_is_recent": True})  # fmt: skip
+    pairs = [(2 * s, 2 * s + 1) for s in range(12)]
+    row = agreement_table(records, pairs).iloc[0]
+    values = [float(r["correct"]) for r in records]
+    schemas = [r["schema_id"] for r in records]
+    assert (row["ci_low"], row["ci_high"]) == bootstrap_mean_interval(values, 2000, 0, groups=schemas)[1:]
+    assert (row["pair_accuracy"], row["pair_chance"], row["chance"]) == (0.25, 0.25, 0.5)
