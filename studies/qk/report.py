@@ -12,6 +12,8 @@ SWITCH_SHARE = 0.25
 
 
 def _interval(ci) -> str:
+    if ci[0] != ci[0]:  # NaN: fewer than two schemas
+        return "(no interval: one schema)"
     return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
@@ -102,7 +104,8 @@ def write_report(report: Report, config, results: dict, seconds: float) -> None:
         pd.DataFrame(results["overview"]),
         caption="Top heads, all layers, ranked on the test pairs",
     )
-    out = {"heads": {}, "overview": results["overview"]}
+    out = {"heads": {}, "overview": results["overview"], "n_pairs": results["n_pairs"]}
+    out.update(n_select=len(results["select"]), n_test=len(results["test"]))
     rows = []
     for head in results["heads"]:
         report.add_section(head["head"])

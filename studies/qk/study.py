@@ -162,7 +162,7 @@ def run_study(model, config: QKConfig, items: list, progress: bool = False) -> d
     heads = analysis.choose_heads(pairs, select, fixed, config.top_heads)
     rng = np.random.default_rng(config.seed)
     return {
-        "n_pairs": len(pairs),
+        "n_pairs": len(pairs) - 1,  # the twin pairs of the data; the seed's pair (first) is counted apart
         "select": [pairs[i][0] for i in select],
         "test": [pairs[i][0] for i in test],
         "overview": analysis.overview(pairs, select, test),

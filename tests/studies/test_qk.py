@@ -71,6 +71,7 @@ def test_study_end_to_end(folder, tmp_path):
     assert main([*args, "--random-draws", "2", "--out", str(out), "--quiet"]) == 0
     results = json.loads((out / "results.json").read_text())["results"]
     heads = results["heads"]
+    assert results["n_pairs"] == 8 and results["n_select"] + results["n_test"] == 8  # the seed's pair apart
     assert "L1H0" in heads and len(heads) == 3
     for name, head in heads.items():
         assert 0 <= head["n_flipping_pairs"] <= head["n_test_pairs"]
