@@ -310,7 +310,8 @@ def _people_text(people: pd.DataFrame) -> str:
         if r is not None:
             parts.append(
                 f"{label}: {r.pairs} pairs, faithfulness {_f(r.faithfulness)}, the full model prefers the clean "
-                f"pronoun in {r.accuracy_full:.0%} of pairs and the circuit alone in {r.accuracy_circuit:.0%}."
+                f"pronoun in {r.accuracy_full:.0%} of pairs and the circuit alone in {r.accuracy_circuit:.0%} "
+                "(chance 50%)."
             )
     if "one person" in rows and "two people" in rows:
         gap = rows["one person"].faithfulness - rows["two people"].faithfulness
