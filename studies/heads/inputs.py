@@ -36,6 +36,9 @@ COREFERENCE = (
     ("The chef tasted the soup and said it needed salt.", "it", "soup", "chef"),
     ("David met Sarah at the station, and he carried her bags.", "he", "David", "Sarah"),
 )
+SCHEMAS = tuple(range(5)) + (4,) + tuple(range(5, 9)) + (8,) + tuple(range(9, 18))
+"""One schema per sentence of :data:`COREFERENCE`, except the mirrored pairs ("Mary called John" / "John
+called Mary", "The girl gave the boy" / "The boy gave the girl"), which share one: they are held out together."""
 
 
 def random_tokens(

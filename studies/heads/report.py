@@ -7,7 +7,7 @@ import pandas as pd
 
 from interp.report import Report, figures
 from studies.heads.config import SCORES, HeadsConfig
-from studies.heads.inputs import COREFERENCE
+from studies.heads.inputs import COREFERENCE, SCHEMAS
 from studies.heads.specialisation import coreference_holdout, specialisation
 
 TITLE = "What attention heads specialise in"
@@ -49,7 +49,7 @@ def add_model_section(report: Report, name: str, scores: dict, cfg: HeadsConfig,
             }
         )
     best = pd.DataFrame(rows)
-    hold = coreference_holdout(scores["coreference_items"], cfg.n_boot, seed)
+    hold = coreference_holdout(scores["coreference_items"], cfg.n_boot, seed, SCHEMAS)
     b = best.set_index("score")
     report.add_section(f"{name}: {n_layers} layers x {n_heads} heads")
     report.add_text(
@@ -67,11 +67,12 @@ def add_model_section(report: Report, name: str, scores: dict, cfg: HeadsConfig,
         "than on any other."
     )
     report.add_text(
-        f"Coreference: the best head chosen on 10 sentences (L{hold['layer']}H{hold['head']}, "
+        f"Coreference: the best head chosen on {hold['n_fit']} sentences (L{hold['layer']}H{hold['head']}, "
         f"{hold['fit']:+.2f}) puts {hold['test']:+.2f} more attention on the antecedent than on the other "
         "noun in "
-        f"the 10 held-out sentences (95% CI {hold['low']:+.2f} to {hold['high']:+.2f}; right in "
-        f"{hold['correct_share']:.0%} of them; chance 0). "
+        f"the {hold['n_test']} held-out sentences (95% CI over schemas {hold['low']:+.2f} to "
+        f"{hold['high']:+.2f}; chance 0; right in {hold['correct_share']:.0%} of them, chance 50%; mirrored "
+        "sentence pairs are held out together). "
         + (
             "The interval excludes 0, so some head does prefer the antecedent."
             if hold["low"] > 0

@@ -39,13 +39,20 @@ def specialisation(scores: dict[str, torch.Tensor], top_k: int) -> tuple[pd.Data
     return spearman, jaccard, summary
 
 
-def coreference_holdout(items: torch.Tensor, n_boot: int, seed: int) -> dict:
-    """Pick the best coreference head on the even sentences, measure it on the odd ones (95% bootstrap CI)."""
-    fit, test = items[0::2].mean(0), items[1::2]  # [layer, head], [item, layer, head]
+def coreference_holdout(items: torch.Tensor, n_boot: int, seed: int, schemas=None) -> dict:
+    """Pick the best coreference head on the sentences of the even-numbered schemas, measure it on the others
+    (95% bootstrap CI over schemas: sentences of one schema, such as a mirrored pair, stay on one side and are
+    resampled together). Without ``schemas`` every sentence is its own."""
+    schemas = np.arange(len(items)) if schemas is None else np.asarray(schemas)
+    order = list(dict.fromkeys(schemas.tolist()))  # schemas in order of first appearance
+    fitting = np.isin(schemas, order[0::2])
+    fit, test = items[fitting].mean(0), items[~fitting]  # [layer, head], [item, layer, head]
     layer, head = divmod(int(fit.argmax()), fit.shape[1])
     values = test[:, layer, head].numpy()
-    mean, low, high = bootstrap_mean_interval(values, n_boot, seed)
+    mean, low, high = bootstrap_mean_interval(values, n_boot, seed, groups=schemas[~fitting])
     return {
+        "n_fit": int(fitting.sum()),
+        "n_test": int((~fitting).sum()),
         "layer": layer,
         "head": head,
         "fit": float(fit[layer, head]),

@@ -72,3 +72,25 @@ def test_coreference_holdout_on_planted_items():
     hold = coreference_holdout(items, n_boot=100, seed=0)
     assert (hold["layer"], hold["head"]) == (1, 2)
     assert hold["test"] == pytest.approx(0.5) and hold["low"] == pytest.approx(0.5)
+
+
+def test_coreference_holdout_keeps_mirrored_sentences_on_one_side():
+    import numpy as np
+
+    from interp.analysis import bootstrap_mean_interval
+    from studies.heads.inputs import COREFERENCE, SCHEMAS
+
+    assert len(SCHEMAS) == len(COREFERENCE)
+    mirrored = [i for i, s in enumerate(SCHEMAS) if SCHEMAS.count(s) == 2]
+    assert [COREFERENCE[i][2] for i in mirrored] == ["Mary", "John", "girl", "boy"]
+    items = torch.randn(len(SCHEMAS), 2, 3, generator=torch.Generator().manual_seed(0))
+    hold = coreference_holdout(items, n_boot=200, seed=1, schemas=SCHEMAS)
+    schemas = np.asarray(SCHEMAS)
+    fitting = np.isin(schemas, sorted(set(SCHEMAS))[0::2])
+    assert (hold["n_fit"], hold["n_test"]) == (int(fitting.sum()), int((~fitting).sum()))
+    fit = items[fitting].mean(0)
+    layer, head = divmod(int(fit.argmax()), 3)
+    values = items[~fitting][:, layer, head].numpy()
+    assert (hold["low"], hold["high"]) == bootstrap_mean_interval(values, 200, 1, groups=schemas[~fitting])[
+        1:
+    ]
