@@ -29,7 +29,8 @@ def add_findings(report: Report, model: str, results: Sequence[Any], causal: boo
             top = exact.iloc[0]
             report.add_finding(
                 f"{label}: patching head L{int(top['layer'])}H{int(top['head'])} from one twin into the other "
-                f"recovers {top['patched']:.2f} of the twin difference (the largest of the heads patched).",
+                f"recovers {top['patched']:.2f} of the twin difference (the largest of the heads patched, on the pairs "
+                "they were chosen on: a maximum, not a held-out estimate).",
                 f"Causal: {label}",
             )
         probes = a.get("probes")
@@ -38,7 +39,8 @@ def add_findings(report: Report, model: str, results: Sequence[Any], causal: boo
             report.add_finding(
                 f"{label}: a linear probe reads the referent best at the {best['role']} after layer "
                 f"{int(best['layer'])}, {best['accuracy']:.2f} [{best['ci_low']:.2f}, {best['ci_high']:.2f}] "
-                f"(majority class {best['chance']:.2f}, shuffled-label control {best['control_accuracy']:.2f}).",
+                f"(majority class {best['chance']:.2f}, shuffled-label control {best['control_accuracy']:.2f}; "
+                f"the best of {len(probes)} probes on the held-out schemas, so a maximum, not a held-out estimate).",
                 f"Probes: {label}",
             )
     if causal:
