@@ -78,11 +78,12 @@ def _heads(heads: Any, label: str) -> str:
             f"({interval}; Holm p = {top['p_holm']:.2g}): {_against_chance(top)}."
         )
     best = above.loc[above["test_accuracy"].idxmax()]
+    distinct = lambda t: len(set(zip(t["layer"], t["head"], strict=True)))  # noqa: E731  a head tested by weight and by norm
     return (
-        f"{label}: {len(above)} of {len(heads)} selected heads attend to the referent above chance (0.5) on "
-        f"held-out schemas (Holm p < 0.05 and the {interval} above 0.5); the highest held-out accuracy among "
-        f"them: {_name(best)} from {best['query']}, {best['test_accuracy']:.2f} "
-        f"[{best['test_ci_low']:.2f}, {best['test_ci_high']:.2f}]."
+        f"{label}: {distinct(above)} of the {distinct(heads)} selected heads ({len(above)} of {len(heads)} tests, "
+        f"by query position and measure) attend to the referent above chance (0.5) on held-out schemas (Holm "
+        f"p < 0.05 and the {interval} above 0.5); the highest held-out accuracy among them: {_name(best)} from "
+        f"{best['query']}, {best['test_accuracy']:.2f} [{best['test_ci_low']:.2f}, {best['test_ci_high']:.2f}]."
     )
 
 

@@ -32,7 +32,10 @@ def test_above_chance_names_the_best_held_out_head_among_those_that_pass():
          _row(4, 2, 0.70, 0.61, 0.79, 0.0001, True)]
     )  # fmt: skip
     line = _heads(heads, "winograd")
-    assert line.startswith("winograd: 2 of 3 selected heads attend to the referent above chance (0.5)")
+    assert line.startswith(
+        "winograd: 2 of the 3 selected heads (2 of 3 tests, by query position and measure)"
+    )
+    assert "attend to the referent above chance (0.5)" in line
     assert "L4H2 from pronoun, 0.70 [0.61, 0.79]" in line and "L21H7" not in line
 
 
@@ -74,3 +77,10 @@ def test_behaviour_intervals_resample_schemas_and_pairs_carry_their_chance():
     schemas = [r["schema_id"] for r in records]
     assert (row["ci_low"], row["ci_high"]) == bootstrap_mean_interval(values, 2000, 0, groups=schemas)[1:]
     assert (row["pair_accuracy"], row["pair_chance"], row["chance"]) == (0.25, 0.25, 0.5)
+
+
+def test_a_head_passing_by_weight_and_by_norm_counts_once():
+    rows = [_row(17, 0, 0.61, 0.56, 0.68, 0.045, True), _row(17, 0, 0.61, 0.56, 0.68, 0.045, True),
+            _row(21, 7, 0.50, 0.50, 0.50, 1.0, False)]  # fmt: skip
+    line = _heads(pd.DataFrame(rows), "winograd")
+    assert line.startswith("winograd: 1 of the 2 selected heads (2 of 3 tests")
