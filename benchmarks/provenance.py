@@ -52,7 +52,9 @@ def environment(
 
     Args:
         libraries: packages compared or used in this interpreter (torch and interp are always recorded).
-        others: ``{interpreter: packages}`` for libraries run in other environments.
+        others: ``{interpreter: packages}`` for libraries run in other environments; recorded under the
+            environment's folder name, not the interpreter's path (a path on one machine means nothing on
+            another).
     """
     import torch
 
@@ -60,15 +62,21 @@ def environment(
     here["interp_commit"] = _commit()
     env = {"versions": here, "threads": _threads(torch), "machine": _machine(), "load_start": os.getloadavg()}
     if others:
-        env["versions_elsewhere"] = {python: versions(list(libs), python) for python, libs in others.items()}
+        env["versions_elsewhere"] = {
+            _environment_name(python): versions(list(libs), python) for python, libs in others.items()
+        }
     return env
 
 
 def write_run(path: str | os.PathLike[str], figures: dict[str, Any], env: dict[str, Any]) -> None:
-    """Append one run (``figures`` and ``env``, plus the load now) to the runs in ``path``."""
+    """Append one run (``figures`` and ``env``, plus the load now) to the runs in ``path``.
+
+    Absolute paths among the figures (a script's arguments: a reference interpreter, a data file) are kept as
+    their last component, so the stored runs name no folder of the machine that ran them.
+    """
     path = Path(path)
     runs = read_runs(path) if path.exists() else []
-    runs.append({"figures": figures, "environment": {**env, "load_end": os.getloadavg()}})
+    runs.append({"figures": _portable(figures), "environment": {**env, "load_end": os.getloadavg()}})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
 
@@ -114,3 +122,20 @@ def _commit() -> str | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     return out.stdout.strip()
+
+
+def _environment_name(python: str) -> str:
+    """``.../venv-circuit-tracer/bin/python`` -> ``venv-circuit-tracer``: the environment, not where it lies."""
+    parts = Path(python).parts
+    return parts[-3] if len(parts) >= 3 and parts[-2] == "bin" else Path(python).name
+
+
+def _portable(value: Any) -> Any:
+    """``value`` with every absolute path replaced by its last component, through dicts and lists."""
+    if isinstance(value, dict):
+        return {k: _portable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_portable(v) for v in value]
+    if isinstance(value, str) and os.path.isabs(value):
+        return _environment_name(value)
+    return value

@@ -61,3 +61,28 @@ def test_every_stored_run_says_what_it_lacks(path):
             assert (
                 run.get("circuit_tracer_backend", run["figures"].get("circuit_tracer_backend")) == "nnsight"
             )
+
+
+def test_stored_runs_name_no_folder_of_the_machine_that_ran_them(tmp_path):
+    out = tmp_path / "x.json"
+    env = provenance.environment(others={sys.executable: ["torch"]})
+    provenance.write_run(out, {"args": {"peer_python": sys.executable, "out": "results/x.json"}}, env)
+    (run,) = provenance.read_runs(out)
+    assert run["figures"]["args"] == {"peer_python": Path(sys.executable).parts[-3], "out": "results/x.json"}
+    assert list(run["environment"]["versions_elsewhere"]) == [Path(sys.executable).parts[-3]]
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "benchmarks" / "results").glob("*.json")), ids=lambda p: p.name
+)
+def test_no_stored_run_holds_an_absolute_path(path):
+    def strings(value):
+        if isinstance(value, dict):
+            yield from (s for v in value.values() for s in strings(v))
+            yield from value  # keys too
+        elif isinstance(value, list):
+            yield from (s for v in value for s in strings(v))
+        elif isinstance(value, str):
+            yield value
+
+    assert [s for s in strings(json.loads(path.read_text())) if s.startswith("/")] == []
