@@ -20,6 +20,8 @@ RotaryScalingKind = Literal["linear", "dynamic", "llama3", "yarn", "longrope", "
 Positional = Literal["learned", "sinusoidal", "rotary", "none"]
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu"]
 MLPKind = Literal["standard", "gated"]
+MLPType = Literal["dense", "moe"]
+ExpertWeights = Literal["softmax", "softmax_topk"]
 LMHead = Literal["linear", "mlm", "none"]
 
 
@@ -94,6 +96,12 @@ class RotaryScaling:
             )
 
 
+# Sizes that may be left as None (derived, or absent), but must be positive integers when given.
+_OPTIONAL_SIZES = (
+    "d_head", "n_kv_heads", "d_mlp", "rotary_dim", "n_experts", "experts_per_token", "d_expert", "d_shared_expert",
+)  # fmt: skip
+
+
 @dataclass(frozen=True, kw_only=True)
 class TransformerConfig:
     """The shape and wiring of a :class:`~interp.HookedTransformer`.
@@ -136,6 +144,22 @@ class TransformerConfig:
             ``sqrt(d_model)``).
         act: MLP nonlinearity.
         mlp: ``"standard"`` (W_out act(W_in x)) or ``"gated"`` (W_out (act(W_gate x) * W_in x)).
+        n_experts: routed experts per mixture-of-experts layer (:mod:`interp.model.moe`); ``None``: every MLP is
+            dense.
+        experts_per_token: how many experts each token is routed to (the router's top k).
+        d_expert: hidden width of one routed expert; defaults to ``d_mlp`` (Qwen2-MoE's experts are narrower
+            than its dense layers: ``moe_intermediate_size``).
+        expert_weights: how the chosen experts' outputs are weighted: ``"softmax_topk"`` (a softmax over the
+            chosen experts' logits, which is the softmax over all renormalised over the chosen: Mixtral,
+            Qwen3-MoE) or ``"softmax"`` (the softmax over all experts, at the chosen ones, not renormalised:
+            Qwen2-MoE and OLMoE, whose ``norm_topk_prob`` is false).
+        router_bias: the router has a bias (GPT-OSS).
+        d_shared_expert: hidden width of a shared expert that every token passes through beside the routed
+            ones (Qwen2-MoE); ``None``: none.
+        shared_expert_gate: the shared expert's output is multiplied by ``sigmoid(x @ W_shared_gate)``
+            (Qwen2-MoE).
+        mlp_types: ``"dense"`` or ``"moe"`` per layer; defaults to all ``"moe"`` when ``n_experts`` is set
+            (Qwen2-MoE's ``mlp_only_layers`` and ``decoder_sparse_step`` make some layers dense).
         causal: whether a query may only attend to itself and earlier keys.
         attn_bias: biases on the Q, K, V and output projections.
         mlp_bias: biases on the MLP projections.
@@ -175,6 +199,14 @@ class TransformerConfig:
     embed_scale: float = 1.0
     act: Activation = "gelu"
     mlp: MLPKind = "standard"
+    n_experts: int | None = None
+    experts_per_token: int | None = None
+    d_expert: int | None = None
+    expert_weights: ExpertWeights = "softmax_topk"
+    router_bias: bool = False
+    d_shared_expert: int | None = None
+    shared_expert_gate: bool = False
+    mlp_types: tuple[MLPType, ...] | None = None
     causal: bool = True
     attn_bias: bool = True
     mlp_bias: bool = True
@@ -194,7 +226,7 @@ class TransformerConfig:
                 raise ValueError(f"TransformerConfig.{field.name}={value!r}; expected one of {list(allowed)}")
         for name in ("n_layers", "d_model", "n_heads", "d_vocab", "n_ctx"):
             _check_positive(name, getattr(self, name))
-        for name in ("d_head", "n_kv_heads", "d_mlp", "rotary_dim"):
+        for name in _OPTIONAL_SIZES:
             if getattr(self, name) is not None:
                 _check_positive(name, getattr(self, name))
         if self.d_head is None:
@@ -224,6 +256,7 @@ class TransformerConfig:
         if self.lm_head == "none" and self.tie_embeddings:
             raise ValueError("tie_embeddings=True needs an unembedding; lm_head='none' has none")
         self._resolve_attention()
+        self._resolve_experts()
         if self.parallel_attn_mlp and self.norm_placement != "pre":
             raise ValueError(
                 f"parallel_attn_mlp=True needs norm_placement='pre', got {self.norm_placement!r}"
@@ -263,6 +296,50 @@ class TransformerConfig:
             raise ValueError("layer_types has sliding layers but sliding_window is not set")
         if self.local_rotary_base is not None and "sliding" not in types:
             raise ValueError("local_rotary_base is the base of sliding layers, and there are none")
+
+    def _resolve_experts(self) -> None:
+        routed = self.n_experts is not None
+        if not routed:
+            unset = {
+                "experts_per_token": self.experts_per_token is None,
+                "d_expert": self.d_expert is None,
+                "router_bias": not self.router_bias,
+                "d_shared_expert": self.d_shared_expert is None,
+            }
+            stray = [name for name, ok in unset.items() if not ok]
+            if stray:
+                raise ValueError(f"{stray} describe mixture-of-experts layers; set n_experts too")
+        else:
+            if self.experts_per_token is None:
+                raise ValueError(
+                    "experts_per_token must be set with n_experts: how many experts each token uses"
+                )
+            if self.experts_per_token > self.n_experts:
+                raise ValueError(
+                    f"experts_per_token={self.experts_per_token} must be from 1 to n_experts={self.n_experts}: "
+                    "how many experts the router chooses for each token"
+                )
+            if self.d_expert is None:
+                object.__setattr__(self, "d_expert", self.d_mlp)
+        if self.shared_expert_gate and self.d_shared_expert is None:
+            raise ValueError("shared_expert_gate=True gates a shared expert; set d_shared_expert too")
+        if self.mlp_types is None:
+            object.__setattr__(self, "mlp_types", (("moe" if routed else "dense"),) * self.n_layers)
+        types = tuple(self.mlp_types)
+        object.__setattr__(self, "mlp_types", types)
+        allowed = get_args(MLPType)
+        if len(types) != self.n_layers or any(t not in allowed for t in types):
+            raise ValueError(
+                f"mlp_types must give one of {list(allowed)} for each of the {self.n_layers} layers, "
+                f"got {list(types)}"
+            )
+        if "moe" in types and not routed:
+            raise ValueError("mlp_types has mixture-of-experts layers but n_experts is not set")
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether any layer routes its tokens to experts."""
+        return "moe" in self.mlp_types
 
     @property
     def group_size(self) -> int:

@@ -51,6 +51,7 @@ def _aliases(cfg: TransformerConfig, names: tuple[str, ...]) -> HookAliases:
             aliases[f"{b}.mlp.in.hook_out"] = f"{b}.mlp.hook_pre_linear"
         for head_input in ("q", "k", "v"):  # one input stream per head, inside `with model.split_inputs():`
             aliases[f"{b}.attn.hook_{head_input}_input"] = f"{b}.hook_{head_input}_input"
+        aliases[f"{b}.mlp.hook_router_scores"] = f"{b}.mlp.hook_router_logits"  # TransformerLens 3's MoE name
         if pre_style:
             aliases[f"{b}.ln1.hook_in"] = f"{b}.hook_resid_pre"
             for name in ("attn.hook_out", "attn.o.hook_out", "attn.hook_hidden_states"):

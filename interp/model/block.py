@@ -34,6 +34,7 @@ from interp.model.head_norm import InputNorm
 from interp.model.kv_cache import KVCache
 from interp.model.masks import LayerMask
 from interp.model.mlp import MLP
+from interp.model.moe import MoE
 from interp.model.norm import Norm
 
 
@@ -55,7 +56,7 @@ class Block(nn.Module):
             self.hook_resid_mid = HookPoint()
         self.register_module("hook_mlp_in", None)
         self.ln2 = Norm(cfg) if placement != "output" else None
-        self.mlp = MLP(cfg)
+        self.mlp = MoE(cfg) if cfg.mlp_types[layer] == "moe" else MLP(cfg)
         self.ln2_post = Norm(cfg) if placement in ("sandwich", "output") else None
         self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()

@@ -47,6 +47,14 @@ class MLP(nn.Module):
             hidden = self.hook_post(self.act(self.hook_pre(_affine(x, self.W_in, self.b_in))))
         return _affine(hidden, self.W_out, self.b_out)
 
+    def input_weights(self) -> list[tuple[nn.Module, str, str]]:
+        """``(module, weight, bias)`` of every matrix that reads the MLP's input (what a norm folds into)."""
+        return [(self, "W_in", "b_in")] + ([(self, "W_gate", "b_gate")] if self.gated else [])
+
+    def output_weights(self) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
+        """``(weight, bias)`` of the matrix that writes the MLP's output into the stream."""
+        return [(self.W_out, self.b_out)]
+
 
 def _affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     # F.linear wants [out, in]; w.T is the contiguous nn.Linear-layout storage, so no copy is made.

@@ -12,7 +12,9 @@ from tests.model.variants import FAMILY_VARIANTS, VARIANTS, tiny_config, variant
 B, P = 2, 5
 
 
-def golden(cfg) -> dict[str, tuple[int, ...]]:
+def golden(cfg, routed: dict[int, list[int]] | None = None) -> dict[str, tuple[int, ...]]:
+    """Names and shapes; ``routed`` gives, for each mixture-of-experts layer, how many tokens each expert
+    received (the rows of its hooks), which depends on the routing."""
     d, h, g, e, m = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.d_head, cfg.d_mlp
     names = {"hook_embed": (B, P, d)}
     if cfg.positional in ("learned", "sinusoidal"):
@@ -54,10 +56,13 @@ def golden(cfg) -> dict[str, tuple[int, ...]]:
             names[pre + "hook_resid_mid"] = (B, P, d)
         if before:
             norm(pre + "ln2")
-        names[pre + "mlp.hook_pre"] = (B, P, m)
-        if cfg.mlp == "gated":
-            names[pre + "mlp.hook_pre_linear"] = (B, P, m)
-        names[pre + "mlp.hook_post"] = (B, P, m)
+        if cfg.mlp_types[layer] == "moe":
+            names.update(_moe_names(cfg, pre + "mlp.", routed[layer]))
+        else:
+            names[pre + "mlp.hook_pre"] = (B, P, m)
+            if cfg.mlp == "gated":
+                names[pre + "mlp.hook_pre_linear"] = (B, P, m)
+            names[pre + "mlp.hook_post"] = (B, P, m)
         if after:
             norm(pre + "ln2_post")
         names[pre + "hook_mlp_out"] = (B, P, d)
@@ -69,6 +74,42 @@ def golden(cfg) -> dict[str, tuple[int, ...]]:
     names["unembed.hook_in"] = (B, P, d)
     names["unembed.hook_out"] = (B, P, cfg.d_vocab)
     return names
+
+
+def _moe_names(cfg, pre: str, counts: list[int]) -> dict[str, tuple[int, ...]]:
+    """A mixture-of-experts MLP's hooks (docs/hooks.md): routing, then each expert on its own rows, then the
+    shared expert and its gate."""
+    d, k, x = cfg.d_model, cfg.experts_per_token, cfg.d_expert
+    names = {
+        pre + "hook_router_logits": (B, P, cfg.n_experts),
+        pre + "hook_expert_indices": (B, P, k),
+        pre + "hook_expert_weights": (B, P, k),
+    }
+    for expert, rows in enumerate(counts):
+        leaves = (["hook_gate"] if cfg.mlp == "gated" else []) + ["hook_pre", "hook_post"]
+        names.update({f"{pre}experts.{expert}.{leaf}": (rows, x) for leaf in leaves})
+        names[f"{pre}experts.{expert}.hook_out"] = (rows, d)
+    if cfg.d_shared_expert is not None:
+        s = cfg.d_shared_expert
+        leaves = (["hook_gate"] if cfg.mlp == "gated" else []) + ["hook_pre", "hook_post"]
+        names.update({f"{pre}shared_expert.{leaf}": (B, P, s) for leaf in leaves})
+        names[pre + "shared_expert.hook_out"] = (B, P, d)
+    if cfg.shared_expert_gate:
+        names[pre + "hook_shared_expert_weight"] = (B, P, 1)
+    return names
+
+
+def _fire_every_hook(model, cfg):
+    """name -> shape of every hook that fired, in firing order, and each MoE layer's tokens per expert."""
+    fired, chosen = {}, {}
+
+    def record(x, hook):
+        fired[hook.name] = tuple(x.shape)
+        if hook.name.endswith("hook_expert_indices"):
+            chosen[hook.layer] = torch.bincount(x.flatten(), minlength=cfg.n_experts).tolist()
+
+    model.run_with_hooks(torch.randint(0, cfg.d_vocab, (B, P)), fwd_hooks=[(lambda name: True, record)])
+    return fired, chosen
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
@@ -89,12 +130,8 @@ def test_family_hooks_fire_in_forward_order(family):
     """The golden list for what each newer family adds, names and shapes in the order the forward reaches them."""
     cfg = tiny_config(**FAMILY_VARIANTS[family])
     model = HookedTransformer(cfg)
-    fired = {}
-    model.run_with_hooks(
-        torch.randint(0, cfg.d_vocab, (B, P)),
-        fwd_hooks=[(lambda name: True, lambda x, hook: fired.__setitem__(hook.name, tuple(x.shape)))],
-    )
-    expected = golden(cfg)
+    fired, routed = _fire_every_hook(model, cfg)
+    expected = golden(cfg, routed)
     assert list(fired.items()) == list(expected.items())
     assert model.hook_names() == list(expected)
 

@@ -39,6 +39,22 @@ FAMILY_VARIANTS = {
     "olmo2": dict(_ROTARY, norm_placement="output", qk_norm="full"),
     "neox": dict(positional="rotary", rotary_dim=4, parallel_attn_mlp=True),
     "mistral": dict(_ROTARY, sliding_window=3),
+    # mixture of experts: Mixtral (top 2 of 4, renormalised, a window), Qwen2-MoE (a dense layer, a gated shared
+    # expert, weights not renormalised), OLMoE (q/k norms over all heads, 8 experts, some idle on short inputs)
+    "mixtral": dict(_ROTARY, n_experts=4, experts_per_token=2, d_expert=16, sliding_window=3),
+    "qwen2_moe": dict(
+        _ROTARY,
+        n_experts=4,
+        experts_per_token=2,
+        d_expert=8,
+        d_shared_expert=24,
+        shared_expert_gate=True,
+        expert_weights="softmax",
+        mlp_types=("moe", "dense"),
+    ),
+    "olmoe": dict(
+        _ROTARY, qk_norm="full", n_experts=8, experts_per_token=2, d_expert=16, expert_weights="softmax"
+    ),
 }
 
 

@@ -51,10 +51,7 @@ def process_weights(
                 block.ln1,
                 [(block.attn, "W_Q", "b_Q"), (block.attn, "W_K", "b_K"), (block.attn, "W_V", "b_V")],
             )
-            mlp = block.mlp
-            _fold_norm(
-                block.ln2, [(mlp, "W_in", "b_in")] + ([(mlp, "W_gate", "b_gate")] if mlp.gated else [])
-            )
+            _fold_norm(block.ln2, block.mlp.input_weights())
         if model.ln_final is not None and model.unembed is not None and model.head is None:
             _fold_norm(model.ln_final, [(model.unembed, "W_U", "b_U")], vocab_last=True)
     if center_writing_weights:
@@ -82,7 +79,7 @@ def _fold_norm(norm: nn.Module, readers: list[tuple[nn.Module, str, str]], vocab
     """Move ``norm``'s gain and bias into each ``(module, weight, bias)`` that reads its output."""
     gain = norm.gain.to(norm.w.dtype)  # [d_model]
     for module, w_name, b_name in readers:
-        weight = getattr(module, w_name)  # [head, d_model, d_head] or [d_model, out]
+        weight = getattr(module, w_name)  # [head, d_model, d_head], [expert, d_model, out] or [d_model, out]
         axis = weight.ndim - 2
         shape = [1] * weight.ndim
         shape[axis] = -1
@@ -114,5 +111,6 @@ def _center_writers(model: nn.Module) -> None:
     for block in model.blocks:
         center(block.attn.W_O)
         center(block.attn.b_O)
-        center(block.mlp.W_out)
-        center(block.mlp.b_out)
+        for weight, bias in block.mlp.output_weights():
+            center(weight)
+            center(bias)

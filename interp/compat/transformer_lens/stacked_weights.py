@@ -23,7 +23,8 @@ def stacked(model: nn.Module, name: str, *, ungroup: bool = False) -> torch.Tens
     Args:
         model: an interp :class:`~interp.HookedTransformer`.
         name: ``W_Q``, ``W_K``, ``W_V``, ``W_O``, their biases ``b_Q``..., or ``W_in``, ``W_gate``, ``W_out``,
-            ``b_in``, ``b_gate``, ``b_out``.
+            ``b_in``, ``b_gate``, ``b_out`` (of a mixture-of-experts model: the routed experts', with an
+            ``expert`` axis after ``layer``; a model mixing dense and MoE layers raises).
         ungroup: repeat key/value weights along the head axis so there is one per query head.
     """
     if name not in _ATTN | _MLP:
@@ -32,7 +33,13 @@ def stacked(model: nn.Module, name: str, *, ungroup: bool = False) -> torch.Tens
     weights = [getattr(getattr(block, owner), name) for block in model.blocks]
     if any(w is None for w in weights):
         return None
-    out = torch.stack(list(weights))  # [layer, ...]
+    shapes = {tuple(w.shape) for w in weights}
+    if len(shapes) > 1:  # a mixture-of-experts model with dense layers: [expert, ...] here, [...] there
+        raise ValueError(
+            f"{name} has different shapes in different layers ({sorted(shapes)}): the layers' MLPs are "
+            f"{list(model.cfg.mlp_types)}; read model.blocks[layer].mlp.{name} per layer"
+        )
+    out = torch.stack(list(weights))  # [layer, ...] (mixture-of-experts MLPs: [layer, expert, ...])
     group = model.cfg.n_heads // model.cfg.n_kv_heads
     if ungroup and name in _KV and group > 1:
         out = out.repeat_interleave(group, dim=1)  # [layer, head, ...]
