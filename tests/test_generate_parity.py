@@ -1,10 +1,11 @@
 """Greedy generation against ``transformers`` ``generate`` on the same weights, token for token.
 
 Tiny random models of several families (``tests/load/families.py``: sliding windows shorter than the
-generation, rotary scaling, soft-caps, q/k norms, parallel blocks) converted with ``interp.from_hf``, and the
-packaged SmolLM2 GGUF read by both libraries. Both sides run a left-padded batch of prompts of different
-lengths; ``transformers`` counts positions from the attention mask, as interp does. The LongRoPE model's
-generation outgrows its original context of 8, where its rotary factors switch and the cache is rebuilt.
+generation, rotary scaling, soft-caps, q/k norms, parallel blocks, mixtures of experts) converted with
+``interp.from_hf``, and the packaged SmolLM2 GGUF read by both libraries. Both sides run a left-padded batch
+of prompts of different lengths; ``transformers`` counts positions from the attention mask, as interp does.
+The LongRoPE model's generation outgrows its original context of 8, where its rotary factors switch and the
+cache is rebuilt.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ def _hf_generate(reference, ids, mask, new: int, eos: int | None, pad: int) -> t
         "llama3-rope",
         "yarn-rope",
         "dynamic-rope",
+        "mixtral",
+        "qwen2-moe",
+        "qwen2-moe-norm",
+        "qwen3-moe",
+        "olmoe",
     ],  # fmt: skip
 )
 def test_tiny_families_generate_what_transformers_generates(name):
@@ -85,6 +91,8 @@ def test_tiny_families_generate_what_transformers_generates(name):
         "yarn-rope",
         "linear-rope",
         "phi3-longrope",
+        "mixtral",
+        "qwen2-moe",
     ],
 )
 def test_cache_and_recomputation_agree_on_the_families(name):

@@ -15,6 +15,8 @@ from interp.load.families import FAMILIES
 
 _FOLDER = "folder"
 _LLAMA_CPP = "GGUF written by llama.cpp's converter"
+_ROUTERS = "router logits against output_router_logits"
+_MOE_HOOKS = "mlp.hook_router_logits, hook_expert_indices, hook_expert_weights, mlp.experts.E.*"
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,24 @@ CATALOG = (
         ("olmo2",),
         "ln1_post.*, ln2_post.* (no ln1, ln2); attn.q_norm/k_norm over all heads",
         (_FOLDER, _LLAMA_CPP),
+    ),
+    FamilyInfo(
+        "Mixtral", ("mixtral",), _MOE_HOOKS, (_FOLDER, _ROUTERS, _LLAMA_CPP + " (llama with experts)")
+    ),
+    FamilyInfo(
+        "Qwen2-MoE",
+        ("qwen2_moe",),
+        "as Mixtral, plus mlp.shared_expert.*, mlp.hook_shared_expert_weight; some layers dense",
+        (_FOLDER, _ROUTERS, "dense layers, weights renormalised or not", _LLAMA_CPP),
+    ),
+    FamilyInfo(
+        "Qwen3-MoE",
+        ("qwen3_moe",),
+        "as Mixtral, plus attn.q_norm.*, attn.k_norm.*",
+        (_FOLDER, _ROUTERS, _LLAMA_CPP),
+    ),
+    FamilyInfo(
+        "OLMoE", ("olmoe",), "as Mixtral, plus q/k norms over all heads", (_FOLDER, _ROUTERS, _LLAMA_CPP)
     ),
 )
 

@@ -109,8 +109,8 @@ def _from_gguf(path: Path, use_cache: bool) -> Checkpoint:
         tokenizer.name = str(path)
         return cfg, state, tokenizer
     file = GGUFFile(path)
-    family = gguf_family_for(file.architecture, str(path))
-    hf, tensors = family.from_gguf(file)
+    hf, tensors = gguf_family_for(file.architecture, str(path)).from_gguf(file)
+    family = family_for(hf.model_type, hf.source)  # a llama file with experts is a Mixtral
     cfg, state = family.read(hf, tensors)
     check_state_dict(state, cfg, str(path))
     tokenizer = gguf_tokenizer(file, n_ctx=cfg.n_ctx)

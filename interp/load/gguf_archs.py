@@ -12,6 +12,10 @@ models:
   on a rotary base of 10000 unless ``rope.freq_base_swa`` says otherwise;
 - GPT-NeoX files store no activation: Pythia's exact GELU (llama.cpp computes a tanh approximation of it).
 
+- mixture-of-experts files say nothing of whether the chosen experts' weights are renormalised (unless they
+  have ``expert_weights_norm``): llama.cpp renormalises them for Mixtral (``llama`` with experts) and Qwen3-MoE
+  and not for Qwen2-MoE and OLMoE, as their released models do.
+
 Settings that a GGUF file of these architectures cannot carry load as llama.cpp runs them: a Qwen2 sliding
 window is not stored (llama.cpp attends to the whole context; Qwen2.5 models do too), and Phi-3's window is
 applied as ``transformers`` applies it (llama.cpp currently ignores it).
@@ -48,12 +52,84 @@ _SANDWICH = {  # Gemma 2/3: ffn_norm is the MLP's input norm; the attention outp
 }
 
 
-def _llama(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, Any]:
+# Mixture-of-experts layers: the router, the stacked experts, Qwen2-MoE's shared expert and its gate.
+_EXPERTS = {
+    "ffn_gate_inp": "mlp.gate",
+    "ffn_gate_exps": "mlp.experts.gate_proj",
+    "ffn_up_exps": "mlp.experts.up_proj",
+    "ffn_down_exps": "mlp.experts.down_proj",
+}
+_SHARED_EXPERT = {
+    "ffn_gate_inp_shexp": "mlp.shared_expert_gate",
+    "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+    "ffn_up_shexp": "mlp.shared_expert.up_proj",
+    "ffn_down_shexp": "mlp.shared_expert.down_proj",
+}
+_MIXTRAL_EXPERTS = {  # in the llama architecture, under Mixtral's own names
+    "ffn_gate_inp": "block_sparse_moe.gate",
+    "ffn_gate_exps": "block_sparse_moe.experts.w1",
+    "ffn_up_exps": "block_sparse_moe.experts.w3",
+    "ffn_down_exps": "block_sparse_moe.experts.w2",
+}
+
+
+def _routing(meta: Metadata, experts_key: str, renormalize: bool) -> dict[str, Any]:
+    """The routing keys of ``config.json`` from an MoE file, refusing gating llama.cpp has but this does not."""
+    gating = meta.integer("expert_gating_func", None)
+    if gating not in (None, 1):  # llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX
+        raise meta.refuse("expert_gating_func", gating, "the router's scores are a softmax here (1)")
+    scale = meta.number("expert_weights_scale", None)
+    if scale not in (None, 1.0):
+        raise meta.refuse("expert_weights_scale", scale, "routing weights are not scaled here")
+    for key in ("expert_group_count", "expert_group_used_count", "expert_shared_count"):
+        value = meta.integer(key, None)
+        if value not in (None, 0, 1):
+            raise meta.refuse(
+                key, value, "group-limited routing and several shared experts are not implemented"
+            )
     return {
+        experts_key: meta.integer("expert_count"),
+        "num_experts_per_tok": meta.integer("expert_used_count"),
+        "norm_topk_prob": bool(meta.get("expert_weights_norm", renormalize)),
+    }
+
+
+def _dense_layers(hf: dict[str, Any], names: set[str]) -> list[int]:
+    """The layers without a router: dense MLPs (Qwen's ``mlp_only_layers``)."""
+    return [i for i in range(hf["num_hidden_layers"]) if f"blk.{i}.ffn_gate_inp.weight" not in names]
+
+
+def _llama(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    values = {
         "hidden_act": "silu",
         "attention_bias": "blk.0.attn_output.bias" in names,
         "mlp_bias": "blk.0.ffn_down.bias" in names,
     }
+    if meta.integer("expert_count", 0):  # Mixtral: a llama with experts in every layer
+        values.update(model_type="mixtral", **_routing(meta, "num_local_experts", renormalize=True))
+    return values
+
+
+def _qwen_moe(renormalize: bool):
+    def config(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, Any]:
+        values = {
+            "hidden_act": "silu",
+            "qkv_bias": "blk.0.attn_q.bias" in names,  # Qwen2-MoE's key (biases on Q, K and V)
+            "attention_bias": "blk.0.attn_q.bias" in names,  # Qwen3-MoE's
+            "moe_intermediate_size": meta.integer("expert_feed_forward_length"),
+            "mlp_only_layers": _dense_layers(hf, names),
+            **_routing(meta, "num_experts", renormalize),
+        }
+        shared = meta.integer("expert_shared_feed_forward_length", None)
+        if shared is not None:
+            values["shared_expert_intermediate_size"] = shared
+        return values
+
+    return config
+
+
+def _olmoe(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    return {"hidden_act": "silu", **_routing(meta, "num_experts", renormalize=False)}
 
 
 def _silu(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, Any]:
@@ -131,7 +207,14 @@ def _olmo2(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, Any
     return {"hidden_act": "silu"}
 
 
-LLAMA = GGUFArchitecture(name="llama", model_type="llama", tensors=_LLAMA, config=_llama, permute_qk=True)
+LLAMA = GGUFArchitecture(
+    name="llama",
+    model_type="llama",
+    tensors={**_LLAMA, **_MIXTRAL_EXPERTS},
+    config=_llama,
+    permute_qk=True,
+    experts=True,
+)
 QWEN2 = GGUFArchitecture(name="qwen2", model_type="qwen2", tensors=_LLAMA, config=_silu)
 QWEN3 = GGUFArchitecture(name="qwen3", model_type="qwen3", tensors={**_LLAMA, **_QK_NORM}, config=_silu)
 GEMMA = GGUFArchitecture(name="gemma", model_type="gemma", tensors=_LLAMA, config=_gemma, norm_shift=-1.0)
@@ -184,4 +267,25 @@ GPTNEOX = GGUFArchitecture(
     layer_prefix="gpt_neox.layers.{}.",
     config=_gptneox,
     qkv="per_head",
+)
+QWEN2MOE = GGUFArchitecture(
+    name="qwen2moe",
+    model_type="qwen2_moe",
+    tensors={**_LLAMA, **_EXPERTS, **_SHARED_EXPERT},
+    config=_qwen_moe(renormalize=False),
+    experts=True,
+)
+QWEN3MOE = GGUFArchitecture(
+    name="qwen3moe",
+    model_type="qwen3_moe",
+    tensors={**_LLAMA, **_QK_NORM, **_EXPERTS},
+    config=_qwen_moe(renormalize=True),
+    experts=True,
+)
+OLMOE = GGUFArchitecture(
+    name="olmoe",
+    model_type="olmoe",
+    tensors={**_LLAMA, **_QK_NORM, **_EXPERTS},
+    config=_olmoe,
+    experts=True,
 )

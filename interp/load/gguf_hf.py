@@ -12,6 +12,8 @@ What llama.cpp's converter changes, undone here:
 - the rows of Q and K, permuted within each head for llama.cpp's interleaved rotary kernels, in the ``llama``
   architecture only (the others run llama.cpp's "NEOX" rotary, which is the Hugging Face layout);
 - Gemma's norm gains, stored as ``1 + w``;
+- a mixture-of-experts layer's experts, stacked into one ``[n_experts, rows, cols]`` tensor per projection
+  (read as such by :mod:`interp.load.experts`), and Qwen2-MoE's shared-expert gate, stored as a vector;
 - fused projections: ``attn_qkv`` holds ``[Q; K; V]`` (written for any architecture with ``--fuse-qkv``; always
   for Phi-3, whose ``ffn_up`` also holds the gate rows before the up rows, and for GPT-NeoX, whose Hugging Face
   tensor interleaves the three per head);
@@ -63,6 +65,8 @@ class GGUFArchitecture:
         qkv: what a fused ``attn_qkv`` becomes: ``"split"`` into the three projections, ``"fused"`` kept as
             the family's own fused ``[Q; K; V]`` tensor, or ``"per_head"``, reordered to GPT-NeoX's
             ``[q_h; k_h; v_h]`` per head.
+        experts: the architecture can hold mixture-of-experts layers, whose settings its ``config`` reads;
+            elsewhere an ``expert_count`` is refused.
     """
 
     name: str
@@ -73,6 +77,7 @@ class GGUFArchitecture:
     permute_qk: bool = False
     norm_shift: float = 0.0
     qkv: Literal["split", "fused", "per_head"] = "split"
+    experts: bool = False
 
     def __call__(self, file: GGUFFile) -> tuple[HFConfig, TensorSource]:
         return to_hf(file, self)
@@ -123,9 +128,12 @@ def _shared_config(meta: Metadata, arch: GGUFArchitecture, raw: dict[str, torch.
         raise meta.refuse("vocab_size", stated, f"the token embedding has {vocab} rows")
     if not meta.get("attention.causal", True):
         raise meta.refuse("attention.causal", False, "only causal language models load from GGUF files")
-    for key in ("expert_count", "expert_used_count"):
-        if meta.integer(key, 0):
-            raise meta.refuse(key, meta.integer(key), "mixture-of-experts layers")
+    if not arch.experts:
+        for key in ("expert_count", "expert_used_count"):
+            if meta.integer(key, 0):
+                raise meta.refuse(
+                    key, meta.integer(key), f"no mixture-of-experts layers in {arch.name} files"
+                )
     rotated = meta.integer("rope.dimension_count", d_head)
     values = {
         "model_type": arch.model_type,
@@ -191,6 +199,8 @@ def _fix(
         tensor = unpermute_rotary_rows(tensor, h if base == "attn_q" else g)
     if arch.norm_shift and base.endswith("norm") and name.endswith(".weight"):
         tensor = tensor + arch.norm_shift  # exact for stored gains within a factor two of 1 (Sterbenz)
+    if base == "ffn_gate_inp_shexp" and tensor.ndim == 1:
+        tensor = tensor[None]  # [1, d_model], as the Linear it was
     if arch.qkv == "per_head" and base == "attn_qkv":
         # [Q; K; V] -> each head's [q; k; v], as GPT-NeoX's query_key_value holds them
         tensor = rearrange(tensor, "(three h e) ... -> (h three e) ...", three=3, h=h)

@@ -11,6 +11,7 @@ context. Gemma, OLMo 2 and Phi-3 reuse :func:`convert` with their own norm names
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -89,7 +90,7 @@ def layer_types(hf: HFConfig) -> tuple[LayerType, ...]:
     """``"full"`` or ``"sliding"`` per layer, as ``transformers`` decides it for this family."""
     n = hf.require("num_hidden_layers")
     given = hf.get("layer_types")
-    if hf.model_type in ("qwen2", "qwen3"):
+    if hf.model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         if not hf.get("use_sliding_window", False) or hf.get("sliding_window") is None:
             return ("full",) * n
         if given is None:
@@ -109,9 +110,20 @@ def layer_types(hf: HFConfig) -> tuple[LayerType, ...]:
     return types
 
 
-def convert(tensors: TensorSource, cfg: TransformerConfig, hf: HFConfig) -> dict[str, torch.Tensor]:
-    """Llama-layout tensors -> HookedTransformer parameters (docs/PARAMS.md)."""
-    d, m = cfg.d_model, cfg.d_mlp
+MoEReader = Callable[[TensorSource, TransformerConfig, str, str], dict[str, torch.Tensor]]
+
+
+def convert(
+    tensors: TensorSource, cfg: TransformerConfig, hf: HFConfig, *, moe: MoEReader | None = None
+) -> dict[str, torch.Tensor]:
+    """Llama-layout tensors -> HookedTransformer parameters (docs/PARAMS.md).
+
+    Args:
+        tensors, cfg, hf: the checkpoint's tensors, its config and ``config.json``.
+        moe: for mixture-of-experts families, ``(tensors, cfg, layer prefix, our prefix) -> parameters`` of a
+            layer whose ``cfg.mlp_types`` entry is ``"moe"`` (:mod:`interp.load.experts`).
+    """
+    d = cfg.d_model
     state = {
         "embed.W_E": tensors.take("model.embed_tokens.weight", (cfg.d_vocab, d), "vocab_size, hidden_size")
     }
@@ -120,20 +132,33 @@ def convert(tensors: TensorSource, cfg: TransformerConfig, hf: HFConfig) -> dict
         state.update(_attention(tensors, cfg, src + "self_attn.", dst + "attn."))
         for ours, theirs in NORMS[cfg.norm_placement].items():
             state[dst + f"{ours}.w"] = tensors.take(src + f"{theirs}.weight", (d,), "hidden_size")
-        for ours, theirs in (("W_gate", "gate_proj"), ("W_in", "up_proj")):
-            state[dst + f"mlp.{ours}"] = tensors.take(
-                src + f"mlp.{theirs}.weight", (m, d), "intermediate_size, hidden_size"
-            ).T
-            if cfg.mlp_bias:
-                state[dst + f"mlp.b_{ours[2:]}"] = tensors.take(src + f"mlp.{theirs}.bias", (m,))
-        state[dst + "mlp.W_out"] = tensors.take(
-            src + "mlp.down_proj.weight", (d, m), "hidden_size, intermediate_size"
-        ).T
-        if cfg.mlp_bias:
-            state[dst + "mlp.b_out"] = tensors.take(src + "mlp.down_proj.bias", (d,))
+        if cfg.mlp_types[layer] == "moe":
+            state.update(moe(tensors, cfg, src, dst + "mlp."))
+        else:
+            state.update(dense_mlp(tensors, cfg, src + "mlp.", dst + "mlp.", cfg.d_mlp, "intermediate_size"))
     state["ln_final.w"] = tensors.take("model.norm.weight", (d,))
     state.update(unembedding(tensors, cfg, "lm_head.weight"))
     tensors.finish(IGNORED)
+    return state
+
+
+def dense_mlp(
+    tensors: TensorSource, cfg: TransformerConfig, src: str, dst: str, width: int, meaning: str
+) -> dict[str, torch.Tensor]:
+    """A gated MLP's ``{gate,up,down}_proj`` under ``src`` -> ``W_gate``, ``W_in``, ``W_out`` under ``dst``.
+
+    Args:
+        width: its hidden width; ``meaning``: the config key that gives it, for errors.
+    """
+    d = cfg.d_model
+    state = {}
+    for ours, theirs in (("W_gate", "gate_proj"), ("W_in", "up_proj")):
+        state[dst + ours] = tensors.take(src + f"{theirs}.weight", (width, d), f"{meaning}, hidden_size").T
+        if cfg.mlp_bias:
+            state[dst + f"b_{ours[2:]}"] = tensors.take(src + f"{theirs}.bias", (width,))
+    state[dst + "W_out"] = tensors.take(src + "down_proj.weight", (d, width), f"hidden_size, {meaning}").T
+    if cfg.mlp_bias:
+        state[dst + "b_out"] = tensors.take(src + "down_proj.bias", (d,))
     return state
 
 

@@ -39,15 +39,10 @@ def expected_shapes(cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
             head = cfg.qk_norm == "head"
             shapes.update(_norm(p + "attn.q_norm", cfg, e if head else h * e))
             shapes.update(_norm(p + "attn.k_norm", cfg, e if head else g * e))
-        shapes[p + "mlp.W_in"] = (d, m)
-        if cfg.mlp == "gated":
-            shapes[p + "mlp.W_gate"] = (d, m)
-        shapes[p + "mlp.W_out"] = (m, d)
-        if cfg.mlp_bias:
-            shapes[p + "mlp.b_in"] = (m,)
-            if cfg.mlp == "gated":
-                shapes[p + "mlp.b_gate"] = (m,)
-            shapes[p + "mlp.b_out"] = (d,)
+        if cfg.mlp_types[layer] == "moe":
+            shapes.update(_moe(p + "mlp.", cfg))
+        else:
+            shapes.update(_mlp(p + "mlp.", cfg, m))
     if cfg.final_norm:
         shapes.update(_norm("ln_final", cfg))
     if cfg.lm_head == "mlm":
@@ -80,6 +75,33 @@ def check_state_dict(state: dict[str, torch.Tensor], cfg: TransformerConfig, sou
         raise CheckpointError(
             f"converting {source} gave a state dict that does not fit its config: " + ", ".join(problems)
         )
+
+
+def _mlp(prefix: str, cfg: TransformerConfig, width: int, experts: tuple[int, ...] = ()) -> dict:
+    """A dense MLP of ``width`` (or, with ``experts``, the stacked routed experts)."""
+    d, gated = cfg.d_model, cfg.mlp == "gated"
+    shapes = {prefix + "W_in": (*experts, d, width), prefix + "W_out": (*experts, width, d)}
+    if gated:
+        shapes[prefix + "W_gate"] = (*experts, d, width)
+    if cfg.mlp_bias:
+        shapes[prefix + "b_in"] = (*experts, width)
+        if gated:
+            shapes[prefix + "b_gate"] = (*experts, width)
+        shapes[prefix + "b_out"] = (*experts, d)
+    return shapes
+
+
+def _moe(prefix: str, cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
+    """A mixture-of-experts MLP: router, routed experts, shared expert and its gate."""
+    shapes = {prefix + "W_router": (cfg.d_model, cfg.n_experts)}
+    if cfg.router_bias:
+        shapes[prefix + "b_router"] = (cfg.n_experts,)
+    shapes.update(_mlp(prefix, cfg, cfg.d_expert, (cfg.n_experts,)))
+    if cfg.d_shared_expert is not None:
+        shapes.update(_mlp(prefix + "shared_expert.", cfg, cfg.d_shared_expert))
+    if cfg.shared_expert_gate:
+        shapes[prefix + "W_shared_gate"] = (cfg.d_model, 1)
+    return shapes
 
 
 def _norm(prefix: str, cfg: TransformerConfig, width: int | None = None) -> dict[str, tuple[int, ...]]:

@@ -40,6 +40,10 @@ ARCHITECTURES = {
     "neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM"),
     "phi3": ("Phi3Config", "Phi3ForCausalLM"),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM"),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM"),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
     "bert": ("BertConfig", "BertForMaskedLM"),
     "bert-plain": ("BertConfig", "BertModel"),
@@ -87,6 +91,14 @@ _YARN_ROPE = dict(factor=4.0, original_max_position_embeddings=16, beta_fast=8.0
 _NEOX = dict(num_key_value_heads=None, use_parallel_residual=True, hidden_act="gelu")
 _GPT2 = dict(n_layer=2, n_embd=64, n_head=4, n_positions=64)
 _BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96)
+# Mixture-of-experts layers: 8 narrow experts, so that the tokens of a short batch leave some expert idle.
+_QWEN2_MOE = dict(
+    num_hidden_layers=3,
+    num_experts=8,
+    num_experts_per_tok=2,
+    moe_intermediate_size=16,
+    shared_expert_intermediate_size=48,
+)
 
 # name -> (architecture, config fields); the vocabulary size is build()'s argument
 CONFIGS: dict[str, tuple[str, dict]] = {
@@ -168,6 +180,33 @@ CONFIGS: dict[str, tuple[str, dict]] = {
         },
     ),
     "olmo2": ("olmo2", {**SMALL, **BPE_IDS}),
+    # mixture of experts: Mixtral's window, Qwen2-MoE's dense layers and shared expert with and without
+    # renormalised weights, Qwen3-MoE's per-head q/k norms, OLMoE's q/k norms over all heads
+    "mixtral": (
+        "mixtral",
+        {**SMALL, **BPE_IDS, "intermediate_size": 32, "num_local_experts": 4, "sliding_window": WINDOW},
+    ),
+    "qwen2-moe": ("qwen2_moe", {**SMALL, **BPE_IDS, **_QWEN2_MOE, "mlp_only_layers": [1]}),
+    "qwen2-moe-norm": (
+        "qwen2_moe",
+        {**SMALL, **BPE_IDS, **_QWEN2_MOE, "norm_topk_prob": True, "decoder_sparse_step": 2},
+    ),
+    "qwen3-moe": (
+        "qwen3_moe",
+        {
+            **SMALL,
+            **BPE_IDS,
+            "head_dim": 24,
+            "num_experts": 8,
+            "num_experts_per_tok": 3,
+            "moe_intermediate_size": 24,
+            "norm_topk_prob": True,
+        },
+    ),
+    "olmoe": (
+        "olmoe",
+        {**SMALL, **BPE_IDS, "intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2},
+    ),
     "llama3-rope": ("llama", {**SMALL, **BPE_IDS, **_rope("llama3", **_LLAMA3_ROPE)}),
     "linear-rope": ("llama", {**SMALL, **BPE_IDS, **_rope("linear", factor=3.0)}),
     "dynamic-rope": (  # dynamic scaling only acts past max_position_embeddings
@@ -203,6 +242,21 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "gguf-pythia": ("neox", SMOLLM_IDS),
     "gguf-olmo2": ("olmo2", {**SMOLLM_IDS, "hidden_size": 32}),
     "gguf-llama3": ("llama", {**SMOLLM_IDS, "hidden_size": 32}),
+    # llama.cpp writes no dense layers in a qwen2moe file, and says nothing of norm_topk_prob: it renormalises
+    # Qwen3-MoE's weights and Mixtral's, not Qwen2-MoE's or OLMoE's, as the released models do
+    "gguf-mixtral": ("mixtral", {**SMOLLM_IDS, "hidden_size": 32, "sliding_window": None}),
+    "gguf-qwen2-moe": (
+        "qwen2_moe",
+        {
+            **SMOLLM_IDS,
+            "hidden_size": 32,
+            "norm_topk_prob": False,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+        },
+    ),
+    "gguf-qwen3-moe": ("qwen3_moe", {**SMOLLM_IDS, "hidden_size": 32, "head_dim": 16}),
+    "gguf-olmoe": ("olmoe", {**SMOLLM_IDS, "hidden_size": 32, "rms_norm_eps": 1e-5}),
     # the narrow models of the hook tests
     "narrow-gpt2": (
         "gpt2",
@@ -246,10 +300,17 @@ _GGUF_BASE = {
     "gguf-pythia": "pythia",
     "gguf-olmo2": "olmo2",
     "gguf-llama3": "llama3-rope",
+    "gguf-mixtral": "mixtral",
+    "gguf-qwen2-moe": "qwen2-moe-norm",
+    "gguf-qwen3-moe": "qwen3-moe",
+    "gguf-olmoe": "olmoe",
 }
 for _name, _base in _GGUF_BASE.items():
     _arch, _fields = CONFIGS[_name]
     CONFIGS[_name] = (_arch, {**CONFIGS[_base][1], **_fields})
+
+MOE = ("mixtral", "qwen2-moe", "qwen2-moe-norm", "qwen3-moe", "olmoe")
+"""The mixture-of-experts families, whose parity tests also compare the router's logits."""
 
 FAMILIES = (
     "gemma",
@@ -268,6 +329,7 @@ FAMILIES = (
     "linear-rope",
     "dynamic-rope",
     "yarn-rope",
+    *MOE,
 )
 """The families the loader's parity tests run, each built with :func:`build` (eager attention, emboldened)."""
 

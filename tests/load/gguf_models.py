@@ -45,6 +45,10 @@ MODELS: dict[str, tuple[str, str, str]] = {
     "pythia": ("gguf-pythia", "smollm", "gptneox"),
     "olmo2": ("gguf-olmo2", "smollm", "olmo2"),
     "llama3": ("gguf-llama3", "smollm", "llama"),
+    "mixtral": ("gguf-mixtral", "smollm", "llama"),
+    "qwen2-moe": ("gguf-qwen2-moe", "smollm", "qwen2moe"),
+    "qwen3-moe": ("gguf-qwen3-moe", "smollm", "qwen3moe"),
+    "olmoe": ("gguf-olmoe", "smollm", "olmoe"),
 }
 
 

@@ -214,7 +214,10 @@ def test_unknown_quantization_type_names_the_tensor(tmp_path):
 
 def test_unsupported_gguf_architecture(tmp_path):
     path = _write_gguf(tmp_path / "gpt2.gguf", {}, arch="gpt2")
-    supported = r"\['gemma', 'gemma2', 'gemma3', 'gptneox', 'llama', 'olmo2', 'phi3', 'qwen2', 'qwen3'\]"
+    supported = (
+        r"\['gemma', 'gemma2', 'gemma3', 'gptneox', 'llama', 'olmo2', 'olmoe', 'phi3', 'qwen2', 'qwen2moe', "
+        r"'qwen3', 'qwen3moe'\]"
+    )
     with pytest.raises(
         CheckpointError, match=rf"GGUF architecture 'gpt2' is not supported; supported: {supported}"
     ):
@@ -250,7 +253,10 @@ def test_unsupported_gguf_architecture(tmp_path):
             lambda w: w.add_uint32("llama.attention.some_new_setting", 3),
             r"metadata this loader does not understand: \['llama.attention.some_new_setting'\]",
         ),
-        (lambda w: w.add_uint32("llama.expert_count", 8), r"expert_count=8 is not supported"),
+        (
+            lambda w: w.add_uint32("llama.expert_count", 8),  # tests/load/test_moe_errors.py has the others
+            r"has no metadata key 'llama.expert_used_count', which loading it needs",
+        ),
         (lambda w: w.add_bool("llama.attention.causal", False), r"attention.causal=False is not supported"),
         (lambda w: w.add_uint16("split.count", 3), r"part of a GGUF file split in 3; merge the parts first"),
         (

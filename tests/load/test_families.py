@@ -1,4 +1,5 @@
-"""Every family against ``transformers``: logits, every layer's pattern and every ``hook_resid_pre``.
+"""Every family against ``transformers``: logits, every layer's pattern and every ``hook_resid_pre`` (and, in
+mixture-of-experts families, every router's logits, against ``output_router_logits``).
 
 Each reference is a tiny random model of the family (``tests/load/families.py``) saved with its own
 ``save_pretrained`` and a tokenizer trained here. Both sides read the same folder (``interp.load``) or the same
@@ -15,7 +16,7 @@ import torch
 from interp import from_hf
 from interp.load import load
 from tests.load.builders import byte_level_bpe, save_folder
-from tests.load.families import FAMILIES, WINDOW, build
+from tests.load.families import FAMILIES, MOE, WINDOW, build
 
 TEXTS = [
     "The animal didn't cross the street because it was too tired.",
@@ -30,8 +31,9 @@ def tokenizer():
     return byte_level_bpe()
 
 
-def _reference(reference, ids, mask):
+def _reference(reference, ids, mask, routers: bool = False):
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # real-token positions, as interp counts them
+    extra = {"output_router_logits": True} if routers else {}
     with torch.no_grad():
         out = reference(
             input_ids=ids,
@@ -39,18 +41,21 @@ def _reference(reference, ids, mask):
             position_ids=positions,
             output_hidden_states=True,
             output_attentions=True,
+            **extra,
         )
-    return out.logits, out.hidden_states, out.attentions
+    return out.logits, out.hidden_states, out.attentions, getattr(out, "router_logits", None)
 
 
 def _compare(model, reference, padding_side: str):
     ids, mask = model.to_tokens(TEXTS, padding_side=padding_side)
     assert ids.shape[1] > WINDOW + 3  # the window matters for the longest sentence
-    logits, hidden, attentions = _reference(reference, ids, mask)
+    moe = [layer for layer, kind in enumerate(model.cfg.mlp_types) if kind == "moe"]
+    logits, hidden, attentions, routers = _reference(reference, ids, mask, routers=bool(moe))
     n = model.cfg.n_layers
     names = [f"blocks.{l}.hook_resid_pre" for l in range(n)] + [
         f"blocks.{l}.attn.hook_pattern" for l in range(n)
     ]
+    names += [f"blocks.{l}.mlp.hook_router_logits" for l in moe]
     with torch.no_grad():
         ours, cache = model.run_with_cache(ids, mask, names_filter=names)
     real = mask.bool()
@@ -61,6 +66,11 @@ def _compare(model, reference, padding_side: str):
         torch.testing.assert_close(
             pattern.transpose(1, 2)[real], expected.transpose(1, 2)[real], atol=ATOL, rtol=ATOL
         )  # [real query, head, key]
+    assert len(moe) == len(routers or ())  # transformers returns the logits of its sparse layers only
+    for layer, expected in zip(moe, routers or (), strict=True):
+        ours_router = cache[f"blocks.{layer}.mlp.hook_router_logits"]  # [batch, pos, expert]
+        theirs_router = expected.view(*ids.shape, -1)  # transformers' [batch * pos, expert]
+        torch.testing.assert_close(ours_router[real], theirs_router[real], atol=ATOL, rtol=ATOL)
     with torch.no_grad():
         plain = model(ids, mask)  # nothing hooked: the fused path where the family allows it
     torch.testing.assert_close(plain[real], logits[real], atol=ATOL, rtol=ATOL)
@@ -74,7 +84,7 @@ def test_folder_matches_transformers(name, tokenizer, tmp_path):
     _compare(model, reference, "left")
 
 
-@pytest.mark.parametrize("name", ["gemma2", "gemma3", "pythia", "phi3", "olmo2", "qwen3"])
+@pytest.mark.parametrize("name", ["gemma2", "gemma3", "pythia", "phi3", "olmo2", "qwen3", *MOE])
 def test_from_hf_matches_transformers(name, tokenizer, tmp_path):
     reference = build(name, tokenizer.get_vocab_size())
     model = from_hf(reference)

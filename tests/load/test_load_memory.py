@@ -133,3 +133,23 @@ def test_loading_in_any_dtype_needs_about_one_copy_of_the_weights_in_that_dtype(
     weights = _float32_bytes(folder) * torch.empty((), dtype=getattr(torch, loaded_as)).element_size() // 4
     assert result["params"] == pytest.approx(weights, rel=0.01)
     assert result["extra"] <= 1.3 * weights, (result, weights)
+
+
+def test_a_mixture_of_experts_holds_each_expert_once(tmp_path_factory):
+    """The experts of a float32 folder, one tensor per expert, become one stacked tensor per matrix: the model
+    holds each once, and loading touches the checkpoint's pages plus that one copy of the experts (a folder
+    whose experts are stored stacked, or in another dtype, needs the copy anyway)."""
+    from tests.load.families import build
+
+    def mixtral(**fields):
+        model = build("mixtral", 300, None, widen=False, sliding_window=None, **fields)
+        return save_folder(model, byte_level_bpe(), tmp_path_factory.mktemp("mixtral"))
+
+    warmup = mixtral(num_hidden_layers=1)
+    folder = mixtral(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_local_experts=8)
+    size = _float32_bytes(folder)
+    experts = 4 * 8 * 3 * 256 * 512 * 4  # layers * experts * matrices * d_model * d_expert * float32
+    result = _probe(folder, "--step", "load", "--warmup", str(warmup))
+    assert result["params"] == pytest.approx(size, rel=0.01)  # each expert once
+    assert experts > 0.9 * size
+    assert result["extra"] <= 1.05 * (size + experts), (result, size)
