@@ -1,13 +1,16 @@
 """What instrumentation costs: our forward against the plain ``transformers`` forward on the same weights.
 
-For GPT-2-small-, SmolLM2-135M-, Pythia-410M- and Gemma-2-2B-shaped models (random weights), and two input
-shapes each, every variant is timed in alternating repetitions (one of each per round, the order rotating
-between rounds) and reported as the median of per-round ratios to the plain ``transformers`` forward, so that
-drift in machine load hits numerator and denominator alike. The baseline is ``transformers`` with SDPA, or
+For GPT-2-small-, SmolLM2-135M-, Pythia-410M- and Gemma-2-2B-shaped models and two mixtures of experts routed
+as Qwen3-30B-A3B and OLMoE-1B-7B are (random weights), and two input shapes each, every variant is timed in
+alternating repetitions (one of each per round, the order rotating between rounds) and reported as the median
+of per-round ratios to the plain ``transformers`` forward, so that drift in machine load hits numerator and
+denominator alike. The baseline is ``transformers`` with SDPA, or
 with eager attention where ``transformers`` itself cannot use SDPA (Gemma 2, whose scores are soft-capped;
 our soft-capped layers run the explicit path too). The Gemma-2-2B row keeps every per-layer size of the real
 model (d_model 2304, 8 heads of 256, 4 key/value heads, d_mlp 9216, vocabulary 256000, soft-caps 50 and 30)
-but 4 of its 26 layers, so that two copies fit in memory and a round takes seconds, not minutes.
+but 4 of its 26 layers, so that two copies fit in memory and a round takes seconds, not minutes. The
+mixture-of-experts rows keep their models' routing (128 or 64 experts, 8 per token) with a quarter of each width
+and 4 layers; both sides run only the chosen experts (``transformers`` with its default grouped products).
 
 Memory: the bytes each cache holds against the bytes its hooks should hold, whether anything is retained once
 the cache is dropped, and the process's peak resident memory.
@@ -53,6 +56,34 @@ MODELS = {
         d_mlp=9216,
         d_vocab=256000,
         shapes=("2x128", "1x512"),
+    ),
+    # Mixture of experts: Qwen3-30B-A3B's and OLMoE-1B-7B's routing (128 experts, top 8; 64 experts, top 8) with
+    # every width a quarter of theirs, 4 layers and a 16384-token vocabulary, so that the experts, not the
+    # unembedding, take most of the time, and two copies fit in memory.
+    "qwen3-moe-quarter": dict(
+        family="qwen3_moe",
+        n_layers=4,
+        d_model=512,
+        n_heads=8,
+        n_kv_heads=1,
+        d_head=32,
+        d_mlp=1536,
+        n_experts=128,
+        experts_per_token=8,
+        d_expert=192,
+        d_vocab=16384,
+    ),
+    "olmoe-quarter": dict(
+        family="olmoe",
+        n_layers=4,
+        d_model=512,
+        n_heads=4,
+        n_kv_heads=4,
+        d_mlp=256,
+        n_experts=64,
+        experts_per_token=8,
+        d_expert=256,
+        d_vocab=16384,
     ),
 }
 SHAPES = {"4x128": (4, 128), "1x1024": (1, 1024), "2x128": (2, 128), "1x512": (1, 512)}
@@ -102,6 +133,35 @@ def build_hf(spec: dict, attn: str):
             sliding_window=4096,
         )
         cls = transformers.Gemma2ForCausalLM
+    elif spec["family"] == "qwen3_moe":
+        cfg = transformers.Qwen3MoeConfig(
+            num_hidden_layers=spec["n_layers"],
+            hidden_size=spec["d_model"],
+            num_attention_heads=spec["n_heads"],
+            num_key_value_heads=spec["n_kv_heads"],
+            head_dim=spec["d_head"],
+            intermediate_size=spec["d_mlp"],
+            moe_intermediate_size=spec["d_expert"],
+            num_experts=spec["n_experts"],
+            num_experts_per_tok=spec["experts_per_token"],
+            norm_topk_prob=True,
+            vocab_size=spec["d_vocab"],
+            max_position_embeddings=2048,
+        )
+        cls = transformers.Qwen3MoeForCausalLM
+    elif spec["family"] == "olmoe":
+        cfg = transformers.OlmoeConfig(
+            num_hidden_layers=spec["n_layers"],
+            hidden_size=spec["d_model"],
+            num_attention_heads=spec["n_heads"],
+            num_key_value_heads=spec["n_kv_heads"],
+            intermediate_size=spec["d_expert"],
+            num_experts=spec["n_experts"],
+            num_experts_per_tok=spec["experts_per_token"],
+            vocab_size=spec["d_vocab"],
+            max_position_embeddings=2048,
+        )
+        cls = transformers.OlmoeForCausalLM
     else:
         cfg = transformers.LlamaConfig(
             num_hidden_layers=spec["n_layers"],
