@@ -281,17 +281,9 @@ class TransformerConfig:
             raise ValueError(f"embed_scale must be positive, got {self.embed_scale}")
         if self.sliding_window is not None:
             _check_positive("sliding_window", self.sliding_window)
-        if self.layer_types is None:
-            kind = "full" if self.sliding_window is None else "sliding"
-            object.__setattr__(self, "layer_types", (kind,) * self.n_layers)
-        types = tuple(self.layer_types)
-        object.__setattr__(self, "layer_types", types)
-        allowed = get_args(LayerType)
-        if len(types) != self.n_layers or any(t not in allowed for t in types):
-            raise ValueError(
-                f"layer_types must give one of {list(allowed)} for each of the {self.n_layers} layers, "
-                f"got {list(types)}"
-            )
+        types = self._per_layer(
+            "layer_types", LayerType, "full" if self.sliding_window is None else "sliding"
+        )
         if "sliding" in types and self.sliding_window is None:
             raise ValueError("layer_types has sliding layers but sliding_window is not set")
         if self.local_rotary_base is not None and "sliding" not in types:
@@ -323,18 +315,22 @@ class TransformerConfig:
                 object.__setattr__(self, "d_expert", self.d_mlp)
         if self.shared_expert_gate and self.d_shared_expert is None:
             raise ValueError("shared_expert_gate=True gates a shared expert; set d_shared_expert too")
-        if self.mlp_types is None:
-            object.__setattr__(self, "mlp_types", (("moe" if routed else "dense"),) * self.n_layers)
-        types = tuple(self.mlp_types)
-        object.__setattr__(self, "mlp_types", types)
-        allowed = get_args(MLPType)
-        if len(types) != self.n_layers or any(t not in allowed for t in types):
-            raise ValueError(
-                f"mlp_types must give one of {list(allowed)} for each of the {self.n_layers} layers, "
-                f"got {list(types)}"
-            )
+        types = self._per_layer("mlp_types", MLPType, "moe" if routed else "dense")
         if "moe" in types and not routed:
             raise ValueError("mlp_types has mixture-of-experts layers but n_experts is not set")
+
+    def _per_layer(self, name: str, kinds: Any, default: str) -> tuple[str, ...]:
+        """Field ``name``, one of the Literal ``kinds`` per layer (``default`` for each when unset), as a tuple."""
+        value = getattr(self, name)
+        types = (default,) * self.n_layers if value is None else tuple(value)
+        object.__setattr__(self, name, types)
+        allowed = get_args(kinds)
+        if len(types) != self.n_layers or any(t not in allowed for t in types):
+            raise ValueError(
+                f"{name} must give one of {list(allowed)} for each of the {self.n_layers} layers, "
+                f"got {list(types)}"
+            )
+        return types
 
     @property
     def is_moe(self) -> bool:

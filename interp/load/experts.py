@@ -165,6 +165,22 @@ _UNSUPPORTED_ROUTING = (
 )
 
 
+def qwen_moe(hf: HFConfig) -> dict[str, Any]:
+    """The fields Qwen2-MoE and Qwen3-MoE share: routing over ``num_experts`` experts of width
+    ``moe_intermediate_size`` (not renormalised unless ``norm_topk_prob``), some layers dense; their sliding
+    windows, which the released models do not use, are refused."""
+    hf.expect(
+        "use_sliding_window", (False,), False, "the released Qwen MoE models attend to the whole context"
+    )
+    fields = routing(
+        hf,
+        experts_key=("num_experts", "num_local_experts"),
+        width_key="moe_intermediate_size",
+        renormalize_default=False,
+    )
+    return {**fields, "mlp_types": sparse_layers(hf)}
+
+
 def sparse_layers(hf: HFConfig) -> tuple[MLPType, ...]:
     """``"moe"`` or ``"dense"`` per layer, from Qwen's ``decoder_sparse_step`` and ``mlp_only_layers``, as
     ``transformers`` decides it: layer ``i`` is sparse unless listed, when ``(i + 1) % step == 0``."""

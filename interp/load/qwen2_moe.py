@@ -15,7 +15,7 @@ from functools import partial
 
 from interp.config import TransformerConfig
 from interp.load import llama
-from interp.load.experts import ExpertNames, moe_reader, routing, sparse_layers
+from interp.load.experts import ExpertNames, moe_reader, qwen_moe
 from interp.load.hf_config import HFConfig
 from interp.load.tensors import TensorSource
 
@@ -23,19 +23,13 @@ NAMES = ExpertNames(shared="shared_expert", shared_gate="shared_expert_gate")
 
 
 def config(hf: HFConfig, tensors: TensorSource) -> TransformerConfig:
-    hf.expect(
-        "use_sliding_window", (False,), False, "the released Qwen MoE models attend to the whole context"
-    )
     return llama.config(
         hf,
         tensors,
         qkv_bias_only=bool(hf.get("qkv_bias", True)),
-        **routing(
-            hf, experts_key="num_experts", width_key="moe_intermediate_size", renormalize_default=False
-        ),
         d_shared_expert=hf.require("shared_expert_intermediate_size"),
         shared_expert_gate=True,
-        mlp_types=sparse_layers(hf),
+        **qwen_moe(hf),
     )
 
 

@@ -14,27 +14,13 @@ from functools import partial
 
 from interp.config import TransformerConfig
 from interp.load import llama
-from interp.load.experts import ExpertNames, moe_reader, routing, sparse_layers
+from interp.load.experts import ExpertNames, moe_reader, qwen_moe
 from interp.load.hf_config import HFConfig
 from interp.load.tensors import TensorSource
 
 
 def config(hf: HFConfig, tensors: TensorSource) -> TransformerConfig:
-    hf.expect(
-        "use_sliding_window", (False,), False, "the released Qwen MoE models attend to the whole context"
-    )
-    return llama.config(
-        hf,
-        tensors,
-        qk_norm="head",
-        **routing(
-            hf,
-            experts_key=("num_experts", "num_local_experts"),
-            width_key="moe_intermediate_size",
-            renormalize_default=False,
-        ),
-        mlp_types=sparse_layers(hf),
-    )
+    return llama.config(hf, tensors, qk_norm="head", **qwen_moe(hf))
 
 
 convert = partial(llama.convert, moe=moe_reader(ExpertNames()))

@@ -285,3 +285,11 @@ def test_family_variants_route_through_every_expert_of_a_long_enough_batch(famil
     for name, indices in cache.items():
         assert indices.shape == (4, 32, cfg.experts_per_token), name
         assert (indices.sort(-1).values.diff(dim=-1) > 0).all()  # k different experts per token
+
+
+def test_transformer_lens_3_router_scores_name_the_router_logits():
+    model = HookedTransformer(tiny_config(**FAMILY_VARIANTS["qwen2_moe"]))
+    _, cache = model.run_with_cache(_tokens(model, 1, 4), names_filter="blocks.0.mlp.hook_router_scores")
+    assert list(cache) == ["blocks.0.mlp.hook_router_logits"]
+    with pytest.raises(LookupError, match="blocks.1.mlp.hook_router_scores"):  # layer 1 is dense
+        model.run_with_cache(_tokens(model, 1, 4), names_filter="blocks.1.mlp.hook_router_scores")
