@@ -6,8 +6,9 @@ A layer's experts are stacked, ``W_gate``, ``W_in``: ``[n_experts, d_model, d_ex
 assignments are sorted by expert, stably, so that expert ``e``'s rows are the tokens routed to it in the
 order of their flat index ``batch * pos + p``; each expert then multiplies one contiguous slice of rows
 (``torch.nn.functional.grouped_mm`` does all experts in one call where it can; a loop over the experts that
-received tokens otherwise). The weighted outputs go back to token order and sum over each token's ``k``
-choices, in the order of its choices.
+received tokens otherwise). Each row is multiplied by its routing weight (on the grouped path, unless
+``W_out`` has a bias, before ``W_out``, where the row is narrower: the product is linear), and the rows go back
+to token order and sum over each token's ``k`` choices, in the order of its choices.
 
 Per-expert hook points (``experts.E.hook_gate``, ``hook_pre``, ``hook_post``, ``hook_out``) see expert ``E``'s
 rows only, ``[n_routed_to_E, width]``. When one of them is hooked the experts run one by one, each point called
