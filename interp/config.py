@@ -18,7 +18,7 @@ QKNorm = Literal["none", "head", "full"]
 LayerType = Literal["full", "sliding"]
 RotaryScalingKind = Literal["linear", "dynamic", "llama3", "yarn", "longrope", "factors"]
 Positional = Literal["learned", "sinusoidal", "rotary", "none"]
-Activation = Literal["gelu", "gelu_tanh", "relu", "silu"]
+Activation = Literal["gelu", "gelu_tanh", "gelu_quick", "relu", "silu"]
 MLPKind = Literal["standard", "gated"]
 MLPType = Literal["dense", "moe"]
 ExpertWeights = Literal["softmax", "softmax_topk"]
@@ -136,13 +136,16 @@ class TransformerConfig:
         attn_scale: scores are divided by this; defaults to ``sqrt(d_head)`` (Gemma: ``sqrt`` of its
             ``query_pre_attn_scalar``).
         attn_softcap: scores become ``cap * tanh(scores / cap)`` before masking (Gemma 2).
+        attn_sinks: each head has a learned sink logit (``attn.sinks``), a key that every query sees and whose
+            value is zero: the softmax runs over the keys and the sink, so a pattern's row sums to less than 1
+            (GPT-OSS).
         logit_softcap: the logits likewise (Gemma 2), before ``unembed.hook_out``.
         sliding_window: how many keys, the query's own included, a sliding-window layer sees.
         layer_types: ``"full"`` or ``"sliding"`` per layer; defaults to all sliding when ``sliding_window``
             is set, else all full.
         embed_scale: the token embeddings are multiplied by this, cast to the model's dtype (Gemma:
             ``sqrt(d_model)``).
-        act: MLP nonlinearity.
+        act: MLP nonlinearity (``"gelu_quick"``: ``x * sigmoid(1.702 x)``).
         mlp: ``"standard"`` (W_out act(W_in x)) or ``"gated"`` (W_out (act(W_gate x) * W_in x)).
         n_experts: routed experts per mixture-of-experts layer (:mod:`interp.model.moe`); ``None``: every MLP is
             dense.
@@ -154,6 +157,9 @@ class TransformerConfig:
             Qwen3-MoE) or ``"softmax"`` (the softmax over all experts, at the chosen ones, not renormalised:
             Qwen2-MoE and OLMoE, whose ``norm_topk_prob`` is false).
         router_bias: the router has a bias (GPT-OSS).
+        glu_clamp: the routed experts' clamped gated unit (GPT-OSS): the gate is clamped to at most
+            ``glu_clamp``, the linear half to ``[-glu_clamp, glu_clamp]`` and shifted by 1, before their product
+            ``act(gate) * (up + 1)``; ``None``: ``act(gate) * up``.
         d_shared_expert: hidden width of a shared expert that every token passes through beside the routed
             ones (Qwen2-MoE); ``None``: none.
         shared_expert_gate: the shared expert's output is multiplied by ``sigmoid(x @ W_shared_gate)``
@@ -193,6 +199,7 @@ class TransformerConfig:
     qk_norm: QKNorm = "none"
     attn_scale: float | None = None
     attn_softcap: float | None = None
+    attn_sinks: bool = False
     logit_softcap: float | None = None
     sliding_window: int | None = None
     layer_types: tuple[LayerType, ...] | None = None
@@ -204,6 +211,7 @@ class TransformerConfig:
     d_expert: int | None = None
     expert_weights: ExpertWeights = "softmax_topk"
     router_bias: bool = False
+    glu_clamp: float | None = None
     d_shared_expert: int | None = None
     shared_expert_gate: bool = False
     mlp_types: tuple[MLPType, ...] | None = None
@@ -273,7 +281,7 @@ class TransformerConfig:
             self.positional != "rotary"
         ):
             raise ValueError("rotary_scaling and local_rotary_base need positional='rotary'")
-        for name in ("attn_scale", "attn_softcap", "logit_softcap", "local_rotary_base"):
+        for name in ("attn_scale", "attn_softcap", "logit_softcap", "local_rotary_base", "glu_clamp"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"TransformerConfig.{name} must be positive or None, got {value!r}")
@@ -296,6 +304,7 @@ class TransformerConfig:
                 "experts_per_token": self.experts_per_token is None,
                 "d_expert": self.d_expert is None,
                 "router_bias": not self.router_bias,
+                "glu_clamp": self.glu_clamp is None,
                 "d_shared_expert": self.d_shared_expert is None,
             }
             stray = [name for name, ok in unset.items() if not ok]
@@ -318,6 +327,11 @@ class TransformerConfig:
         types = self._per_layer("mlp_types", MLPType, "moe" if routed else "dense")
         if "moe" in types and not routed:
             raise ValueError("mlp_types has mixture-of-experts layers but n_experts is not set")
+        if self.glu_clamp is not None and (self.mlp != "gated" or "dense" in types):
+            raise ValueError(
+                f"glu_clamp={self.glu_clamp} clamps the gated units of routed experts; it needs mlp='gated' "
+                f"and no dense layers (got mlp={self.mlp!r}, mlp_types={list(types)})"
+            )
 
     def _per_layer(self, name: str, kinds: Any, default: str) -> tuple[str, ...]:
         """Field ``name``, one of the Literal ``kinds`` per layer (``default`` for each when unset), as a tuple."""

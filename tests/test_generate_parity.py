@@ -1,7 +1,7 @@
 """Greedy generation against ``transformers`` ``generate`` on the same weights, token for token.
 
 Tiny random models of several families (``tests/load/families.py``: sliding windows shorter than the
-generation, rotary scaling, soft-caps, q/k norms, parallel blocks, mixtures of experts) converted with
+generation, rotary scaling, soft-caps, q/k norms, parallel blocks, mixtures of experts, attention sinks) converted with
 ``interp.from_hf``, and the packaged SmolLM2 GGUF read by both libraries. Both sides run a left-padded batch
 of prompts of different lengths; ``transformers`` counts positions from the attention mask, as interp does.
 The LongRoPE model's generation outgrows its original context of 8, where its rotary factors switch and the
@@ -63,6 +63,7 @@ def _hf_generate(reference, ids, mask, new: int, eos: int | None, pad: int) -> t
         "qwen2-moe-norm",
         "qwen3-moe",
         "olmoe",
+        "gpt-oss",
     ],  # fmt: skip
 )
 def test_tiny_families_generate_what_transformers_generates(name):
@@ -93,6 +94,7 @@ def test_tiny_families_generate_what_transformers_generates(name):
         "phi3-longrope",
         "mixtral",
         "qwen2-moe",
+        "gpt-oss",
     ],
 )
 def test_cache_and_recomputation_agree_on_the_families(name):

@@ -74,6 +74,8 @@ def read_moe(
         )
     router = tensors.take(block + f"{names.router}.weight", (n, d), "num_experts, hidden_size")
     state = {dst + "W_router": router.T}  # [d_model, n_experts]
+    if cfg.router_bias:
+        state[dst + "b_router"] = tensors.take(block + f"{names.router}.bias", (n,), "num_experts")
     state.update(_experts(tensors, cfg, block + "experts.", dst, names.projections))
     if names.shared is not None:  # a dense MLP of its own width
         shared = dense_mlp(
@@ -117,7 +119,14 @@ def _experts(
             for name in projections
         }
     ours = {gate: "W_gate", up: "W_in", down: "W_out"}
-    return {dst + ours[name]: stack.transpose(1, 2) for name, stack in stacks.items()}  # [expert, in, out]
+    state = {dst + ours[name]: stack.transpose(1, 2) for name, stack in stacks.items()}  # [expert, in, out]
+    if cfg.mlp_bias:  # one stacked bias per projection (GPT-OSS)
+        for name in projections:
+            bias = tensors.take(
+                src + f"{name}.bias", (n, rows[name][0]), "num_experts, " + meanings[name].split(", ")[0]
+            )
+            state[dst + "b_" + ours[name][2:]] = bias
+    return state
 
 
 def routing(

@@ -18,6 +18,7 @@ from interp.load import (
     gguf_archs,
     gpt2,
     gpt_neox,
+    gpt_oss,
     llama,
     mixtral,
     olmo2,
@@ -45,7 +46,8 @@ class Family:
         prepare: for checkpoints that wrap the model (Gemma 3's image-and-text model holds a text model):
             ``(config.json, tensors) -> (config.json, tensors)`` of the model to load, before ``config``.
         quantized: the ``quantization_config.quant_method`` values whose tensors ``prepare`` dequantizes
-            (none yet); a checkpoint stored in any other quantized form is refused before a tensor is read.
+            (GPT-OSS's experts: ``"mxfp4"``); a checkpoint stored in any other quantized form is refused before
+            a tensor is read.
     """
 
     config: Callable[[HFConfig, TensorSource], TransformerConfig]
@@ -89,6 +91,7 @@ FAMILIES: dict[str, Family] = {
     "qwen2_moe": Family(qwen2_moe.config, qwen2_moe.convert, from_gguf=gguf_archs.QWEN2MOE),
     "qwen3_moe": Family(qwen3_moe.config, qwen3_moe.convert, from_gguf=gguf_archs.QWEN3MOE),
     "olmoe": Family(olmoe.config, olmoe.convert, from_gguf=gguf_archs.OLMOE),
+    "gpt_oss": Family(gpt_oss.config, gpt_oss.convert, prepare=gpt_oss.prepare, quantized=("mxfp4",)),
 }
 # A GGUF architecture is read by the family of its model type; the file's own config.json may then name another
 # (a llama file with experts is a Mixtral), which converts it.

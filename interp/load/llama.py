@@ -180,6 +180,8 @@ def _attention(tensors: TensorSource, cfg: TransformerConfig, src: str, dst: str
     if cfg.attn_bias:
         b_o = tensors.take_optional(src + "o_proj.bias", (d,))
         state[dst + "b_O"] = b_o if b_o is not None else torch.zeros(d)
+    if cfg.attn_sinks:
+        state[dst + "sinks"] = tensors.take(src + "sinks", (h,), "num_attention_heads")
     if cfg.qk_norm != "none":
         per_head = cfg.qk_norm == "head"
         for name, heads in (("q", h), ("k", g)):

@@ -35,6 +35,8 @@ def expected_shapes(cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
         if cfg.attn_bias:
             shapes.update({p + "attn.b_Q": (h, e), p + "attn.b_K": (g, e), p + "attn.b_V": (g, e)})
             shapes[p + "attn.b_O"] = (d,)
+        if cfg.attn_sinks:
+            shapes[p + "attn.sinks"] = (h,)
         if cfg.qk_norm != "none":
             head = cfg.qk_norm == "head"
             shapes.update(_norm(p + "attn.q_norm", cfg, e if head else h * e))

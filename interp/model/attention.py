@@ -6,7 +6,10 @@ Pay only for what is asked: unless something hooks or caches this layer's ``hook
 explicit path computes the same thing step by step (agreeing to float tolerance), and the per-head results
 ``[batch, pos, head, d_model]`` are formed only when ``hook_result`` is in use. Padding, causality and
 sliding windows reach the fused kernel as a boolean mask; score soft-capping (Gemma 2) cannot be expressed
-to it, so a soft-capped layer always runs the explicit path, as ``transformers`` runs such models eagerly.
+to it, so a soft-capped layer always runs the explicit path, as ``transformers`` runs such models eagerly; so
+does a layer with attention sinks (GPT-OSS: a learned logit per head, ``sinks``, that joins each row's softmax as
+a key with a zero value, so that a query may attend to nothing; ``hook_attn_scores`` and ``hook_pattern`` hold
+the real keys only, and a pattern's row sums to one minus the sink's share).
 
 The order of operations is the reference one: project, hook ``q``/``k``/``v``, q/k norm, rotary, append to
 the KV cache, scale, soft-cap, mask, softmax, mix values, project out.
@@ -54,6 +57,7 @@ class Attention(nn.Module):
             self.b_O = nn.Parameter(torch.zeros(d))
         else:
             self.b_Q = self.b_K = self.b_V = self.b_O = None
+        self.sinks = nn.Parameter(torch.zeros(h)) if cfg.attn_sinks else None  # [head] a logit per head
         self.rotary = cfg.positional == "rotary"
         self.hook_q = HookPoint()  # [batch, pos, head, d_head]
         self.hook_k = HookPoint()  # [batch, pos, kv_head, d_head]
@@ -75,9 +79,10 @@ class Attention(nn.Module):
     @property
     def explicit(self) -> bool:
         """Whether this call must materialise scores and patterns (something hooks them or the results, or
-        the scores are soft-capped, which the fused kernel cannot do)."""
+        the scores are soft-capped or the layer has sinks, which the fused kernel cannot express)."""
         return (
             self.softcap is not None
+            or self.sinks is not None
             or self.hook_attn_scores.active
             or self.hook_pattern.active
             or self.hook_result.active
@@ -173,7 +178,14 @@ class Attention(nn.Module):
         if allowed is not None:
             scores.masked_fill_(~allowed, float("-inf"))
         scores = self.hook_attn_scores(scores)
-        pattern = self.hook_pattern(scores.softmax(dim=-1, dtype=torch.float32).to(q.dtype))
+        if self.sinks is None:
+            pattern = scores.softmax(dim=-1, dtype=torch.float32)
+        else:  # the sink is one more key per row; its share of the softmax is dropped with it
+            sink = (
+                self.sinks.to(scores.dtype).view(1, -1, 1, 1).expand(batch, -1, n_q, 1)
+            )  # [batch, head, query, 1]
+            pattern = torch.cat([scores, sink], dim=-1).softmax(dim=-1, dtype=torch.float32)[..., :-1]
+        pattern = self.hook_pattern(pattern.to(q.dtype))
         z = pattern.reshape(batch, g, r * n_q, -1) @ v.transpose(
             1, 2
         )  # [batch, kv_head, group * query, d_head]

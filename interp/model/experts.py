@@ -56,6 +56,7 @@ class RoutedExperts(nn.Module):
         self.n_experts = n
         self.gated = cfg.mlp == "gated"
         self.act = ACTIVATIONS[cfg.act]
+        self.clamp = cfg.glu_clamp
         self.W_gate = param_in_layout((n, d, m), (0, 2, 1)) if self.gated else None
         self.W_in = param_in_layout((n, d, m), (0, 2, 1))
         self.W_out = param_in_layout((n, m, d), (0, 2, 1))
@@ -134,12 +135,19 @@ class RoutedExperts(nn.Module):
 
         hidden = affine(rows, self.W_in, self.b_in)  # [rows, d_expert]
         if self.gated:
-            hidden.mul_(self.act(affine(rows, self.W_gate, self.b_gate)))
+            hidden = self._glu(affine(rows, self.W_gate, self.b_gate), hidden, in_place=True)
         else:
             hidden = self.act(hidden)
         if self.b_out is None:  # the weight is a scalar per row: it goes on the narrower side of W_out
             return affine(hidden.mul_(row_weights), self.W_out, None)
         return affine(hidden, self.W_out, self.b_out).mul_(row_weights)
+
+    def _glu(self, gate: torch.Tensor, up: torch.Tensor, *, in_place: bool) -> torch.Tensor:
+        """``act(gate) * up``, or GPT-OSS's clamped unit ``act(min(gate, c)) * (clamp(up, -c, c) + 1)``."""
+        if self.clamp is not None:
+            c = self.clamp
+            return self.act(gate.clamp(max=c)) * (up.clamp(-c, c) + 1)
+        return up.mul_(self.act(gate)) if in_place else self.act(gate) * up
 
     def _one_by_one(self, rows: torch.Tensor, counts: list[int], hooked: bool) -> torch.Tensor:
         """Expert after expert on its slice of rows, calling its hook points (every expert's when ``hooked``)."""
@@ -156,7 +164,7 @@ class RoutedExperts(nn.Module):
                 gate = _affine(h, self.W_gate[e], self.b_gate, e)
                 if hooked:
                     gate, up = points.hook_gate(gate), points.hook_pre(up)
-                hidden = self.act(gate) * up
+                hidden = self._glu(gate, up, in_place=False)
             else:
                 hidden = self.act(points.hook_pre(up) if hooked else up)
             if hooked:

@@ -13,6 +13,7 @@ from interp.model.layout import param_in_layout
 ACTIVATIONS = {
     "gelu": F.gelu,
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_quick": lambda x: x * torch.sigmoid(x * 1.702),  # GPT-OSS's experts (swiglu_alpha)
     "relu": F.relu,
     "silu": F.silu,
 }

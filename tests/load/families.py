@@ -44,6 +44,7 @@ ARCHITECTURES = {
     "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM"),
     "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
     "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM"),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
     "bert": ("BertConfig", "BertForMaskedLM"),
     "bert-plain": ("BertConfig", "BertModel"),
@@ -207,6 +208,23 @@ CONFIGS: dict[str, tuple[str, dict]] = {
         "olmoe",
         {**SMALL, **BPE_IDS, "intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2},
     ),
+    # GPT-OSS: sinks, a window on the even layers, YaRN without truncation, biased router and experts, and a
+    # clamp low enough that the emboldened gates and up projections cross it
+    "gpt-oss": (
+        "gpt_oss",
+        {
+            **SMALL,
+            **BPE_IDS,
+            "num_hidden_layers": 3,
+            "head_dim": 16,
+            "intermediate_size": 32,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "sliding_window": WINDOW,
+            "swiglu_limit": 1.5,
+            **_rope("yarn", **_YARN_ROPE, truncate=False),
+        },
+    ),
     "llama3-rope": ("llama", {**SMALL, **BPE_IDS, **_rope("llama3", **_LLAMA3_ROPE)}),
     "linear-rope": ("llama", {**SMALL, **BPE_IDS, **_rope("linear", factor=3.0)}),
     "dynamic-rope": (  # dynamic scaling only acts past max_position_embeddings
@@ -309,7 +327,7 @@ for _name, _base in _GGUF_BASE.items():
     _arch, _fields = CONFIGS[_name]
     CONFIGS[_name] = (_arch, {**CONFIGS[_base][1], **_fields})
 
-MOE = ("mixtral", "qwen2-moe", "qwen2-moe-norm", "qwen3-moe", "olmoe")
+MOE = ("mixtral", "qwen2-moe", "qwen2-moe-norm", "qwen3-moe", "olmoe", "gpt-oss")
 """The mixture-of-experts families, whose parity tests also compare the router's logits."""
 
 FAMILIES = (

@@ -43,3 +43,21 @@ def test_check_state_dict_reports_by_name():
         CheckpointError, match=r"missing \['unembed.b_U'\], unexpected \['extra'\], wrong shapes"
     ):
         check_state_dict(state, cfg, "bad")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(d_shared_expert=12, shared_expert_gate=True, mlp_types=("moe", "dense"), mlp_bias=False),
+        dict(router_bias=True, attn_sinks=True, glu_clamp=7.0, act="gelu_quick"),  # GPT-OSS
+    ],
+    ids=["qwen2-moe", "gpt-oss"],
+)
+def test_expected_shapes_of_mixture_of_experts_layers(fields):
+    cfg = TransformerConfig(
+        n_layers=2, d_model=16, n_heads=4, d_mlp=24, d_vocab=11, n_ctx=8, mlp="gated", positional="rotary",
+        norm="rmsnorm", n_experts=4, experts_per_token=2, d_expert=8, **fields,
+    )  # fmt: skip
+    model = HookedTransformer(cfg, init_weights=False)
+    actual = {name: tuple(p.shape) for name, p in model.state_dict().items()}
+    assert expected_shapes(cfg) == actual

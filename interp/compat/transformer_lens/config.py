@@ -14,7 +14,7 @@ import torch
 
 from interp.config import TransformerConfig
 
-_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
+_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_new", "gelu_quick": "quick_gelu", "relu": "relu", "silu": "silu"}
 _POSITIONAL = {"learned": "standard", "sinusoidal": "sinusoidal", "rotary": "rotary", "none": "none"}
 
 
