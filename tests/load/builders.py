@@ -9,11 +9,13 @@ sentences.
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import gguf
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
@@ -72,6 +74,51 @@ def save_folder(model: torch.nn.Module, backend: Backend, folder: Path, **save_k
     model.save_pretrained(folder, **save_kwargs)
     backend.save(str(folder / "tokenizer.json"))
     return folder
+
+
+# The 16 values of a 4-bit E2M1 code, by code (MXFP4).
+FP4 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def quantize_mxfp4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[..., rows, cols]`` -> MXFP4 ``blocks [..., rows, cols / 32, 16]`` and ``scales [..., rows, cols / 32]``
+    (uint8), written here from the format: each group of 32 values along a row gets the smallest power of two
+    that brings its largest magnitude within 6 (stored plus 127), each value the nearest code (the first of two
+    equally near), two codes a byte, the first in the lower nibble."""
+    groups = weight.unflatten(-1, (-1, 32))  # [..., rows, groups, 32]
+    largest = groups.abs().amax(-1).clamp(min=2.0**-100)
+    exponent = torch.ceil(torch.log2(largest / 6.0))  # [..., rows, groups]
+    scaled = groups / torch.exp2(exponent)[..., None]
+    codes = (scaled[..., None] - FP4).abs().argmin(-1)  # [..., rows, groups, 32]
+    pairs = codes.unflatten(-1, (16, 2))
+    blocks = (pairs[..., 0] | (pairs[..., 1] << 4)).to(torch.uint8)
+    return blocks, (exponent + 127).to(torch.uint8)
+
+
+def decode_mxfp4(blocks: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """The tests' own reading of MXFP4 bytes, value by value: ``[..., rows, cols]`` float32."""
+    low, high = FP4[(blocks & 0x0F).long()], FP4[(blocks >> 4).long()]
+    values = torch.stack((low, high), -1).flatten(-2)  # [..., rows, groups, 32]
+    return (values * torch.exp2(scales.float() - 127)[..., None]).flatten(-2)
+
+
+def mxfp4_experts(folder: Path) -> dict[str, torch.Tensor]:
+    """Rewrite a GPT-OSS folder saved by ``save_pretrained`` as the released checkpoints are stored: the
+    experts' matrices in MXFP4 (``*_blocks``, ``*_scales``, rows in ``nn.Linear``'s order), the rest as it was,
+    and ``quantization_config`` in ``config.json``. Returns the packed tensors."""
+    tensors = load_file(folder / "model.safetensors")
+    packed = {}
+    for name in [n for n in tensors if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
+        rows = (
+            tensors.pop(name).transpose(1, 2).contiguous()
+        )  # transformers' [expert, in, out] -> [.., out, in]
+        packed[name + "_blocks"], packed[name + "_scales"] = quantize_mxfp4(rows)
+    save_file({**tensors, **packed}, folder / "model.safetensors")
+    config = json.loads((folder / "config.json").read_text())
+    not_converted = ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]
+    config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": not_converted}
+    (folder / "config.json").write_text(json.dumps(config))
+    return packed
 
 
 def write_llama_gguf(

@@ -153,3 +153,27 @@ def test_a_mixture_of_experts_holds_each_expert_once(tmp_path_factory):
     assert result["params"] == pytest.approx(size, rel=0.01)  # each expert once
     assert experts > 0.9 * size
     assert result["extra"] <= 1.05 * (size + experts), (result, size)
+
+
+def test_loading_mxfp4_experts_peaks_within_1_3x_the_dequantized_weights(tmp_path_factory):
+    """A GPT-OSS folder whose experts are MXFP4 (about 4.25 bits a weight): the experts are dequantized one at a
+    time into the tensors the model holds, so loading touches the dequantized weights, the packed bytes (0.13x
+    of the experts in float32) and one expert's temporaries."""
+    from tests.load.builders import mxfp4_experts
+    from tests.load.families import build
+
+    def gpt_oss(**fields):
+        model = build("gpt-oss", 300, None, widen=False, **fields)
+        folder = save_folder(model, byte_level_bpe(), tmp_path_factory.mktemp("gpt-oss"))
+        mxfp4_experts(folder)
+        return folder
+
+    warmup = gpt_oss(num_hidden_layers=1)
+    layers, experts, d_model, d_expert = 4, 8, 256, 512
+    folder = gpt_oss(
+        hidden_size=d_model, intermediate_size=d_expert, num_hidden_layers=layers, num_local_experts=experts
+    )
+    result = _probe(folder, "--step", "load", "--warmup", str(warmup))
+    dequantized = layers * experts * 3 * d_model * d_expert * 4  # the experts' matrices in float32
+    assert dequantized > 0.85 * result["params"]  # the experts are most of the model
+    assert result["extra"] <= 1.3 * result["params"], result
