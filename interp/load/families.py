@@ -91,7 +91,13 @@ FAMILIES: dict[str, Family] = {
     "qwen2_moe": Family(qwen2_moe.config, qwen2_moe.convert, from_gguf=gguf_archs.QWEN2MOE),
     "qwen3_moe": Family(qwen3_moe.config, qwen3_moe.convert, from_gguf=gguf_archs.QWEN3MOE),
     "olmoe": Family(olmoe.config, olmoe.convert, from_gguf=gguf_archs.OLMOE),
-    "gpt_oss": Family(gpt_oss.config, gpt_oss.convert, prepare=gpt_oss.prepare, quantized=("mxfp4",)),
+    "gpt_oss": Family(
+        gpt_oss.config,
+        gpt_oss.convert,
+        from_gguf=gguf_archs.GPT_OSS,
+        prepare=gpt_oss.prepare,
+        quantized=("mxfp4",),
+    ),
 }
 # A GGUF architecture is read by the family of its model type; the file's own config.json may then name another
 # (a llama file with experts is a Mixtral), which converts it.

@@ -12,6 +12,9 @@ models:
   on a rotary base of 10000 unless ``rope.freq_base_swa`` says otherwise;
 - GPT-NeoX files store no activation: Pythia's exact GELU (llama.cpp computes a tanh approximation of it).
 
+- GPT-OSS files store neither the experts' clamp nor their sigmoid gain (llama.cpp fixes them at 7 and 1.702,
+  the released models' values), nor whether YaRN rounds its ramp's bounds: the released config says it does
+  not (``truncate: false``), and so it loads; their even layers slide;
 - mixture-of-experts files say nothing of whether the chosen experts' weights are renormalised (unless they
   have ``expert_weights_norm``): llama.cpp renormalises them for Mixtral (``llama`` with experts) and Qwen3-MoE
   and not for Qwen2-MoE and OLMoE, as their released models do.
@@ -130,6 +133,19 @@ def _qwen_moe(renormalize: bool):
 
 def _olmoe(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, Any]:
     return {"hidden_act": "silu", **_routing(meta, "num_experts", renormalize=False)}
+
+
+def _gpt_oss(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    values = {
+        "attention_bias": "blk.0.attn_q.bias" in names,
+        "intermediate_size": meta.integer("expert_feed_forward_length"),
+        "sliding_window": meta.integer("attention.sliding_window"),
+        "layer_types": sliding_layers(meta, hf["num_hidden_layers"], period=2),
+        **_routing(meta, "num_local_experts", renormalize=True),
+    }
+    if hf.get("rope_scaling") is not None and hf["rope_scaling"]["rope_type"] == "yarn":
+        values["rope_scaling"] = {**hf["rope_scaling"], "truncate": False}  # the released config's
+    return values
 
 
 def _silu(meta: Metadata, hf: dict[str, Any], names: set[str]) -> dict[str, Any]:
@@ -287,5 +303,18 @@ OLMOE = GGUFArchitecture(
     model_type="olmoe",
     tensors={**_LLAMA, **_QK_NORM, **_EXPERTS},
     config=_olmoe,
+    experts=True,
+)
+GPT_OSS = GGUFArchitecture(
+    name="gpt-oss",
+    model_type="gpt_oss",
+    tensors={
+        **{k: v for k, v in _LLAMA.items() if k not in ("ffn_norm", "ffn_gate", "ffn_up", "ffn_down")},
+        "post_attention_norm": "post_attention_layernorm",
+        "attn_sinks": "self_attn.sinks",  # read back without its ".weight" (interp.load.gpt_oss.prepare)
+        "ffn_gate_inp": "mlp.router",
+        **{k: v for k, v in _EXPERTS.items() if k != "ffn_gate_inp"},
+    },
+    config=_gpt_oss,
     experts=True,
 )

@@ -20,6 +20,7 @@ from interp.load.errors import CheckpointError
 
 SUPPORTED_TYPES = (
     Q.F32, Q.F16, Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K,
+    Q.MXFP4,
 )  # fmt: skip
 
 _MISSING = object()

@@ -78,6 +78,7 @@ def prepare(hf: HFConfig, tensors: TensorSource) -> tuple[HFConfig, TensorSource
             f"{hf.source}: {outside[:4]} are stored in MXFP4, but only the experts' weights are read from it "
             "(as the released GPT-OSS checkpoints store them); load a checkpoint with the rest unquantized"
         )
+    tensors.rename(r"(model\.layers\.\d+\.self_attn\.sinks)\.weight", r"\1")  # GGUF's attn_sinks.weight
     n, d, m = hf.require("num_local_experts"), hf.require("hidden_size"), hf.require("intermediate_size")
     for layer in range(hf.require("num_hidden_layers")):
         src = f"model.layers.{layer}.mlp.experts."

@@ -275,6 +275,8 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     ),
     "gguf-qwen3-moe": ("qwen3_moe", {**SMOLLM_IDS, "hidden_size": 32, "head_dim": 16}),
     "gguf-olmoe": ("olmoe", {**SMOLLM_IDS, "hidden_size": 32, "rms_norm_eps": 1e-5}),
+    # rows of 32 values, MXFP4's groups; the clamp llama.cpp fixes, since a file cannot store it
+    "gguf-gpt-oss": ("gpt_oss", {**SMOLLM_IDS, "hidden_size": 32, "swiglu_limit": 7.0}),
     # the narrow models of the hook tests
     "narrow-gpt2": (
         "gpt2",
@@ -322,6 +324,7 @@ _GGUF_BASE = {
     "gguf-qwen2-moe": "qwen2-moe-norm",
     "gguf-qwen3-moe": "qwen3-moe",
     "gguf-olmoe": "olmoe",
+    "gguf-gpt-oss": "gpt-oss",
 }
 for _name, _base in _GGUF_BASE.items():
     _arch, _fields = CONFIGS[_name]

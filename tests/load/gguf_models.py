@@ -25,7 +25,7 @@ import pytest
 import torch
 
 from tests.load import families
-from tests.load.builders import CORPUS
+from tests.load.builders import CORPUS, mxfp4_experts
 
 transformers = pytest.importorskip("transformers")
 
@@ -49,7 +49,12 @@ MODELS: dict[str, tuple[str, str, str]] = {
     "qwen2-moe": ("gguf-qwen2-moe", "smollm", "qwen2moe"),
     "qwen3-moe": ("gguf-qwen3-moe", "smollm", "qwen3moe"),
     "olmoe": ("gguf-olmoe", "smollm", "olmoe"),
+    "gpt-oss": ("gguf-gpt-oss", "smollm", "gpt-oss"),
+    "gpt-oss-mxfp4": ("gguf-gpt-oss", "smollm", "gpt-oss"),  # the folder's experts in MXFP4, and the file's
 }
+MXFP4 = ("gpt-oss-mxfp4",)
+"""Models whose folder stores the experts in MXFP4, as the released GPT-OSS checkpoints do: llama.cpp's
+converter keeps them MXFP4 in the file, and the reference is ``transformers``' dequantization of the folder."""
 
 
 def build(name: str) -> torch.nn.Module:
@@ -68,7 +73,19 @@ def save(name: str, model: torch.nn.Module, tokenizer_dir: Path, folder: Path) -
         config = json.loads(path.read_text())
         config.update(rotary_pct=0.25, rotary_emb_base=10000)
         path.write_text(json.dumps(config, indent=2))
+    if name in MXFP4:
+        mxfp4_experts(folder)
     return folder
+
+
+def reference(name: str, built: torch.nn.Module, folder: Path) -> torch.nn.Module:
+    """What the GGUF file of ``name`` is compared with: the model built, or, where the folder holds MXFP4
+    experts, ``transformers``' own load of the folder (which dequantizes them)."""
+    if name not in MXFP4:
+        return built
+    return transformers.AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
 
 
 def smollm_tokenizer(folder: Path) -> Path:

@@ -11,6 +11,7 @@ the files themselves, so a converter release that changed one would fail here by
 
 from __future__ import annotations
 
+import gguf
 import pytest
 import torch
 from einops import rearrange
@@ -58,7 +59,7 @@ def converted(tmp_path_factory):
     for name in NAMES:
         reference = gguf_models.build(name)
         folder = gguf_models.save(name, reference, tokenizers[gguf_models.MODELS[name][1]], root / name)
-        models[name] = (reference, folder, root / f"{name}.gguf")
+        models[name] = (gguf_models.reference(name, reference, folder), folder, root / f"{name}.gguf")
     convert([(folder, gguf) for _, folder, gguf in models.values()])
     return models
 
@@ -216,3 +217,13 @@ def test_llama_cpp_conventions_in_the_files(converted, files):
     assert files["gemma3"].get("gemma3.rope.freq_base_swa") == 50.0
     assert files["qwen3"].get("qwen3.rope.scaling.type") == "yarn"
     assert "gemma2.query_pre_attn_scalar" not in files["gemma2"].keys()  # llama.cpp derives the query scale
+    # GPT-OSS: the experts' interleaved gate and up columns become two stacked [expert, out, in] tensors; MXFP4
+    # experts stay MXFP4; neither the experts' clamp nor YaRN's truncation is stored.
+    fused = _hf(ref("gpt-oss"), "model.layers.0.mlp.experts.gate_up_proj")  # [expert, in, 2 * out]
+    for gguf_name, start in (("ffn_gate_exps", 0), ("ffn_up_exps", 1)):
+        torch.testing.assert_close(
+            raw["gpt-oss"][f"blk.0.{gguf_name}.weight"], fused[..., start::2].transpose(1, 2), atol=0, rtol=0
+        )
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(converted["gpt-oss-mxfp4"][2]).tensors}
+    assert types["blk.0.ffn_gate_exps.weight"] == "MXFP4" and types["blk.0.attn_q.weight"] == "F32"
+    assert not [key for key in files["gpt-oss"].keys() if "swiglu" in key or "trunc" in key]
