@@ -93,6 +93,17 @@ CATALOG = (
     FamilyInfo(
         "OLMoE", ("olmoe",), "as Mixtral, plus q/k norms over all heads", (_FOLDER, _ROUTERS, _LLAMA_CPP)
     ),
+    FamilyInfo(
+        "GPT-OSS",
+        ("gpt_oss",),
+        "as Mixtral; patterns leave each head's sink share out (rows sum below 1); alternating windows",
+        (
+            _FOLDER,
+            _ROUTERS,
+            "MXFP4 experts dequantized as transformers dequantizes them",
+            _LLAMA_CPP + " (float and MXFP4)",
+        ),
+    ),
 )
 
 

@@ -21,10 +21,10 @@ from interp.load import load
 from interp.load.errors import CheckpointError
 from tests.load.builders import byte_level_bpe, decode_mxfp4, mxfp4_experts, quantize_mxfp4, save_folder
 from tests.load.families import build
+from tests.load.test_families import ATOL  # the parity tests' tolerance: the same model, other weights
 
 transformers = pytest.importorskip("transformers")
 
-ATOL = 1e-4  # logits of a few units, float32 through three layers
 
 
 @pytest.fixture(scope="module")
