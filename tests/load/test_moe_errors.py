@@ -1,8 +1,9 @@
 """Mixture-of-experts checkpoints the converters cannot express are refused in one line, before any forward.
 
 An expert count or top k that contradicts itself, a router setting of another family (sigmoid scores, group
-routing, scaled weights), a Qwen MoE sliding window, OLMoE's clipped projections, weights stored quantized
-(a folder's ``quantization_config``, a GGUF expert tensor in MXFP4), and DeepSeek V2/V3, whose multi-head
+routing, scaled weights), a Qwen MoE sliding window, OLMoE's clipped projections, GPT-OSS's activation
+settings, weights stored quantized (a folder's ``quantization_config`` other than GPT-OSS's MXFP4, a GGUF
+expert tensor in a type the reader lacks), and DeepSeek V2/V3, whose multi-head
 latent attention is named in the message, in folders and in GGUF files alike.
 """
 
@@ -30,7 +31,7 @@ def folders(tmp_path_factory, bpe):
     root = tmp_path_factory.mktemp("moe")
     return {
         name: save_folder(build(name, bpe.get_vocab_size()), bpe, root / name)
-        for name in ("qwen2-moe", "qwen3-moe", "olmoe", "mixtral")
+        for name in ("qwen2-moe", "qwen3-moe", "olmoe", "mixtral", "gpt-oss")
     }
 
 
@@ -63,6 +64,13 @@ def _with_config(folder, tmp_path, **changes):
         ("qwen3-moe", dict(use_sliding_window=True), r"use_sliding_window=True is not supported"),
         ("qwen2-moe", dict(mlp_only_layers=[7]), r"mlp_only_layers=\[7\] must list layers from 0 to 2"),
         ("olmoe", dict(clip_qkv=8.0), r"clip_qkv=8.0 is not supported \(clamping"),
+        ("gpt-oss", dict(swiglu_alpha=1.0), r"swiglu_alpha=1.0 is not supported \(the experts' gate is"),
+        ("gpt-oss", dict(swiglu_limit=-7.0), r"swiglu_limit=-7.0; the experts' clamp must be a positive"),
+        (
+            "gpt-oss",
+            dict(num_experts_per_tok=9),
+            r"num_experts_per_tok=9 must be from 1 to num_local_experts=8",
+        ),
         (
             "qwen3-moe",
             dict(quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]}),
@@ -164,11 +172,11 @@ def test_gguf_deepseek_is_refused_by_name(tmp_path):
 def test_an_expert_tensor_in_a_quantization_the_reader_lacks_is_named(tmp_path):
     from interp.load.gguf_file import GGUFFile
 
-    block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.MXFP4]
-    data = np.zeros((4, 2, 64 // block * size), dtype=np.uint8)  # 4 experts of [2, 64] in MXFP4 blocks
-    path = _bare_gguf(tmp_path / "mxfp4.gguf", "llama", {"blk.0.ffn_gate_exps.weight": data})
+    block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.IQ2_XXS]
+    data = np.zeros((4, 2, size), dtype=np.uint8)  # 4 experts of [2, 256] in IQ2_XXS blocks
+    path = _bare_gguf(tmp_path / "iq2.gguf", "gpt-oss", {"blk.0.ffn_gate_exps.weight": data})
     with pytest.raises(
-        CheckpointError, match=r"'blk.0.ffn_gate_exps.weight' has type MXFP4, which this loader"
+        CheckpointError, match=r"'blk.0.ffn_gate_exps.weight' has type IQ2_XXS, which this loader"
     ):
         GGUFFile(path).tensors()
 
@@ -176,7 +184,7 @@ def test_an_expert_tensor_in_a_quantization_the_reader_lacks_is_named(tmp_path):
 def _bare_gguf(path, arch, tensors):
     writer = gguf.GGUFWriter(str(path), arch)
     for name, array in tensors.items():
-        writer.add_tensor(name, array, raw_dtype=gguf.GGMLQuantizationType.MXFP4)
+        writer.add_tensor(name, array, raw_dtype=gguf.GGMLQuantizationType.IQ2_XXS)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

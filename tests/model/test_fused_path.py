@@ -75,14 +75,15 @@ def test_family_fused_and_explicit_agree(family):
 
 @pytest.mark.parametrize("family", sorted(FAMILY_VARIANTS))
 def test_families_pay_only_for_what_is_asked(family, monkeypatch):
-    """Unhooked layers run the fused kernel, windows included; soft-capped scores cannot, and say so."""
+    """Unhooked layers run the fused kernel, windows included; soft-capped scores and sinks cannot."""
     cfg = tiny_config(**FAMILY_VARIANTS[family])
     model = HookedTransformer(cfg)
     calls = []
     real = F.scaled_dot_product_attention
     monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
     model(torch.randint(0, cfg.d_vocab, (2, 7)))
-    assert len(calls) == (0 if cfg.attn_softcap is not None else cfg.n_layers)
+    explicit_only = cfg.attn_softcap is not None or cfg.attn_sinks
+    assert len(calls) == (0 if explicit_only else cfg.n_layers)
 
 
 def test_pattern_is_zero_outside_the_window():

@@ -19,7 +19,7 @@ from interp.model import experts as experts_module
 from interp.model.moe import expert_tokens
 from tests.model.variants import FAMILY_VARIANTS, tiny_config
 
-ACTS = {"silu": F.silu, "gelu": F.gelu}
+ACTS = {"silu": F.silu, "gelu": F.gelu, "gelu_quick": lambda x: x * torch.sigmoid(1.702 * x)}
 MOE = dict(
     norm="rmsnorm",
     positional="rotary",
@@ -36,6 +36,10 @@ SETTINGS = {
     ),
     "biases-router-bias": dict(MOE, mlp="gated", act="silu", mlp_bias=True, router_bias=True),
     "ungated-shared-top3": dict(MOE, mlp="standard", act="gelu", experts_per_token=3, d_shared_expert=8),
+    # GPT-OSS: biases, a router bias and the clamped unit, its clamp well inside the pre-activations' range
+    "clamped-gpt-oss": dict(
+        MOE, mlp="gated", act="gelu_quick", mlp_bias=True, router_bias=True, glu_clamp=2.0, attn_sinks=True
+    ),
 }
 
 
@@ -84,7 +88,13 @@ def _naive_expert(p, prefix, x, e, cfg, act):
         return 0 if key not in p else (p[key] if e is None else p[key][e])
 
     up = x @ w("W_in") + b("b_in")
-    hidden = act(x @ w("W_gate") + b("b_gate")) * up if cfg.mlp == "gated" else act(up)
+    if cfg.mlp != "gated":
+        hidden = act(up)
+    elif e is not None and cfg.glu_clamp is not None:  # GPT-OSS's routed experts
+        c = cfg.glu_clamp
+        hidden = act((x @ w("W_gate") + b("b_gate")).clamp(max=c)) * (up.clamp(-c, c) + 1)
+    else:
+        hidden = act(x @ w("W_gate") + b("b_gate")) * up
     return hidden @ w("W_out") + b("b_out")
 
 
@@ -293,3 +303,20 @@ def test_transformer_lens_3_router_scores_name_the_router_logits():
     assert list(cache) == ["blocks.0.mlp.hook_router_logits"]
     with pytest.raises(LookupError, match="blocks.1.mlp.hook_router_scores"):  # layer 1 is dense
         model.run_with_cache(_tokens(model, 1, 4), names_filter="blocks.1.mlp.hook_router_scores")
+
+
+@pytest.mark.parametrize(
+    "family, name, close",
+    [
+        ("mixtral", "blocks.0.mlp.experts.4.hook_out", "blocks.0.mlp.experts.3.hook_out"),  # 4 experts
+        ("qwen2_moe", "blocks.1.mlp.hook_router_logits", "blocks.0.mlp.hook_router_logits"),  # a dense layer
+    ],
+)
+def test_a_hook_on_an_expert_or_router_the_layer_lacks_is_refused_before_the_forward(family, name, close):
+    """An idle expert answers with zero rows (above); one the layer does not have is a name that does not exist."""
+    model = HookedTransformer(tiny_config(**FAMILY_VARIANTS[family]))
+    ran = []
+    hooks = [("hook_embed", lambda x, hook: ran.append(hook.name)), (name, lambda x, hook: None)]
+    with pytest.raises(LookupError, match=rf"unknown hook '{name}'; did you mean .*'{close}'") as err:
+        model.run_with_hooks(_tokens(model, 1, 4), fwd_hooks=hooks)
+    assert "\n" not in str(err.value) and ran == []

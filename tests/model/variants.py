@@ -55,6 +55,19 @@ FAMILY_VARIANTS = {
     "olmoe": dict(
         _ROTARY, qk_norm="full", n_experts=8, experts_per_token=2, d_expert=16, expert_weights="softmax"
     ),
+    # GPT-OSS: attention sinks, alternating windows, a biased router and experts, the clamped unit
+    "gpt_oss": dict(
+        _ROTARY,
+        attn_sinks=True,
+        sliding_window=3,
+        layer_types=("sliding", "full"),
+        n_experts=4,
+        experts_per_token=2,
+        d_expert=16,
+        router_bias=True,
+        glu_clamp=1.0,
+        act="gelu_quick",
+    ),
 }
 
 
