@@ -26,7 +26,6 @@ from tests.load.test_families import ATOL  # the parity tests' tolerance: the sa
 transformers = pytest.importorskip("transformers")
 
 
-
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A float GPT-OSS folder rewritten with MXFP4 experts; returns the folder and the packed tensors."""
