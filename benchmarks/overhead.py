@@ -1,16 +1,17 @@
 """What instrumentation costs: our forward against the plain ``transformers`` forward on the same weights.
 
-For GPT-2-small-, SmolLM2-135M-, Pythia-410M- and Gemma-2-2B-shaped models and two mixtures of experts routed
-as Qwen3-30B-A3B and OLMoE-1B-7B are (random weights), and two input shapes each, every variant is timed in
-alternating repetitions (one of each per round, the order rotating between rounds) and reported as the median
-of per-round ratios to the plain ``transformers`` forward, so that drift in machine load hits numerator and
-denominator alike. The baseline is ``transformers`` with SDPA, or
-with eager attention where ``transformers`` itself cannot use SDPA (Gemma 2, whose scores are soft-capped;
-our soft-capped layers run the explicit path too). The Gemma-2-2B row keeps every per-layer size of the real
-model (d_model 2304, 8 heads of 256, 4 key/value heads, d_mlp 9216, vocabulary 256000, soft-caps 50 and 30)
-but 4 of its 26 layers, so that two copies fit in memory and a round takes seconds, not minutes. The
-mixture-of-experts rows keep their models' routing (128 or 64 experts, 8 per token) with a quarter of each width
-and 4 layers; both sides run only the chosen experts (``transformers`` with its default grouped products).
+For GPT-2-small-, SmolLM2-135M-, Pythia-410M- and Gemma-2-2B-shaped models and three mixtures of experts routed
+as Qwen3-30B-A3B, OLMoE-1B-7B and GPT-OSS-20B are (random weights), and two input shapes each, every variant is
+timed in alternating repetitions (one of each per round, the order rotating between rounds) and reported as the
+median of per-round ratios to the plain ``transformers`` forward, so that drift in machine load hits numerator
+and denominator alike. The baseline is ``transformers`` with SDPA, or with eager attention where
+``transformers`` itself cannot use SDPA (Gemma 2, whose scores are soft-capped, and GPT-OSS, whose attention
+has sinks; our soft-capped and sink layers run the explicit path too). The Gemma-2-2B row keeps every
+per-layer size of the real model (d_model 2304, 8 heads of 256, 4 key/value heads, d_mlp 9216, vocabulary
+256000, soft-caps 50 and 30) but 4 of its 26 layers, so that two copies fit in memory and a round takes seconds,
+not minutes. The mixture-of-experts rows keep their models' routing (128 or 64 experts, 8 per token; 32, 4 per
+token) with a quarter of each width and 4 layers; both sides run only the chosen experts (``transformers`` with
+its default grouped products).
 
 Memory: the bytes each cache holds against the bytes its hooks should hold, whether anything is retained once
 the cache is dropped, and the process's peak resident memory.
@@ -83,6 +84,22 @@ MODELS = {
         n_experts=64,
         experts_per_token=8,
         d_expert=256,
+        d_vocab=16384,
+    ),
+    # GPT-OSS-20B's routing (32 experts, top 4), its 128-token windows on alternate layers and its attention
+    # sinks, with every width a quarter of its (d_model 720, 16 heads of 64, experts of 720), 4 layers and a
+    # 16384-token vocabulary. transformers runs GPT-OSS with eager attention only; so do our sink layers.
+    "gpt-oss-quarter": dict(
+        family="gpt_oss",
+        n_layers=4,
+        d_model=720,
+        n_heads=16,
+        n_kv_heads=2,
+        d_head=64,
+        d_mlp=720,
+        n_experts=32,
+        experts_per_token=4,
+        d_expert=720,
         d_vocab=16384,
     ),
 }
@@ -162,6 +179,20 @@ def build_hf(spec: dict, attn: str):
             max_position_embeddings=2048,
         )
         cls = transformers.OlmoeForCausalLM
+    elif spec["family"] == "gpt_oss":
+        cfg = transformers.GptOssConfig(
+            num_hidden_layers=spec["n_layers"],
+            hidden_size=spec["d_model"],
+            num_attention_heads=spec["n_heads"],
+            num_key_value_heads=spec["n_kv_heads"],
+            head_dim=spec["d_head"],
+            intermediate_size=spec["d_expert"],
+            num_local_experts=spec["n_experts"],
+            num_experts_per_tok=spec["experts_per_token"],
+            sliding_window=128,
+            vocab_size=spec["d_vocab"],
+        )
+        cls = transformers.GptOssForCausalLM
     else:
         cfg = transformers.LlamaConfig(
             num_hidden_layers=spec["n_layers"],
@@ -180,8 +211,8 @@ def build_hf(spec: dict, attn: str):
 
 
 def baseline_attention(spec: dict) -> str:
-    """The attention ``transformers`` runs this family with by default: SDPA, or eager for Gemma 2."""
-    return "eager" if spec["family"] == "gemma2" else "sdpa"
+    """The attention ``transformers`` runs this family with by default: SDPA, or eager for Gemma 2 and GPT-OSS."""
+    return "eager" if spec["family"] in ("gemma2", "gpt_oss") else "sdpa"
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -97,9 +97,11 @@ def prepare(hf: HFConfig, tensors: TensorSource) -> tuple[HFConfig, TensorSource
             down = tensors.take_stored(
                 src + "down_proj", (n, m, d), "num_local_experts, intermediate_size, hidden_size"
             )
-            tensors.put(src + "gate_proj.weight", fused[..., 0::2].transpose(1, 2))  # [n_experts, out, in]
-            tensors.put(src + "up_proj.weight", fused[..., 1::2].transpose(1, 2))
-            tensors.put(src + "down_proj.weight", down.transpose(1, 2))
+            # [n_experts, out, in], each expert's rows contiguous as the model holds them (what grouped products
+            # need); the interleaved columns cannot be viewed that way, so this is the one copy
+            tensors.put(src + "gate_proj.weight", fused[..., 0::2].transpose(1, 2).contiguous())
+            tensors.put(src + "up_proj.weight", fused[..., 1::2].transpose(1, 2).contiguous())
+            tensors.put(src + "down_proj.weight", down.transpose(1, 2).contiguous())
         if src + "gate_up_proj_bias" in tensors:
             bias = tensors.take_stored(
                 src + "gate_up_proj_bias", (n, 2 * m), "num_local_experts, 2 * intermediate_size"
