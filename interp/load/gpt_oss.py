@@ -79,7 +79,8 @@ def prepare(hf: HFConfig, tensors: TensorSource) -> tuple[HFConfig, TensorSource
             "(as the released GPT-OSS checkpoints store them); load a checkpoint with the rest unquantized"
         )
     tensors.rename(r"(model\.layers\.\d+\.self_attn\.sinks)\.weight", r"\1")  # GGUF's attn_sinks.weight
-    n, d, m = hf.require("num_local_experts"), hf.require("hidden_size"), hf.require("intermediate_size")
+    n = hf.get("num_local_experts") or hf.require("num_experts")
+    d, m = hf.require("hidden_size"), hf.require("intermediate_size")
     for layer in range(hf.require("num_hidden_layers")):
         src = f"model.layers.{layer}.mlp.experts."
         if src + "gate_up_proj_blocks" in tensors:
