@@ -215,7 +215,7 @@ def test_unknown_quantization_type_names_the_tensor(tmp_path):
 def test_unsupported_gguf_architecture(tmp_path):
     path = _write_gguf(tmp_path / "gpt2.gguf", {}, arch="gpt2")
     supported = (
-        r"\['gemma', 'gemma2', 'gemma3', 'gptneox', 'llama', 'olmo2', 'olmoe', 'phi3', 'qwen2', 'qwen2moe', "
+        r"\['gemma', 'gemma2', 'gemma3', 'gpt-oss', 'gptneox', 'llama', 'olmo2', 'olmoe', 'phi3', 'qwen2', 'qwen2moe', "
         r"'qwen3', 'qwen3moe'\]"
     )
     with pytest.raises(
