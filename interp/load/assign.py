@@ -61,7 +61,7 @@ def assign_state(
         CheckpointError: ``state`` lacks a name the model has, or has one it lacks.
     """
     targets = model.state_dict(keep_vars=True)
-    files = _file_mappings()
+    files = file_mappings()
     missing = sorted(set(targets) - set(state) - set(skip))
     unexpected = sorted(set(state) - set(targets))
     if missing or unexpected:
@@ -121,7 +121,7 @@ def inverse_order(order: list[int]) -> list[int]:
 _MADV_DONTNEED = 4
 
 
-def _file_mappings() -> list[tuple[int, int]]:
+def file_mappings() -> list[tuple[int, int]]:
     """The address ranges of this process's mappings of files (``/proc/self/maps``); empty off Linux."""
     if not sys.platform.startswith("linux"):
         return []

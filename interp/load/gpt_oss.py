@@ -92,10 +92,10 @@ def prepare(hf: HFConfig, tensors: TensorSource) -> tuple[HFConfig, TensorSource
             tensors.put(src + "up_proj.weight", gate_up(1))
             tensors.put(src + "down_proj.weight", down(None))  # [n_experts, d_model, d_expert]
         elif src + "gate_up_proj" in tensors:
-            fused = tensors.take_stored(
+            fused = tensors.take(
                 src + "gate_up_proj", (n, d, 2 * m), "num_local_experts, hidden_size, 2 * intermediate_size"
             )
-            down = tensors.take_stored(
+            down = tensors.take(
                 src + "down_proj", (n, m, d), "num_local_experts, intermediate_size, hidden_size"
             )
             # [n_experts, out, in], each expert's rows contiguous as the model holds them (what grouped products
@@ -104,12 +104,12 @@ def prepare(hf: HFConfig, tensors: TensorSource) -> tuple[HFConfig, TensorSource
             tensors.put(src + "up_proj.weight", fused[..., 1::2].transpose(1, 2).contiguous())
             tensors.put(src + "down_proj.weight", down.transpose(1, 2).contiguous())
         if src + "gate_up_proj_bias" in tensors:
-            bias = tensors.take_stored(
+            bias = tensors.take(
                 src + "gate_up_proj_bias", (n, 2 * m), "num_local_experts, 2 * intermediate_size"
             )
             tensors.put(src + "gate_proj.bias", bias[:, 0::2])
             tensors.put(src + "up_proj.bias", bias[:, 1::2])
-            down_bias = tensors.take_stored(src + "down_proj_bias", (n, d), "num_local_experts, hidden_size")
+            down_bias = tensors.take(src + "down_proj_bias", (n, d), "num_local_experts, hidden_size")
             tensors.put(src + "down_proj.bias", down_bias)
     return hf, tensors
 
@@ -124,10 +124,8 @@ def _mxfp4(tensors: TensorSource, name: str, shape: tuple[int, int, int], meanin
             f"{cols} values; the config does not match the weights"
         )
     groups = cols // mxfp4.GROUP
-    blocks = tensors.take_stored(
-        name + "_blocks", (n, rows, groups, mxfp4.GROUP // 2), meaning + ", groups, 16"
-    )
-    scales = tensors.take_stored(name + "_scales", (n, rows, groups), meaning + ", groups")
+    blocks = tensors.take(name + "_blocks", (n, rows, groups, mxfp4.GROUP // 2), meaning + ", groups, 16")
+    scales = tensors.take(name + "_scales", (n, rows, groups), meaning + ", groups")
 
     def rows_from(start: int | None) -> torch.Tensor:
         step = slice(None) if start is None else slice(start, None, 2)

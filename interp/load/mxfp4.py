@@ -7,14 +7,19 @@ cols]`` as two tensors: ``name_blocks`` ``[..., rows, cols / 32, 16]`` (uint8, t
 nibble first) and ``name_scales`` ``[..., rows, cols / 32]`` (uint8). ``W[..., r, 32 g + 2 i + j]`` is nibble
 ``j`` of ``blocks[..., r, g, i]`` times ``2 ** (scales[..., r, g] - 127)``.
 
-:func:`dequantize` writes float32 straight into the tensor the model will hold, one leading index (one expert)
-at a time, so that loading needs the dequantized weights, the packed bytes and one expert's temporaries.
+:func:`dequantize` writes bfloat16, one leading index (one expert) at a time, so that loading needs the
+dequantized weights and one expert's packed bytes and temporaries (each expert's pages of a memory-mapped
+file are handed back once read, :func:`interp.load.assign.hand_back_pages`). bfloat16 holds every MXFP4 value exactly
+(at most two significant bits, times a power of two within float32's exponent range, whose smallest, ``0.5 *
+2 ** -127``, bfloat16's subnormals reach), so the weights are the same in whichever dtype the model is loaded:
+each is converted once, when assigned (:mod:`interp.load.assign`), never through a float32 copy of them all.
 """
 
 from __future__ import annotations
 
 import torch
 
+from interp.load.assign import file_mappings, hand_back_pages
 from interp.load.errors import CheckpointError
 
 GROUP = 32  # values per scale
@@ -24,7 +29,7 @@ _EXPONENT_BIAS = 127
 
 
 def dequantize(blocks: torch.Tensor, scales: torch.Tensor, name: str) -> torch.Tensor:
-    """``name_blocks`` and ``name_scales`` -> the float32 matrix ``[..., rows, cols]``.
+    """``name_blocks`` and ``name_scales`` -> the matrix ``[..., rows, cols]``, in bfloat16 (exact).
 
     Args:
         blocks: ``[..., rows, cols / 32, 16]`` uint8.
@@ -33,7 +38,7 @@ def dequantize(blocks: torch.Tensor, scales: torch.Tensor, name: str) -> torch.T
 
     >>> blocks = torch.tensor([[[[0x21] + [0] * 15]]], dtype=torch.uint8)  # values 0.5 (code 1), 1.0 (code 2)
     >>> dequantize(blocks, torch.tensor([[[128]]], dtype=torch.uint8), "w")[0, 0, :3]  # scale 2 ** 1
-    tensor([1., 2., 0.])
+    tensor([1., 2., 0.], dtype=torch.bfloat16)
     """
     for tensor, what in ((blocks, "blocks"), (scales, "scales")):
         if tensor.dtype != torch.uint8:
@@ -47,14 +52,17 @@ def dequantize(blocks: torch.Tensor, scales: torch.Tensor, name: str) -> torch.T
             f"blocks [..., rows, groups, {GROUP // 2}] and scales [..., rows, groups]"
         )
     *lead, rows, groups, _ = blocks.shape
-    out = torch.empty(*lead, rows, groups * GROUP, dtype=torch.float32)
+    out = torch.empty(*lead, rows, groups * GROUP, dtype=torch.bfloat16)
     table = torch.tensor(FP4_VALUES, dtype=torch.float32)
     flat_blocks = blocks.reshape(-1, rows, groups, GROUP // 2)  # one leading index (an expert) at a time
     flat_scales = scales.reshape(-1, rows, groups)
     flat_out = out.view(-1, rows, groups, GROUP)
+    files = file_mappings()
     for i in range(flat_blocks.shape[0]):
         packed = flat_blocks[i].long()  # [rows, groups, 16]
         values = torch.stack((table[packed & 0x0F], table[packed >> 4]), dim=-1)  # [rows, groups, 16, 2]
         scale = torch.exp2(flat_scales[i].float() - _EXPONENT_BIAS)  # [rows, groups], exact powers of two
-        torch.mul(values.view(rows, groups, GROUP), scale[..., None], out=flat_out[i])
+        flat_out[i].copy_(values.view(rows, groups, GROUP) * scale[..., None])  # exact in bfloat16
+        hand_back_pages(flat_blocks[i], files)
+        hand_back_pages(flat_scales[i], files)
     return out

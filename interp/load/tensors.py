@@ -75,10 +75,6 @@ class TensorSource:
             shape: the shape the config implies.
             meaning: how the config implies it (e.g. ``"num_heads * head_dim, hidden_size"``), for the error.
         """
-        return self.take_stored(name, shape, meaning).to(torch.float32)
-
-    def take_stored(self, name: str, shape: tuple[int, ...], meaning: str = "") -> torch.Tensor:
-        """:meth:`take`, in the dtype the checkpoint stores (the bytes of a quantized format)."""
         if name not in self._tensors:
             raise CheckpointError(
                 f"{self.source} has no tensor {name!r}; the checkpoint is incomplete or truncated"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from interp.load import load, load_checkpoint
-from interp.load.assign import _file_mappings, hand_back_pages
+from interp.load.assign import file_mappings, hand_back_pages
 from tests.load.builders import byte_level_bpe, save_folder, wordpiece
 from tests.load.families import FAMILIES, build
 
@@ -66,7 +66,7 @@ def test_pages_handed_back_are_read_again_from_the_file_and_other_memory_is_left
     save_file({"w": values}, tmp_path / "w.safetensors")
     mapped = load_file(tmp_path / "w.safetensors")["w"]
     assert torch.equal(mapped, values)  # every page read, so resident
-    files = _file_mappings()
+    files = file_mappings()
     assert any(lo <= mapped.data_ptr() < hi for lo, hi in files)
     hand_back_pages(mapped, files)
     assert torch.equal(mapped, values)  # the file's values, read again
