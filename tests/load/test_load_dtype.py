@@ -14,9 +14,9 @@ import torch
 from interp.load import load, load_checkpoint
 from interp.load.assign import file_mappings, hand_back_pages
 from tests.load.builders import byte_level_bpe, save_folder, wordpiece
-from tests.load.families import FAMILIES, build
+from tests.load.families import FAMILIES, MOE, build
 
-NAMES = (*FAMILIES, "llama", "qwen2", "mistral", "gpt2", "bert")
+NAMES = (*FAMILIES, *MOE, "llama", "qwen2", "mistral", "gpt2", "bert")
 
 
 def _folders(name: str, stored: torch.dtype, tmp_path):
