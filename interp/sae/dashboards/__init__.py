@@ -1,0 +1,48 @@
+"""Dashboards for every feature of a dictionary, in one streaming pass, written as circuit-tracer's feature files.
+
+A dashboard is what a reader needs to say what a feature is: examples of the tokens where it fires (the top
+ones, and examples from each quantile of its activations), each with the feature's activation at every token
+of the context; its activation histogram, density, smallest and largest activation; the tokens its decoder
+promotes and suppresses through the unembedding.
+
+The method (one pass, memory fixed by the features and the examples kept, never by the corpus):
+
+- counts, extremes and two histograms per feature, binned below a power of two that follows the largest
+  activation, so their counts are exact (:mod:`.histogram`); quantiles come from the log histogram;
+- the top examples and a uniform sample of the active tokens, each a bounded table of the smallest keys
+  (:mod:`.reservoir`): the activation for the top, a hash of the token for the sample. Quantile boundaries are
+  only known at the end, and a uniform sample restricted to any range is a uniform sample of that range, so
+  each quantile's examples are the sampled tokens that fall in it, drawn without a second pass;
+- each kept token carries its window of activations and token codes, captured when it enters.
+
+Files (:mod:`.folder`): ``OUT/features/SCAN/<featureIndex>.json`` in circuit-tracer 0.5's feature schema,
+``index.json`` and a standalone page, ``index.html``; a graph in ``OUT`` whose ``metadata.scan`` is
+``./data/features/SCAN`` opens in circuit-tracer's own local server with these dashboards.
+
+- :func:`collect`: the pass, in memory; :func:`write_dashboards`: the pass (resumable) and the files;
+- :class:`Settings`: what is kept; :func:`load_dictionary`, :func:`as_dictionary`: the dictionary view;
+- :func:`feature_records`: the records of the tables.
+"""
+
+from interp.sae.dashboards.collector import Collector, Settings
+from interp.sae.dashboards.dictionary import Dictionary, as_dictionary, cantor, load_dictionary
+from interp.sae.dashboards.folder import DashboardMismatchError, find_scans, read_index
+from interp.sae.dashboards.records import feature_records
+from interp.sae.dashboards.run import Collected, Written, collect, write_dashboards
+
+__all__ = [
+    "Collected",
+    "Collector",
+    "DashboardMismatchError",
+    "Dictionary",
+    "Settings",
+    "Written",
+    "as_dictionary",
+    "cantor",
+    "collect",
+    "feature_records",
+    "find_scans",
+    "load_dictionary",
+    "read_index",
+    "write_dashboards",
+]
