@@ -18,10 +18,10 @@ python -m tests.load.llama_cpp
 # same cache folder (tests/reference_envs.py); built once, then found there.
 python -m tests.reference_envs
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-# The page JavaScript (interp/report/assets/*.js) is linted with the eslint pinned in package-lock.json:
+# The page JavaScript (reports, the graph viewer, the dashboards) is linted with the eslint pinned in package-lock.json:
 # npm ci installs it into node_modules/ (about 15 s), then the lint runs offline and a finding fails the run.
 if command -v npm >/dev/null 2>&1 && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error; then
-  node_modules/.bin/eslint interp/report/assets
+  node_modules/.bin/eslint interp/report/assets interp/circuits/features/viewer interp/sae/dashboards/assets
 else
   echo "npm is missing or could not install eslint; the page JavaScript is not linted" >&2
 fi

@@ -32,7 +32,12 @@ def test_writes_the_graph_folder(tmp_path, tc_folder, capsys):
     rc = main(["attribute", str(LLAMA), "--transcoders", str(tc_folder), "--prompt", PROMPT, "--out", str(out),
                "--max-logits", "3", "--batch-size", "8", "--quiet"])  # fmt: skip
     assert rc == 0
-    assert {p.name for p in out.iterdir()} == {"graph.safetensors", "graph.json", "index.html"}
+    assert {p.name for p in out.iterdir()} == {
+        "graph.safetensors",
+        "graph.json",
+        "graph-metadata.json",
+        "index.html",
+    }
     assert "replacement" in capsys.readouterr().out
     got = AttributionGraph.load(out)
     model = interp.load(str(LLAMA))

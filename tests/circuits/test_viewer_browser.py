@@ -25,7 +25,9 @@ def folder(tmp_path_factory):
     graph.metadata["prompt"] = PAYLOAD
     contexts = {(int(lay), int(f)): [PAYLOAD, "plain text"] for lay, _, f in graph.features.tolist()}
     out = tmp_path_factory.mktemp("graph")
-    graph.save(out, model=model, transcoders=tc, contexts=contexts, slug=PAYLOAD)
+    with pytest.raises(ValueError, match="--slug .* is not a usable name"):
+        graph.save(out, model=model, transcoders=tc, contexts=contexts, slug=PAYLOAD)  # it names a file
+    graph.save(out, model=model, transcoders=tc, contexts=contexts, slug="payload-test")
     return out
 
 
@@ -38,14 +40,14 @@ def test_viewer_renders_and_escapes(browser, folder):  # noqa: F811
     assert browser.network_requests() == []
     assert browser.js("return window.__pwned === undefined && document.querySelectorAll('img').length === 0;")
     assert browser.js("return document.getElementById('prompt').textContent;") == PAYLOAD
-    doc = json.loads((folder / "graph.json").read_text())
+    doc = json.loads((folder / "payload-test.json").read_text())
     n_links = min(len(doc["links"]), MAX_LINKS)
     assert browser.js("return document.querySelectorAll('svg .node').length;") >= len(doc["nodes"]) - 0
     assert browser.js("return document.querySelectorAll('svg .link').length;") == n_links
 
 
 def test_click_pin_group_and_state(browser, folder):  # noqa: F811
-    doc = json.loads((folder / "graph.json").read_text())
+    doc = json.loads((folder / "payload-test.json").read_text())
     feature = next(n for n in doc["nodes"] if n["feature_type"] == "cross layer transcoder")
     browser.open_file(folder / "index.html")
     browser.js("document.querySelector(`svg .node[data-id='${arguments[0]}']`).dispatchEvent(new Event('click'));",

@@ -25,6 +25,7 @@ from interp.circuits.node import Node
 from interp.dictionary import SparseDictionary
 
 GRAPH_FILE = "graph.safetensors"
+METADATA_FILE = "graph-metadata.json"
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,8 +160,10 @@ class AttributionGraph:
         transcoders: SparseDictionary | None = None,
         contexts: Mapping[tuple[int, int], Sequence[str]] | Any = None,
         slug: str = "graph",
+        dashboards: str | os.PathLike[str] | None = None,
     ) -> Path:
-        """Write ``graph.safetensors``, the pruned Neuronpedia-schema ``graph.json`` and the viewer ``index.html``.
+        """Write ``graph.safetensors``, the pruned Neuronpedia-schema ``{slug}.json`` (``graph.json``), its entry
+        in ``graph-metadata.json`` and the viewer ``index.html``: the folder circuit-tracer's local server serves.
 
         Args:
             folder: created if missing.
@@ -171,15 +174,27 @@ class AttributionGraph:
             contexts: top activating contexts to show per feature: ``(layer, feature) -> texts``, or an
                 :class:`~interp.store.ActivationStore` holding the transcoders' input hooks (read with
                 :func:`~interp.circuits.features.contexts.top_contexts` for the features shown).
-            slug: the graph's name in ``graph.json`` (and the key of the page's saved pins).
+            slug: the graph's name: its file ``{slug}.json``, its entry in ``graph-metadata.json`` (replacing one
+                of the same slug, as circuit-tracer's ``create_graph_files`` does), the key of the page's pins.
+            dashboards: a folder of feature dashboards (``interp dashboards``; the dictionary's
+                ``features/SCAN`` or the folder holding it): linked as ``features/SCAN`` beside the graph,
+                named in its ``metadata.scan`` (``./data/features/SCAN``), and shown by the viewer.
         """
         from interp.circuits.features.neuronpedia import graph_json
         from interp.circuits.features.viewer import write_viewer
+        from interp.sae.dashboards.folder import check_scan
 
+        check_scan(slug, "--slug")
         out = Path(folder)
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(f"{out} is a file; a graph is saved into a folder")
         out.mkdir(parents=True, exist_ok=True)
+        scan, features = None, None
+        if dashboards is not None:
+            from interp.sae.dashboards.link import link, scan_path
+
+            name = link(out, dashboards)
+            scan, features = scan_path(name), out / "features" / name
         meta = {
             **self.metadata,
             "n_layers": str(self.n_layers),
@@ -194,8 +209,10 @@ class AttributionGraph:
             slug=slug,
             prompt_tokens=tokens,
             vocab=getattr(getattr(model, "cfg", None), "d_vocab", None),
+            scan=scan,
         )
-        (out / "graph.json").write_text(json.dumps(doc) + "\n")
+        (out / f"{slug}.json").write_text(json.dumps(doc) + "\n")
+        _list_graph(out, doc["metadata"])
         if contexts is not None and not isinstance(contexts, Mapping):
             from interp.circuits.features.contexts import top_contexts
 
@@ -210,6 +227,7 @@ class AttributionGraph:
             model=model,
             transcoders=transcoders,
             contexts=contexts,
+            dashboards=features,
         )
         return out
 
@@ -233,6 +251,17 @@ class AttributionGraph:
             f"AttributionGraph({self.n_features} features, {self.n_layers} layers x {self.n_pos} positions, "
             f"{self.n_logits} logits)"
         )
+
+
+def _list_graph(out: Path, metadata: dict[str, Any]) -> None:
+    """Put the graph's metadata in ``graph-metadata.json``, replacing an entry of the same slug: the list
+    circuit-tracer's page offers graphs from."""
+    from interp.atomic import write_atomic
+
+    path = out / METADATA_FILE
+    listed = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"graphs": []}
+    graphs = [g for g in listed.get("graphs", []) if g.get("slug") != metadata["slug"]] + [metadata]
+    write_atomic(path, lambda tmp: tmp.write_text(json.dumps({"graphs": graphs}, indent=2) + "\n", "utf-8"))
 
 
 def _token_texts(model: Any, tokens: torch.Tensor) -> list[str] | None:

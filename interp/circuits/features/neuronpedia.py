@@ -135,8 +135,10 @@ def graph_json(
     slug: str = "graph",
     prompt_tokens: list[str] | None = None,
     vocab: int | None = None,
+    scan: str | None = None,
 ) -> dict[str, Any]:
-    """The pruned graph as a Neuronpedia graph document."""
+    """The pruned graph as a Neuronpedia graph document; ``scan`` names where its features' dashboards are
+    (``./data/features/SCAN`` for dashboards beside it; default: the transcoders it was made with)."""
     records, edges = pruned_parts(graph, node_threshold, edge_threshold, vocab)
     links = [
         {"source": records[s]["node_id"], "target": records[t]["node_id"], "weight": w} for t, s, w in edges
@@ -147,7 +149,7 @@ def graph_json(
     return {
         "metadata": {
             "slug": slug,
-            "scan": meta.get("transcoders", ""),
+            "scan": meta.get("transcoders", "") if scan is None else scan,
             "transcoder_list": [],
             "prompt_tokens": prompt_tokens or [str(int(t)) for t in graph.input_tokens],
             "prompt": meta.get("prompt", ""),

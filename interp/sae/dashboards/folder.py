@@ -39,11 +39,12 @@ class DashboardMismatchError(ValueError):
     """A dashboards folder holds another run's files."""
 
 
-def check_scan(scan: str) -> str:
-    """``scan`` if it is a usable folder name (letters, digits, ``.``, ``_``, ``-``; not starting with a dot)."""
+def check_scan(scan: str, flag: str = "--scan") -> str:
+    """``scan`` if it is a usable file name (letters, digits, ``.``, ``_``, ``-``; not starting with a dot);
+    ``flag`` names it in the error (a graph's ``--slug`` is checked the same way)."""
     if not isinstance(scan, str) or not _SCAN.fullmatch(scan):
         raise ValueError(
-            f"--scan {scan!r} is not a usable name: use letters, digits, '.', '_' or '-' (at most 100, not "
+            f"{flag} {scan!r} is not a usable name: use letters, digits, '.', '_' or '-' (at most 100, not "
             "starting with '.' or '-'), such as 'smollm2-transcoders'"
         )
     return scan

@@ -1,15 +1,20 @@
 """The offline viewer of an attribution graph: ``index.html`` beside ``graph.json``, one self-contained file.
 
-The markup, CSS and JavaScript are package data files here (``graph.html``, ``graph.css``, ``graph.js``), read
-with :mod:`importlib.resources` and inlined, with the reports' Content-Security-Policy (inline code only, no
-network). The data is the pruned Neuronpedia document plus, per feature node, the tokens its decoder promotes
-and its top activating contexts when given, embedded once with :func:`interp.report.json_for_script`; the
-script puts every string in with ``textContent``. The page is bounded: at most :data:`MAX_LINKS` links (the
-strongest) and the nodes they touch, with every token and logit.
+The markup, CSS and JavaScript are package data files here (``graph.html``, ``graph.css``, ``graph.js``, and
+the dashboard's script and style from :mod:`interp.sae.dashboards`), read with :mod:`importlib.resources` and
+inlined, with the reports' Content-Security-Policy (inline code only, nothing from the network) except that it
+may read files of its own origin when served. The data is the pruned Neuronpedia document plus, per feature
+node, the tokens its decoder promotes, its top activating contexts and its dashboard when given, embedded once
+with :func:`interp.report.json_for_script`; the script puts every string in with ``textContent``. The page is
+bounded: at most :data:`MAX_LINKS` links (the strongest) and the nodes they touch, with every token and logit,
+and compact dashboards up to :data:`DASHBOARD_BYTES`. Opened from a file, a clicked feature shows its embedded
+dashboard; served over http (``python -m http.server`` in the graph's folder), it reads the feature's full
+file from ``features/SCAN/``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from html import escape
 from importlib import resources
@@ -19,10 +24,13 @@ from typing import Any
 import torch
 
 from interp.circuits.features.neuronpedia import pruned_parts
-from interp.report.assets import CONTENT_SECURITY_POLICY, fill
+from interp.report.assets import fill
 from interp.report.serialize import json_for_script
+from interp.sae.dashboards.page import POLICY
+from interp.sae.dashboards.page import asset as dashboard_asset
 
 MAX_LINKS = 4000
+DASHBOARD_BYTES = 2_000_000
 MAX_CONTEXTS = 5
 MAX_CONTEXT_CHARS = 300
 N_PROMOTED = 6
@@ -42,9 +50,13 @@ def viewer_data(
     model: Any = None,
     transcoders: Any = None,
     contexts: Mapping[tuple[int, int], Sequence[str]] | None = None,
+    dashboards: Path | None = None,
 ) -> dict[str, Any]:
     """What the page shows: the pruned graph (bounded; nodes keyed by their own names, ``uid``), node sizes
-    (influence), features' promoted tokens and contexts, and ``doc``'s metadata."""
+    (influence), features' promoted tokens, contexts and compact dashboards (from the dashboards folder
+    ``dashboards``, ``OUT/features/SCAN``), and ``doc``'s metadata."""
+    from interp.sae.dashboards.dictionary import cantor
+
     records, edges = pruned_parts(graph, node_threshold, edge_threshold)
     edges = sorted(edges, key=lambda e: -abs(e[2]))[:MAX_LINKS]
     touched = {row for t, s, _ in edges for row in (t, s)}
@@ -55,15 +67,18 @@ def viewer_data(
         node = graph.nodes[i]
         if node.kind != "feature":
             continue
-        info: dict[str, Any] = {"index": node.feature}
+        info: dict[str, Any] = {"index": node.feature, "featureIndex": cantor(node.layer, node.feature)}
         if model is not None and transcoders is not None:
             info["promotes"] = _promoted(model, transcoders, node.layer, node.feature)
         if contexts is not None:
             found = contexts.get((node.layer, node.feature), ())
             info["contexts"] = [str(c)[:MAX_CONTEXT_CHARS] for c in list(found)[:MAX_CONTEXTS]]
         features[str(node)] = info
+    if dashboards is not None:
+        _add_dashboards(graph, rows, features, dashboards)
     replacement, completeness = graph.scores()
     return {
+        "dashboards": None if dashboards is None else f"features/{dashboards.name}",
         "metadata": doc["metadata"],
         "n_layers": graph.n_layers,
         "nodes": [records[i] for i in rows],
@@ -76,6 +91,27 @@ def viewer_data(
     }
 
 
+def _add_dashboards(graph: Any, rows: list[int], features: dict[str, dict], folder: Path) -> None:
+    """Embed the compact dashboards of the feature nodes ``rows``, strongest first, within DASHBOARD_BYTES."""
+    from interp.sae.dashboards.link import records_of
+    from interp.sae.dashboards.page import compact
+
+    nodes = [graph.nodes[i] for i in rows if graph.nodes[i].kind == "feature"]
+    found = records_of(folder, sorted({(n.layer, n.feature) for n in nodes}))
+    used = 0
+    for node in nodes:
+        record = found.get((node.layer, node.feature))
+        if record is None or "dashboard" in features[str(node)]:
+            continue
+        small = compact(record)
+        used += len(json.dumps(small, ensure_ascii=False))
+        if used > DASHBOARD_BYTES:
+            break
+        for other in nodes:  # the same feature at other positions shares the dashboard
+            if (other.layer, other.feature) == (node.layer, node.feature):
+                features[str(other)]["dashboard"] = small
+
+
 def render_viewer(data: dict[str, Any]) -> str:
     """The complete page for ``data`` (from :func:`viewer_data`)."""
     prompt = str(data["metadata"].get("prompt", ""))
@@ -83,11 +119,12 @@ def render_viewer(data: dict[str, Any]) -> str:
     return fill(
         asset("graph.html"),
         {
-            "csp": escape(CONTENT_SECURITY_POLICY),
+            "csp": escape(POLICY),
             "title": escape(f"Attribution graph: {short}"),
-            "css": asset("graph.css"),
+            "css": asset("graph.css") + dashboard_asset("dashboard.css"),
             "prompt": escape(prompt),
             "data": json_for_script(data, digits=4),
+            "dashboard": dashboard_asset("dashboard.js"),
             "script": asset("graph.js"),
         },
     )
@@ -101,10 +138,15 @@ def write_viewer(path: str | Path, graph: Any, doc: dict[str, Any], **extras: An
 
 
 def _promoted(model: Any, transcoders: Any, layer: int, feature: int) -> list[str]:
-    """The tokens whose logits the feature's decoder row (into its own layer) raises most, directly."""
-    with torch.no_grad():
-        row = transcoders.decoder(layer, torch.tensor([feature]))[0, 0].float()  # [d_model]
-        logits = row.to(model.unembed.weight.device) @ model.unembed.weight.float()  # [d_vocab]
-        top = logits.topk(min(N_PROMOTED, logits.shape[0])).indices.tolist()
+    """The tokens whose logits the feature raises most directly (its dashboard's ``top_logits``: the decoder
+    row into the last layer it writes, through the final norm and the unembedding)."""
+    from interp.sae.dashboards.dictionary import as_dictionary
+    from interp.sae.dashboards.logits import top_tokens
+
+    rows = as_dictionary(transcoders).logit_rows(layer, torch.tensor([feature]))
+    found = top_tokens(model, rows, N_PROMOTED)
+    if found is None:
+        return []
     tok = getattr(model, "tokenizer", None)
-    return [tok.decode([t]) if tok is not None else str(t) for t in top]
+    top = found[0][0].tolist()
+    return tok.to_str_tokens(top) if tok is not None else [str(t) for t in top]

@@ -1,6 +1,6 @@
-"use strict";
 // The offline attribution-graph viewer. Every string from the data is put in with textContent, never as markup.
 (function () {
+  "use strict";
   const data = JSON.parse(document.getElementById("graph-data").textContent);
   const SVG = "http://www.w3.org/2000/svg";
   const nodes = data.nodes;
@@ -159,9 +159,36 @@
       box.appendChild(el("h2", {}, "Top activating contexts"));
       for (const ctx of info.contexts) box.appendChild(el("p", { class: "mono" }, ctx));
     }
+    if (info && (info.dashboard || data.dashboards)) {
+      box.appendChild(el("h2", {}, "Dashboard"));
+      const dash = el("div", { id: "dashboard" });
+      box.appendChild(dash);
+      showDashboard(dash, id, info);
+    }
     box.appendChild(table("Strongest inputs", inputs.get(id), "source"));
     box.appendChild(table("Strongest outputs", outputs.get(id), "target"));
     draw();
+  }
+
+  // The feature's full dashboard file when the folder is served; else (or if it cannot be read) the compact
+  // one embedded in the page.
+  function showDashboard(box, id, info) {
+    const dash = window.interpDashboard;
+    const offline = "Embedded summary (a few examples per group): serve this folder (python -m http.server) to " +
+      "read the feature's full dashboard from " + data.dashboards + "/" + info.featureIndex + ".json.";
+    function fallback(why) {
+      if (info.dashboard) dash.render(box, info.dashboard, why || offline);
+      else box.replaceChildren(el("p", { class: "note" }, why || "No dashboard of this feature is embedded."));
+    }
+    if (!data.dashboards || !dash.served()) {
+      fallback();
+      return;
+    }
+    box.replaceChildren(el("p", { class: "note" }, "loading " + info.featureIndex + ".json"));
+    dash.load(data.dashboards, info.featureIndex).then(
+      (record) => { if (selected === id) dash.render(box, record); },
+      (err) => { if (selected === id) fallback(info.featureIndex + ".json could not be read (" + err.message + ")"); }
+    );
   }
 
   function togglePin(id) {
