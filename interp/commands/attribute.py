@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Trace which transcoder features, errors and tokens cause a model's next-token logits on one\n"
             "prompt (attention patterns, norms and MLP outputs frozen), and write graph.safetensors, a\n"
-            "pruned graph.json in Neuronpedia's schema and index.html, the offline viewer."
+            "pruned graph.json in Neuronpedia's schema, graph-metadata.json and index.html, the offline viewer:\n"
+            "a folder circuit-tracer's local server serves. --dashboards links the features' dashboards."
         ),
         example=EXAMPLE,
     )
@@ -76,6 +77,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="an activation store of the transcoders' input hooks: top contexts per feature (default: none)",
     )
+    p.add_argument(
+        "--dashboards",
+        default=None,
+        help="the transcoders' dashboards (interp dashboards --out DIR): linked, shown per feature (default: none)",
+    )
+    p.add_argument("--slug", default="graph", help="the graph's name: its file is SLUG.json")
     add_device_arguments(p)
     p.set_defaults(fn=run)
 
@@ -97,6 +104,13 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.prompt.strip():
         raise ValueError('--prompt is empty; pass a text, such as "The cat sat on the"')
+    from interp.sae.dashboards.folder import check_scan
+
+    check_scan(args.slug, "--slug")
+    if args.dashboards is not None:
+        from interp.sae.dashboards.link import resolve
+
+        resolve(args.dashboards)
 
     from interp.circuits.features import attribute
     from interp.load import load
@@ -128,10 +142,13 @@ def run(args: argparse.Namespace) -> int:
         model=model,
         transcoders=tc,
         contexts=contexts,
+        slug=args.slug,
+        dashboards=args.dashboards,
     )
     replacement, completeness = graph.scores()
+    linked = "" if args.dashboards is None else ", with the dashboards in features/"
     print(
         f"{graph}: replacement {replacement:.3f}, completeness {completeness:.3f}; wrote "
-        f"{out / 'graph.safetensors'}, graph.json and index.html"
+        f"{out / 'graph.safetensors'}, {args.slug}.json, graph-metadata.json and index.html{linked}"
     )
     return 0

@@ -9,8 +9,11 @@ uninterrupted run writes. Then the records are made ``chunk`` features at a time
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -289,32 +292,24 @@ def write_dashboards(
         progress_at = extra["progress"]
     seconds = {"pass": 0.0, "checkpoints": 0.0, "records": 0.0}
     if not progress_at.get("done"):
+        checkpoints = _Checkpoints(folder, collector, source, progress_at, checkpoint_seconds, after_batch)
         clock = time.perf_counter()
-        last = [time.monotonic()]
-        bar = _bar(progress, source, max_tokens, progress_at)
-
-        def after(batch: Batch) -> None:
-            progress_at.update(batch.progress)
-            if bar is not None:
-                bar.update(batch.n_read)
-            if time.monotonic() - last[0] >= checkpoint_seconds:
-                tick = time.perf_counter()
-                folder.save_state(
-                    collector.state(), {"progress": progress_at, "tokens": source.texts.state()}
+        checkpoints.bar = _bar(progress, source, max_tokens, progress_at)
+        try:
+            with _interrupt_between_batches() as stop:
+                run_pass(
+                    collector,
+                    view,
+                    source.batches(progress_at),
+                    after_batch=lambda b: checkpoints.after(b, stop),
                 )
-                seconds["checkpoints"] += time.perf_counter() - tick
-                last[0] = time.monotonic()
-            if after_batch is not None:
-                after_batch(batch)
-
-        run_pass(collector, view, source.batches(progress_at), after_batch=after)
-        if bar is not None:
-            bar.close()
+        finally:
+            if checkpoints.bar is not None:
+                checkpoints.bar.close()
         seconds["pass"] = time.perf_counter() - clock
         progress_at["done"] = True
-        tick = time.perf_counter()
-        folder.save_state(collector.state(), {"progress": progress_at, "tokens": source.texts.state()})
-        seconds["checkpoints"] += time.perf_counter() - tick
+        checkpoints.save()
+        seconds["checkpoints"] = checkpoints.seconds
     clock = time.perf_counter()
     index = write_records(collector, model, view, source.texts, folder, identity)
     html = None
@@ -356,6 +351,63 @@ def write_records(
         "settings": identity["settings"],
         "features": rows,
     }
+
+
+class _Checkpoints:
+    """Saves the pass every ``every`` seconds and when Ctrl-C asks it to stop, always between batches."""
+
+    def __init__(
+        self,
+        folder: DashboardFolder,
+        collector: Collector,
+        source: Any,
+        progress: dict[str, Any],
+        every: float,
+        after_batch: Callable[[Batch], None] | None,
+    ) -> None:
+        self.folder, self.collector, self.source, self.progress = folder, collector, source, progress
+        self.every, self.after_batch = every, after_batch
+        self.last, self.seconds, self.bar = time.monotonic(), 0.0, None
+
+    def save(self) -> None:
+        tick = time.perf_counter()
+        extra = {"progress": self.progress, "tokens": self.source.texts.state()}
+        self.folder.save_state(self.collector.state(), extra)
+        self.seconds += time.perf_counter() - tick
+        self.last = time.monotonic()
+
+    def after(self, batch: Batch, stop: Callable[[], bool]) -> None:
+        self.progress.update(batch.progress)
+        if self.bar is not None:
+            self.bar.update(batch.n_read)
+        if stop():  # Ctrl-C arrived during this batch: save it whole, then stop
+            self.save()
+            raise KeyboardInterrupt
+        if time.monotonic() - self.last >= self.every:
+            self.save()
+        if self.after_batch is not None:
+            self.after_batch(batch)
+
+
+@contextlib.contextmanager
+def _interrupt_between_batches() -> Iterator[Callable[[], bool]]:
+    """Hold Ctrl-C (SIGINT) until the batch under way ends, so the pass can be saved whole: yields a function
+    that says whether one arrived. A second Ctrl-C stops at once. Off the main thread it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    arrived = []
+
+    def hold(signum: int, frame: Any) -> None:
+        if arrived:
+            raise KeyboardInterrupt
+        arrived.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield lambda: bool(arrived)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _bar(show: bool, source: Any, max_tokens: int | None, at: dict) -> Any:
