@@ -234,8 +234,8 @@ class StoreSource:
             local = slice(lo - file.start, hi - file.start)
             part = {
                 "row": np.arange(lo, hi),
-                "item": shard.index["item"].to_numpy()[local],
-                "position": shard.index["position"].to_numpy()[local],
+                "item": np.array(shard.index["item"].to_numpy()[local]),
+                "position": np.array(shard.index["position"].to_numpy()[local]),
                 "token": self.texts.codes(shard.index["token"].tolist()[local]),
                 **{hook: shard.tensors[hook][local] for hook in set(hooks.values())},
             }

@@ -1,0 +1,159 @@
+"""``interp dashboards`` and ``interp attribute --dashboards`` end to end on a tiny model, each mistake refused
+in one line before the pass, and (slow) on the packaged SmolLM2 with a small random transcoder set."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import interp
+from interp.cli import main
+from interp.sae import save_transcoders
+from interp.sae.dashboards import cantor
+from interp.store import cache_activations
+from tests.circuits.transcoders import tiny_transcoders
+from tests.sae.dashboards import helpers
+from tests.sae.models import random_sae
+
+LLAMA = str(helpers.LLAMA)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A transcoders folder, a data file, stores (all positions, the last only, the wrong hook), an SAE that
+    reads the wrong width, and transcoders of another width."""
+    model = helpers.model()
+    root = tmp_path_factory.mktemp("cli")
+    tc = tiny_transcoders(model.cfg, d_transcoder=12, seed=3)
+    save_transcoders(tc, root / "tc")
+    other = interp.HookedTransformer(
+        interp.TransformerConfig(n_layers=2, d_model=16, n_heads=2, d_vocab=64, n_ctx=32)
+    )
+    save_transcoders(tiny_transcoders(other.cfg, d_transcoder=12, seed=3), root / "narrow")
+    sae = random_sae("blocks.1.hook_resid_post", d_in=16)
+    interp.sae.save(sae, root / "sae16")
+    texts = helpers.texts(30)
+    (root / "texts.txt").write_text("\n".join(texts) + "\n")
+    hooks = [tc.input_hook(layer) for layer in tc.layers]
+    cache_activations(model, texts, hooks, root / "store", progress=False)
+    cache_activations(model, texts, hooks, root / "last", positions="last", progress=False)
+    cache_activations(model, texts, "blocks.0.hook_resid_post", root / "wrong", progress=False)
+    return root
+
+
+def test_writes_the_dashboards_then_a_graph_links_them(files, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["dashboards", LLAMA, "--dictionary", str(files / "tc"), "--data", str(files / "texts.txt"),
+            "--out", str(out), "--quiet", "--sample", "12"]  # fmt: skip
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    root = out / "features" / "tc"
+    index = json.loads((root / "index.json").read_text())
+    assert f"dashboards of 24 features over {index['n_tokens']:,} tokens" in said
+    assert {(r["layer"], r["feature"]) for r in index["features"]} == {
+        (la, f) for la in (0, 1) for f in range(12)
+    }
+    for r in index["features"]:
+        record = json.loads((root / f"{r['featureIndex']}.json").read_text())
+        assert record["index"] == cantor(r["layer"], r["feature"]) and record["transcoder_id"] == "tc"
+    assert (root / "index.html").is_file()
+    assert main(argv) == 0 and "already complete" in capsys.readouterr().out
+    rc = main(["attribute", LLAMA, "--transcoders", str(files / "tc"), "--prompt", "w17 w33 w5 w48", "--out",
+               str(out), "--dashboards", str(out), "--slug", "cats", "--quiet"])  # fmt: skip
+    assert rc == 0
+    doc = json.loads((out / "cats.json").read_text())
+    assert doc["metadata"]["scan"] == "./data/features/tc" and doc["metadata"]["slug"] == "cats"
+    page = (out / "index.html").read_text()
+    assert '"dashboards": "features/tc"' in page
+
+
+def test_a_store_and_chosen_features(files, tmp_path):
+    out = tmp_path / "run"
+    argv = ["dashboards", LLAMA, "--dictionary", str(files / "tc"), "--store", str(files / "store"),
+            "--out", str(out), "--quiet", "--features", "1:3,0:7", "--tokens", "50", "--scan", "mine"]  # fmt: skip
+    assert main(argv) == 0
+    index = json.loads((out / "features" / "mine" / "index.json").read_text())
+    assert [(r["layer"], r["feature"]) for r in index["features"]] == [(0, 7), (1, 3)]
+    assert index["n_tokens"] == 50  # a store made with this tokenizer has no special token first
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"--dictionary": "missing"}, "--dictionary .*missing does not exist"),
+        ({"--data": "missing.txt"}, "missing.txt does not exist"),
+        ({"--store": "last"}, "keeps positions 'last'; dashboards show each example in its context"),
+        ({"--features": "3-1"}, "'3-1' is not LAYER:FEATURE"),
+        ({"--scan": "../up"}, "--scan '../up' is not a usable name"),
+        ({"--dictionary": "narrow"}, "the transcoder has d_model=16, the model d_model=32"),
+        (
+            {"--dictionary": "sae16"},
+            "the SAE reads 'blocks.1.hook_resid_post' with d_in=16, but .* has width 32",
+        ),
+        (
+            {"--store": "wrong"},
+            r"has no rows of \['blocks.0.ln2.hook_normalized', 'blocks.1.ln2.hook_normalized'\]",
+        ),
+        ({"--features": "5:1"}, "no features at layer 5; its layers are \\[0, 1\\]"),
+        ({"--features": "0:12"}, "feature 12 is outside \\[0, 12\\)"),
+    ],
+)
+def test_a_mistake_is_one_line_and_writes_nothing(files, tmp_path, capsys, change, message):
+    import re
+
+    args = {
+        "--dictionary": str(files / "tc"),
+        "--data": str(files / "texts.txt"),
+        "--out": str(tmp_path / "o"),
+    }
+    for key, value in change.items():
+        if key == "--store":
+            args.pop("--data")
+        args[key] = str(files / value) if key in ("--dictionary", "--store", "--data") else value
+    assert main(["dashboards", LLAMA, "--quiet", *(x for kv in args.items() for x in kv)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err), err
+    assert not (tmp_path / "o" / "features").exists()
+
+
+def test_another_run_in_the_same_folder_is_refused_in_one_line(files, tmp_path, capsys):
+    base = ["dashboards", LLAMA, "--dictionary", str(files / "tc"), "--data", str(files / "texts.txt"),
+            "--out", str(tmp_path), "--quiet"]  # fmt: skip
+    assert main(base) == 0
+    written = sorted(p.name for p in (tmp_path / "features" / "tc").iterdir())
+    capsys.readouterr()
+    assert main([*base, "--top", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "holds dashboards of another run (its settings differ" in err
+    assert sorted(p.name for p in (tmp_path / "features" / "tc").iterdir()) == written
+
+
+@pytest.mark.slow
+def test_smollm2_with_a_small_random_transcoder_set(tmp_path, capsys):
+    """The packaged SmolLM2-135M (30 layers) with random transcoders of 32 features per layer."""
+    from interp.sae import TranscoderSet
+
+    model = interp.load("smollm2-135m")
+    cfg = model.cfg
+    g = torch.Generator().manual_seed(0)
+    n, d, f = cfg.n_layers, cfg.d_model, 32
+    tc = TranscoderSet(torch.randn(n, f, d, generator=g) / d**0.5, torch.randn(n, f, d, generator=g) / f**0.5,
+                       torch.full((n, f), -1.5), torch.zeros(n, d))  # fmt: skip
+    save_transcoders(tc, tmp_path / "tc")
+    texts = ["The cat sat on the mat.", "Paris is the capital of France.", "One, two, three, four, five."] * 4
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    out = tmp_path / "run"
+    assert main(["dashboards", "smollm2-135m", "--dictionary", str(tmp_path / "tc"), "--data",
+                 str(tmp_path / "texts.txt"), "--out", str(out), "--quiet"]) == 0  # fmt: skip
+    index = json.loads((out / "features" / "tc" / "index.json").read_text())
+    assert len(index["features"]) == n * f
+    fired = [r for r in index["features"] if r["density"] > 0]
+    assert fired
+    record = json.loads((out / "features" / "tc" / f"{fired[0]['featureIndex']}.json").read_text())
+    example = record["examples_quantiles"][0]["examples"][0]
+    assert "".join(example["tokens"]) in " ".join(texts) and record["top_logits"]
+    assert main(["attribute", "smollm2-135m", "--transcoders", str(tmp_path / "tc"), "--prompt", "The cat sat on the",
+                 "--out", str(out), "--dashboards", str(out), "--max-logits", "2", "--quiet"]) == 0  # fmt: skip
+    assert json.loads((out / "graph.json").read_text())["metadata"]["scan"] == "./data/features/tc"
