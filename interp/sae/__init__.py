@@ -17,7 +17,9 @@ An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (
 - ``training/``: :func:`train` on a tensor or an activation store, resumable, under torchrun;
 - ``evaluate.py``: :func:`evaluate` (L0, explained variance, CE loss recovered, KL, dead and dense latents);
   ``evaluate_transcoders.py``: the same per transcoder layer, and CE recovered and KL of the replacement model;
-- ``features.py``: what a feature does (top contexts, histogram, logits), and a report section;
+- ``dashboards/``: every feature's dashboard in one streaming pass (quantile examples, histogram, density,
+  logits), written as circuit-tracer's feature files with a page to browse them;
+- ``features.py``: the dashboards of a few features as a report section;
 - ``feature_patching.py``: attribution patching of a metric to features and the error node, checked by exact
   patching of features.
 

@@ -1,11 +1,12 @@
-"""What a feature does: the contexts where it fires most, how its activations spread, which logits it moves.
+"""What a feature does, as a report section: its top contexts, its histogram, the logits it moves.
 
-:func:`feature_stats` makes one pass over a data set and keeps, for the features asked about, their top
-activating tokens with the context around them and every non-zero activation (for a histogram); memory grows
-with the features asked about, not with the dictionary. :func:`logit_effects` reads the direct effect of a
-feature's decoder row on the logits, ``W_dec[f] @ W_U``. :func:`add_feature_section` turns both into a report
-section through the one report writer: the contexts as an HTML block with the activating token marked, every
-token string escaped, and at most ``max_features`` features of ``k`` contexts each.
+:func:`feature_stats` is the dashboards' pass (:func:`interp.sae.dashboards.collect`) over a data set for the
+features asked about: their top activating tokens with the context around them, their activation histograms and
+densities, in memory fixed by the features and the examples kept. :func:`logit_effects` reads the direct effect
+of a feature's decoder row on the logits (through the final norm and ``W_U``, as the dashboards read it).
+:func:`add_feature_section` turns both into a report section through the one report writer: the contexts as an
+HTML block with the activating token marked, every token string escaped, and at most ``max_features``
+features of ``k`` contexts each.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -27,22 +27,23 @@ MAX_TOKEN_CHARS = 40
 
 @dataclass
 class FeatureStats:
-    """Top contexts and activation values of some features over a data set."""
+    """Top contexts, histograms and densities of some features over a data set.
+
+    Attributes:
+        features: the features, as asked.
+        contexts: one row per top context: ``feature, rank, activation, item, position, token, left, right``.
+        records: feature -> its dashboard record (:mod:`interp.sae.dashboards.records`: histogram, quantiles).
+        n_tokens: tokens read.
+    """
 
     features: list[int]
     contexts: pd.DataFrame
-    values: dict[int, np.ndarray] = field(repr=False)
+    records: dict[int, dict[str, Any]] = field(repr=False)
     n_tokens: int
 
     def density(self, feature: int) -> float:
-        return len(self.values[feature]) / max(self.n_tokens, 1)
-
-
-def _token_strings(model: Any, ids: torch.Tensor) -> list[str]:
-    tokenizer = getattr(model, "tokenizer", None)
-    if tokenizer is None:
-        return [f"<{int(i)}>" for i in ids]
-    return list(tokenizer.to_str_tokens(ids))
+        """The fraction of tokens where ``feature`` fired."""
+        return self.records[feature]["activation_frequency"]
 
 
 @torch.no_grad()
@@ -57,76 +58,62 @@ def feature_stats(
     window: int = 8,
     batch_size: int = 8,
 ) -> FeatureStats:
-    """Top ``k`` activating tokens (with ``window`` tokens of context each side) and all activations of
-    ``features``, over ``tokens`` (ids ``[batch, pos]``, a Tokens batch, or texts)."""
+    """Top ``k`` activating tokens (with ``window`` tokens of context each side), histograms and densities of
+    ``features``, over ``tokens`` (ids ``[batch, pos]``, a Tokens batch, or texts, tokenized as the model does;
+    every token counts)."""
+    from interp.sae.dashboards import Settings, as_dictionary, collect
     from interp.sae.evaluation_batches import lm_batches
 
     features = [int(f) for f in features]
     bad = [f for f in features if not 0 <= f < sae.d_sae]
     if bad:
         raise IndexError(f"feature {bad[0]} is out of range for an SAE of d_sae={sae.d_sae}")
-    chosen = torch.tensor(features, dtype=torch.long)
-    best: dict[int, list[tuple[float, int, int]]] = {f: [] for f in features}
-    values: dict[int, list[np.ndarray]] = {f: [] for f in features}
-    rows: list[tuple[torch.Tensor, torch.Tensor]] = []
-    n_tokens, item0 = 0, 0
-    for ids, mask in lm_batches(model, tokens, attention_mask, batch_size):
-        _, cache = model.run_with_cache(ids, mask, names_filter=[sae.cfg.hook_name])
-        acts = sae.encode(cache[sae.cfg.hook_name].to(sae.device))[..., chosen.to(sae.device)]  # [b, p, f]
-        acts = acts.float().cpu() * mask.cpu()[..., None]
-        n_tokens += int(mask.sum())
-        for j, f in enumerate(features):
-            a = acts[..., j]
-            values[f].append(a[a > 0].numpy())
-            top = a.flatten().topk(min(k, a.numel()))
-            for v, flat in zip(top.values.tolist(), top.indices.tolist(), strict=True):
-                if v > 0:
-                    best[f].append((v, item0 + flat // a.shape[1], flat % a.shape[1]))
-            best[f] = sorted(best[f], key=lambda t: (-t[0], t[1], t[2]))[:k]
-        rows.extend((ids[b].cpu(), mask[b].cpu().bool()) for b in range(ids.shape[0]))
-        item0 += ids.shape[0]
-    records = []
+    layer = as_dictionary(sae).layers[0]
+    batches = [(ids.cpu(), mask.cpu()) for ids, mask in lm_batches(model, tokens, attention_mask, batch_size)]
+    settings = Settings(top=k, before=window, after=window)
+    collected = collect(
+        model, sae, data=batches, settings=settings, features=[(layer, f) for f in features], skip_first=0
+    )
+    records = {r["feature"]: r for r in collected.records(model)}
+    rows = []
     for f in features:
-        for rank, (v, item, column) in enumerate(best[f]):
-            ids_row, real = rows[item]
-            seq = ids_row[real]  # the real tokens, whichever side the padding was on
-            pos = int(real[: column + 1].sum()) - 1  # the token's position among them
-            lo, hi = max(0, pos - window), min(len(seq), pos + window + 1)
-            strings = _token_strings(model, seq[lo:hi])
-            records.append(
+        groups = records[f]["examples_quantiles"]
+        for rank, e in enumerate(groups[0]["examples"] if groups else []):
+            at = e["train_token_ind"]
+            rows.append(
                 {
                     "feature": f,
                     "rank": rank,
-                    "activation": v,
-                    "item": item,
-                    "position": pos,
-                    "token": strings[pos - lo],
-                    "left": "".join(strings[: pos - lo]),
-                    "right": "".join(strings[pos - lo + 1 :]),
+                    "activation": e["activation"],
+                    "item": e["item"],
+                    "position": e["position"],
+                    "token": e["tokens"][at],
+                    "left": "".join(e["tokens"][:at]),
+                    "right": "".join(e["tokens"][at + 1 :]),
                 }
             )
     columns = ["feature", "rank", "activation", "item", "position", "token", "left", "right"]
-    frame = pd.DataFrame(records, columns=columns)
-    return FeatureStats(
-        features, frame, {f: np.concatenate(values[f] or [np.zeros(0)]) for f in features}, n_tokens
-    )
+    return FeatureStats(features, pd.DataFrame(rows, columns=columns), records, collected.collector.n_tokens)
 
 
 @torch.no_grad()
 def logit_effects(model: Any, sae: SAE, features: Sequence[int], k: int = 10) -> pd.DataFrame:
-    """The ``k`` tokens each feature's decoder row promotes and suppresses most, by ``W_dec[f] @ W_U``.
+    """The ``k`` tokens each feature's decoder row promotes and suppresses most, directly: the row through the
+    final norm (taken as linear) and ``W_U`` (:func:`interp.sae.dashboards.logits.direct_logits`).
 
     Returns:
         Rows ``feature, direction ("promoted" | "suppressed"), rank, token, logit``.
     """
-    w_u = model.unembed.weight  # [d_model, d_vocab]
-    rows = sae.W_dec[torch.as_tensor(list(features), dtype=torch.long)].to(w_u.device, w_u.dtype)
-    effects = rows @ w_u  # [features, d_vocab]
+    from interp.sae.dashboards.logits import direct_logits
+
+    effects = direct_logits(model, sae.W_dec[torch.as_tensor(list(features), dtype=torch.long)])
+    tokenizer = getattr(model, "tokenizer", None)
     out = []
     for f, effect in zip(features, effects, strict=True):
         for direction, top in (("promoted", effect.topk(k)), ("suppressed", (-effect).topk(k))):
             sign = 1.0 if direction == "promoted" else -1.0
-            strings = _token_strings(model, top.indices.cpu())
+            ids = top.indices.tolist()
+            strings = tokenizer.to_str_tokens(ids) if tokenizer is not None else [f"<{i}>" for i in ids]
             for rank, (value, token) in enumerate(zip(top.values.tolist(), strings, strict=True)):
                 out.append(
                     {
@@ -140,15 +127,17 @@ def logit_effects(model: Any, sae: SAE, features: Sequence[int], k: int = 10) ->
     return pd.DataFrame(out, columns=["feature", "direction", "rank", "token", "logit"])
 
 
-def histogram_figure(stats: FeatureStats, feature: int, bins: int = 40):
-    """A histogram of ``feature``'s non-zero activations (a matplotlib Figure)."""
+def histogram_figure(stats: FeatureStats, feature: int):
+    """A histogram of ``feature``'s non-zero activations (a matplotlib Figure), from its dashboard's counts."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(4.2, 2.4))
     ax = fig.subplots()
-    values = stats.values[feature]
-    if len(values):
-        ax.hist(values, bins=bins, color="#d48806")
+    record = stats.records[feature]
+    counts = record["histogram"]
+    if counts:
+        width = record["histogram_range"][1] / len(counts)
+        ax.bar([width * (i + 0.5) for i in range(len(counts))], counts, width=width, color="#d48806")
     else:
         ax.text(0.5, 0.5, "never active", ha="center")
     ax.set_title(

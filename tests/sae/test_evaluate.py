@@ -99,7 +99,8 @@ def test_feature_stats_and_logit_effects_against_naive():
     ]
     assert stats.density(feature) == int((a > 0).sum()) / a.numel()
     effects = logit_effects(model, sae, [feature], k=4)
-    direct = sae.W_dec[feature] @ model.unembed.weight
+    row = sae.W_dec[feature]  # through the final LayerNorm taken as linear: centred, times its gain
+    direct = ((row - row.mean()) * model.ln_final.gain) @ model.unembed.weight
     promoted = effects[effects["direction"] == "promoted"]
     torch.testing.assert_close(torch.tensor(promoted["logit"].tolist()), direct.topk(4).values.detach())
     suppressed = effects[effects["direction"] == "suppressed"]
