@@ -126,6 +126,7 @@ class Collector:
             n += len(self.chosen[layer]) if layer in self.chosen else width
         self.n = n
         self.n_tokens = 0
+        self.n_active = 0  # (token, feature) pairs where a feature fired, over the pass
         self.count = torch.zeros(n, dtype=torch.long, device=device)
         self.low = torch.full((n,), float("inf"), device=device)
         self.high = torch.zeros(n, device=device)
@@ -161,6 +162,7 @@ class Collector:
             acts = acts[:, self.chosen[layer]]
         t, f = (acts > 0).nonzero(as_tuple=True)  # the active (row, feature) pairs
         v = acts[t, f]
+        self.n_active += len(v)
         g = f + self.offset[layer]
         self.count.index_add_(0, g, torch.ones_like(g))
         self.low.scatter_reduce_(0, g, v, "amin")

@@ -95,14 +95,18 @@ class Histograms:
         value = torch.minimum(torch.maximum(value, low.double()[:, None]), high.double()[:, None])
         return torch.where(total > 0, value, torch.zeros_like(value)).float()
 
-    def drawn(self, feature: int, high: float) -> tuple[list[int], float]:
-        """Feature ``feature``'s linear counts from 0 up to the bin holding ``high``, and that range's end."""
-        e = int(self.top[feature])
-        if e == EMPTY:
-            return [], 0.0
-        last = int(linear_bins(torch.tensor([high]), torch.tensor([e]))[0])
-        width = 2.0**e / LINEAR_BINS
-        return self.linear[feature, : last + 1].tolist(), (last + 1) * width
+    def drawn(self, rows: torch.Tensor, high: torch.Tensor) -> list[tuple[list[float], float]]:
+        """For features ``rows``: the linear counts from 0 up to the bin holding each one's largest activation
+        ``high``, and that range's end (``([], 0.0)`` for a feature that never fired)."""
+        top = self.top[rows]
+        fired = top != EMPTY
+        last = linear_bins(high.clamp(min=1e-30), torch.where(fired, top, 0)).tolist()
+        width = torch.ldexp(torch.ones_like(high, dtype=torch.float64), top.double()) / LINEAR_BINS
+        counts = self.linear[rows].double().cpu().numpy()
+        return [
+            (counts[i, : last[i] + 1].tolist(), (last[i] + 1) * float(width[i])) if ok else ([], 0.0)
+            for i, ok in enumerate(fired.tolist())
+        ]
 
     def state(self, prefix: str) -> dict[str, torch.Tensor]:
         return {f"{prefix}.top": self.top, f"{prefix}.linear": self.linear, f"{prefix}.log": self.log}

@@ -52,23 +52,20 @@ def feature_records(
     rows = torch.arange(start, stop, device=collector.count.device)
     count, low, high = collector.count[rows], collector.low[rows], collector.high[rows]
     low = torch.where(count > 0, low, torch.zeros_like(low))
-    percentiles = collector.hist.quantiles(rows, PERCENTILES.to(rows.device), low, high).cpu()
+    percentiles = collector.hist.quantiles(rows, PERCENTILES.to(rows.device), low, high).cpu().numpy()
     inner = torch.arange(1, s.quantiles, dtype=torch.float64, device=rows.device) / s.quantiles
     bounds = collector.hist.quantiles(rows, inner, low, high).cpu().numpy()  # [n, quantiles - 1]
-    top = {k: v[rows].cpu() for k, v in {"filled": collector.top.filled, **collector.top.fields}.items()}
-    sample = {
-        k: v[rows].cpu() for k, v in {"filled": collector.sample.filled, **collector.sample.fields}.items()
-    }
+    drawn = collector.hist.drawn(rows, high)
+    top, sample = _numpy(collector.top, rows), _numpy(collector.sample, rows)
     ident = collector.identity()[start:stop]
-    logits = _logits(collector, model, dictionary, ident, start)
-    codes = torch.cat([top["tokens"].flatten(), sample["tokens"].flatten()]).unique().tolist()
-    words = texts.texts(codes)
+    logits = _logits(collector, model, dictionary, ident)
+    words = texts.texts(np.unique(np.concatenate([top["tokens"].ravel(), sample["tokens"].ravel()])).tolist())
     n_tokens = max(collector.n_tokens, 1)
     out = []
     count, low, high = count.cpu().tolist(), low.cpu().tolist(), high.cpu().tolist()
     for i, (layer, feature) in enumerate(ident):
         edges = [low[i], *bounds[i].tolist(), high[i]]
-        groups = _examples(s, {k: v[i] for k, v in top.items()}, {k: v[i] for k, v in sample.items()}, edges)
+        groups = _examples(s, top, sample, i, edges)
         decimals = max(0, 3 - math.floor(math.log10(high[i]))) if high[i] > 0 else 4
         quantiles = [{"quantile_name": TOP_NAME, "examples": groups[0]}] if count[i] else []
         for g in range(s.quantiles - 1, -1, -1):
@@ -77,8 +74,10 @@ def feature_records(
                 quantiles.append({"quantile_name": name, "examples": groups[g + 1]})
         seen: set[int] = set()
         for group in quantiles:
-            group["examples"] = [_example(e, words, s.before, decimals, seen) for e in group["examples"]]
-        counts, edge = collector.hist.drawn(start + i, high[i])
+            group["examples"] = [
+                _example(t, i, j, words, s.before, decimals, seen) for t, j in group["examples"]
+            ]
+        counts, edge = drawn[i]
         out.append(
             {
                 "transcoder_id": scan,
@@ -92,7 +91,7 @@ def feature_records(
                 "act_max": high[i],
                 "quantile_values": percentiles[i].tolist() if count[i] else [],
                 "quantile_bounds": edges if count[i] else [],
-                "histogram": [float(c) for c in counts],
+                "histogram": counts,
                 "histogram_range": [0.0, edge],
                 "activation_frequency": count[i] / n_tokens,
                 "n_active": count[i],
@@ -102,64 +101,65 @@ def feature_records(
     return out
 
 
-def _examples(s: Any, top: dict, sample: dict, edges: list[float]) -> list[list[dict]]:
-    """The top examples (group 0) and each quantile group's (1 + g, g from the lowest), as payload dicts."""
+def _numpy(table: Any, rows: torch.Tensor) -> dict[str, np.ndarray]:
+    """A reservoir's rows ``rows`` as numpy arrays (``filled`` and every field)."""
+    fields = {"filled": table.filled, **table.fields}
+    out = {k: v[rows].cpu().numpy() for k, v in fields.items()}
+    out["window"] = out["window"].astype(np.float64)
+    return out
 
-    def entry(table: dict, j: int) -> dict:
-        return {k: table[k][j] for k in ("value", "item", "position", "window", "tokens")}
 
-    tops = [entry(top, j) for j in range(len(top["filled"])) if top["filled"][j]]
-    shown = {(int(e["item"]), int(e["position"])) for e in tops}
-    groups: list[list[dict]] = [tops] + [[] for _ in range(s.quantiles)]
-    inner = np.asarray(edges[1:-1])
-    for j in range(len(sample["filled"])):
-        if not sample["filled"][j]:
-            break  # rows are sorted: the empty slots come last
-        e = entry(sample, j)
-        if (int(e["item"]), int(e["position"])) in shown:
-            continue
-        g = int(np.searchsorted(inner, float(e["value"]), side="right"))  # edges[g] <= value < edges[g + 1]
-        if len(groups[g + 1]) < s.per_quantile:
-            groups[g + 1].append(e)
+def _examples(s: Any, top: dict, sample: dict, i: int, edges: list[float]) -> list[list[tuple[dict, int]]]:
+    """Feature ``i``'s top examples (group 0) and each quantile group's (``1 + g``, ``g`` from the lowest), as
+    ``(table, slot)`` pairs."""
+    tops = [(top, j) for j in np.flatnonzero(top["filled"][i])]
+    shown = {(int(top["item"][i, j]), int(top["position"][i, j])) for _, j in tops}
+    groups: list[list[tuple[dict, int]]] = [tops] + [[] for _ in range(s.quantiles)]
+    filled = np.flatnonzero(sample["filled"][i])  # in key order: rows are kept sorted
+    which = np.searchsorted(np.asarray(edges[1:-1]), sample["value"][i, filled], side="right")
+    for j, g in zip(filled.tolist(), which.tolist(), strict=True):  # edges[g] <= value < edges[g + 1]
+        if (
+            len(groups[g + 1]) < s.per_quantile
+            and (int(sample["item"][i, j]), int(sample["position"][i, j])) not in shown
+        ):
+            groups[g + 1].append((sample, j))
     return groups
 
 
-def _example(e: dict, words: dict[int, str], before: int, decimals: int, seen: set[int]) -> dict[str, Any]:
-    window = e["window"].float().numpy()
+def _example(
+    table: dict, i: int, j: int, words: dict[int, str], before: int, decimals: int, seen: set[int]
+) -> dict[str, Any]:
+    window = table["window"][i, j]
     inside = ~np.isnan(window)
     first = int(np.argmax(inside))
-    item = int(e["item"])
+    item = int(table["item"][i, j])
     repeated = item in seen
     seen.add(item)
     return {
-        "tokens": [words[int(c)] for c in e["tokens"][torch.from_numpy(inside)].tolist()],
-        "tokens_acts_list": np.round(window[inside].astype(np.float64), decimals).tolist(),
+        "tokens": [words[c] for c in table["tokens"][i, j][inside].tolist()],
+        "tokens_acts_list": np.round(window[inside], decimals).tolist(),
         "train_token_ind": before - first,
         "is_repeated_datapoint": repeated,
         "item": item,
-        "position": int(e["position"]),
-        "activation": float(e["value"]),
+        "position": int(table["position"][i, j]),
+        "activation": float(table["value"][i, j]),
     }
 
 
 def _logits(
-    collector: Collector, model: Any, dictionary: Dictionary, ident: list[tuple[int, int]], start: int
+    collector: Collector, model: Any, dictionary: Dictionary, ident: list[tuple[int, int]]
 ) -> dict[int, tuple[list[str], list[str]]]:
     """Chunk position -> (promoted, suppressed) token texts."""
-    out: dict[int, tuple[list[str], list[str]]] = {}
-    tokenizer = getattr(model, "tokenizer", None)
+    found: dict[int, tuple[list[int], list[int]]] = {}
     by_layer: dict[int, list[int]] = {}
     for i, (layer, _) in enumerate(ident):
         by_layer.setdefault(layer, []).append(i)
     for layer, places in by_layer.items():
         feats = torch.tensor([ident[i][1] for i in places])
-        found = top_tokens(model, dictionary.logit_rows(layer, feats), collector.settings.logits)
-        if found is None:
-            continue
-        ups, downs = found
-        for place, up, down in zip(places, ups.tolist(), downs.tolist(), strict=True):
-            if tokenizer is None:
-                out[place] = ([str(t) for t in up], [str(t) for t in down])
-            else:
-                out[place] = (tokenizer.to_str_tokens(up), tokenizer.to_str_tokens(down))
-    return out
+        tops = top_tokens(model, dictionary.logit_rows(layer, feats), collector.settings.logits)
+        if tops is not None:
+            for place, up, down in zip(places, tops[0].tolist(), tops[1].tolist(), strict=True):
+                found[place] = (up, down)
+    names = TokenTexts(getattr(model, "tokenizer", None), ids=True)
+    words = names.texts([t for up, down in found.values() for t in up + down])
+    return {i: ([words[t] for t in up], [words[t] for t in down]) for i, (up, down) in found.items()}

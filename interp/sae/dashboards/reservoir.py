@@ -67,6 +67,7 @@ class Reservoir:
         device: torch.device | str = "cpu",
     ) -> None:
         self.size = size
+        self.entered = 0  # offers that entered a table (the work beyond one comparison per offer)
         self.primary = torch.full((n, size), float("inf"), device=device)
         self.secondary = torch.full((n, size), INT64_MAX, dtype=torch.long, device=device)
         self.fields = {
@@ -102,6 +103,7 @@ class Reservoir:
         rank = torch.arange(len(g), device=g.device) - starts[inverse]
         keep = rank < self.size  # more offers than slots in one group: only the best can enter
         chosen, inverse, rank, p, s = chosen[keep], inverse[keep], rank[keep], p[keep], s[keep]
+        self.entered += len(chosen)
         u, k = len(groups), self.size
         new_p = torch.full((u, k), float("inf"), device=p.device)
         new_s = torch.full((u, k), INT64_MAX, dtype=torch.long, device=p.device)

@@ -47,6 +47,7 @@ class TokenTexts:
         self.tokenizer, self.ids = tokenizer, ids
         self.table: list[str] = []
         self._codes: dict[str, int] = {}
+        self._decoded: dict[int, str] = {}  # ids decoded so far
 
     def codes(self, texts: Sequence[str | None]) -> torch.Tensor:
         """Codes for token texts (a store's), numbering texts not seen before."""
@@ -67,9 +68,12 @@ class TokenTexts:
         wanted = sorted({int(c) for c in codes if c >= 0})
         if not self.ids:
             return {c: self.table[c] for c in wanted}
-        if self.tokenizer is None or not wanted:
+        if self.tokenizer is None:
             return {c: str(c) for c in wanted}
-        return dict(zip(wanted, self.tokenizer.to_str_tokens(wanted), strict=True))
+        new = [c for c in wanted if c not in self._decoded]
+        if new:
+            self._decoded.update(zip(new, self.tokenizer.to_str_tokens(new), strict=True))
+        return {c: self._decoded[c] for c in wanted}
 
     def state(self) -> list[str]:
         return list(self.table)
