@@ -38,9 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dictionary", required=True, help="an SAE folder or file, or a transcoders folder")
     data = p.add_mutually_exclusive_group(required=True)
     data.add_argument(
-        "--data", help="a text file (one item a line) or JSONL with 'text'; each item its own sequence"
+        "--data",
+        help="a text file (one item a line) or JSONL with 'text', each item its own sequence; this or --store "
+        "(required)",
     )
-    data.add_argument("--store", help="an activation store of the dictionary's input hooks (interp cache)")
+    data.add_argument(
+        "--store",
+        help="an activation store of the dictionary's input hooks (interp cache); this or --data (required)",
+    )
     p.add_argument("--out", required=True, help="the folder to write (a graph's folder, to link them)")
     p.add_argument(
         "--scan", default=None, help="the dictionary's name under OUT/features/ (default: its folder's name)"
