@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from interp.sae.dashboards.histogram import Histograms
-from interp.sae.dashboards.reservoir import Reservoir, sample_key
+from interp.sae.dashboards.reservoir import Reservoir, sample_key, top_key
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,8 +160,10 @@ class Collector:
         acts = acts.float()
         if layer in self.chosen:
             acts = acts[:, self.chosen[layer]]
-        t, f = (acts > 0).nonzero(as_tuple=True)  # the active (row, feature) pairs
-        v = acts[t, f]
+        flat = acts.reshape(-1)
+        at = (acts > 0).reshape(-1).nonzero().squeeze(1)  # the active (row, feature) pairs, row-major
+        t, f = at // acts.shape[1], at % acts.shape[1]
+        v = flat.index_select(0, at)
         self.n_active += len(v)
         g = f + self.offset[layer]
         self.count.index_add_(0, g, torch.ones_like(g))
@@ -174,8 +176,8 @@ class Collector:
             return self._examples(acts, rows, t[selected], f[selected], v[selected])
 
         key = sample_key(item, position, g, self.settings.seed)
-        self.top.offer(g, -v, key, payload)  # the largest activations; ties broken by the key
-        self.sample.offer(g, torch.zeros_like(v), key, payload)
+        self.top.offer(g, top_key(v, key), payload)  # the largest activations; ties broken by the hash
+        self.sample.offer(g, key, payload)
 
     def _examples(
         self, acts: torch.Tensor, rows: Rows, t: torch.Tensor, f: torch.Tensor, v: torch.Tensor
@@ -186,7 +188,8 @@ class Collector:
         offsets = torch.arange(-s.before, s.after + 1, device=t.device)
         r = t[:, None] + offsets  # [m, window]
         inside = (r >= rows.start[t][:, None]) & (r < rows.end[t][:, None])
-        window = acts[r.clamp(0, len(acts) - 1), f[:, None]]
+        at = r.clamp(0, len(acts) - 1) * acts.shape[1] + f[:, None]  # [m, window] in the flat activations
+        window = acts.reshape(-1).index_select(0, at.reshape(-1)).reshape(at.shape)
         window = torch.where(inside, window, torch.full_like(window, float("nan")))
         tokens = torch.where(inside, rows.token[r.clamp(0, len(acts) - 1)], -1)
         return {

@@ -102,9 +102,8 @@ def feature_records(
 
 
 def _numpy(table: Any, rows: torch.Tensor) -> dict[str, np.ndarray]:
-    """A reservoir's rows ``rows`` as numpy arrays (``filled`` and every field)."""
-    fields = {"filled": table.filled, **table.fields}
-    out = {k: v[rows].cpu().numpy() for k, v in fields.items()}
+    """A reservoir's rows ``rows`` in key order as numpy arrays (``filled`` and every field)."""
+    out = {k: v.cpu().numpy() for k, v in table.sorted(rows).items()}
     out["window"] = out["window"].astype(np.float64)
     return out
 
