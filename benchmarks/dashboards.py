@@ -108,17 +108,20 @@ def transcoder_worker(args: argparse.Namespace) -> None:
             batch.feed(lambda layer, x: view.encode(x, layer))
 
     collect(model, tc, data=data[:2], batch_size=args.batch_size)  # untimed: lazy imports, first kernels
-    times = {"forward": [], "forward_hooks": [], "forward_encodes": [], "pass": []}
+    names = ("forward", "forward_hooks", "forward_encodes", "pass")
+    times, cpu = {n: [] for n in names}, {n: [] for n in names}
     peak, collected = None, None
     for _ in range(args.repeats):
         for name, fn in (("forward", plain), ("forward_hooks", forward), ("forward_encodes", baseline)):
-            start = time.perf_counter()
+            start, clock = time.perf_counter(), time.process_time()
             fn()
             times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - clock)
         with PeakRSS(anonymous=True) as rss:
-            start = time.perf_counter()
+            start, clock = time.perf_counter(), time.process_time()
             collected = collect(model, tc, data=data, batch_size=args.batch_size)
             times["pass"].append(time.perf_counter() - start)
+            cpu["pass"].append(time.process_time() - clock)
         peak = max(peak or 0.0, rss.peak - rss.start)
     c = collected.collector
     with tempfile.TemporaryDirectory() as tmp:
@@ -130,9 +133,11 @@ def transcoder_worker(args: argparse.Namespace) -> None:
         )
         records = time.perf_counter() - start
     median = {k: statistics.median(v) for k, v in times.items()}
+    median_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     print(json.dumps({
-        "n_tokens": c.n_tokens, "n_features": c.n, "seconds": times, "median": median,
-        "pass_over_forward_encodes": median["pass"] / median["forward_encodes"],
+        "n_tokens": c.n_tokens, "n_features": c.n, "seconds": times, "cpu_seconds": cpu, "median": median,
+        "median_cpu": median_cpu, "pass_over_forward_encodes": median["pass"] / median["forward_encodes"],
+        "pass_over_forward_encodes_cpu": median_cpu["pass"] / median_cpu["forward_encodes"],
         "encodes_share": (median["forward_encodes"] - median["forward_hooks"]) / median["forward_encodes"],
         "records_seconds": records, "peak_mib": peak,
         "table_mib": sum(t.numel() * t.element_size() for t in c.state().values()) / 2**20,
@@ -207,8 +212,10 @@ def interp_sae_worker(args: argparse.Namespace) -> None:
             model, sae, Path(tmp) / "run", data=data, scan="sae", settings=settings, skip_first=0
         )
         seconds = time.perf_counter() - start
+        index = json.loads((done.folder / "index.json").read_text())
+    active = round(sum(r["density"] for r in index["features"]) * done.n_tokens)
     print(json.dumps({"seconds": seconds, "stages": dict(done.seconds), "n_tokens": done.n_tokens,
-                      "n_features": done.n_features, "torch": torch.__version__}))  # fmt: skip
+                      "n_features": done.n_features, "active_pairs": active, "torch": torch.__version__}))  # fmt: skip
 
 
 def child(python: str, worker: str, **flags) -> dict:
@@ -247,8 +254,9 @@ def run_transcoders(args: argparse.Namespace) -> dict:
             m = row["median"]
             print(
                 f"{row['n_tokens']} tokens, {row['n_features']} features: forward {m['forward']:.1f}s, forward + "
-                f"encodes {m['forward_encodes']:.1f}s, pass {m['pass']:.1f}s = {row['pass_over_forward_encodes']:.3f}x; "
-                f"records and files {row['records_seconds']:.1f}s; peak +{row['peak_mib']:.0f} MiB (tables "
+                f"encodes {m['forward_encodes']:.1f}s, pass {m['pass']:.1f}s = {row['pass_over_forward_encodes']:.3f}x "
+                f"(CPU time {row['pass_over_forward_encodes_cpu']:.3f}x); records and files "
+                f"{row['records_seconds']:.1f}s; peak +{row['peak_mib']:.0f} MiB (tables "
                 f"{row['table_mib']:.0f} MiB); {row['active_pairs_per_token']:.0f} active pairs and "
                 f"{row['entered_per_token']:.2f} entries per token; load: {load}"
             )
