@@ -89,7 +89,7 @@ class BatchSource:
             raise TypeError("texts must come as a sequence (a list), so that every run batches them alike")
         if self.kind == "texts":
             for index, record in enumerate(data):
-                _text_of(record, index)
+                text_of(record, index)
         self.tokenizer = tokenizer
 
     @property
@@ -137,7 +137,7 @@ class BatchSource:
     def _text_batch(self, number: int) -> Batch:
         lo = number * self.batch_size
         records = self.data[lo : lo + self.batch_size]
-        texts = [_text_of(record, lo + i) for i, record in enumerate(records)]
+        texts = [text_of(record, lo + i) for i, record in enumerate(records)]
         try:
             ids, mask = self.tokenizer.to_tokens(texts)
         except ValueError as err:  # the tokenizer counts texts within the batch; name the data item
@@ -148,7 +148,8 @@ class BatchSource:
         return Batch(number, lo, ids.cpu(), mask.cpu(), item_ids if has_ids else None)
 
 
-def _text_of(record: Any, index: int) -> str:
+def text_of(record: Any, index: int) -> str:
+    """The text of data item ``index``: the string itself, or a record's ``text`` (``sentence``, ``prompt``)."""
     if isinstance(record, str):
         return record
     if isinstance(record, Mapping):

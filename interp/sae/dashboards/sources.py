@@ -22,7 +22,7 @@ import torch
 
 from interp.sae.dashboards.collector import Rows
 from interp.sae.dashboards.dictionary import Dictionary
-from interp.store.batches import TEXT_FIELDS
+from interp.store.batches import text_of
 
 Feed = Callable[[int, torch.Tensor], None]
 """``fn(layer, rows)``: one layer's input rows ``[rows, ...]`` for the batch."""
@@ -134,7 +134,7 @@ class CorpusSource:
             lo = number * self.batch_size
             ids, mask = special_first(
                 self.model.tokenizer,
-                [_text(r, lo + i) for i, r in enumerate(self.items[lo : lo + self.batch_size])],
+                [text_of(r, lo + i) for i, r in enumerate(self.items[lo : lo + self.batch_size])],
             )
             yield number, lo, ids, mask
 
@@ -188,18 +188,6 @@ def special_first(tokenizer: Any, texts: Sequence[str]) -> tuple[torch.Tensor, t
     out = torch.full((ids.shape[0], ids.shape[1] + 1), pad, dtype=torch.long)
     out[:, 0], out[:, 1:] = special, ids
     return out, torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1)
-
-
-def _text(record: Any, index: int) -> str:
-    if isinstance(record, str):
-        return record
-    if isinstance(record, Mapping):
-        for name in TEXT_FIELDS:
-            if isinstance(record.get(name), str):
-                return record[name]
-    raise ValueError(
-        f"item {index} has no text: give strings, or records with one of the fields {TEXT_FIELDS}"
-    )
 
 
 @dataclass
