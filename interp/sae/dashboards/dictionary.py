@@ -158,11 +158,11 @@ def load_dictionary(path: str | Path, model: Any) -> Dictionary:
     if not path.exists():
         raise FileNotFoundError(f"--dictionary {path} does not exist; give an SAE or transcoder folder")
     if is_transcoder_folder(path):
-        from interp.sae import load_transcoders
+        from interp.sae.formats.transcoders import load_transcoders
 
         module = load_transcoders(path, model=model, device=model.device, dtype=model.dtype)
     else:
-        from interp.sae import load
+        from interp.sae.formats import load
 
         module = load(path, device=model.device, dtype=model.dtype)
     view = as_dictionary(module)
