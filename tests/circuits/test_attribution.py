@@ -250,7 +250,9 @@ def test_scored_positions_run_from_the_first_difference_to_the_read_position():
     want = [0 * 7 + p for p in range(0, 7)] + [7 + p for p in range(2, 5)] + [14 + p for p in range(4, 6)]
     assert got.tolist() == want  # row 3 does not differ: none of its positions
     assert scored_positions(pairs, causal=False) is None  # every position can matter in both directions
-    every = Pairs(clean=pairs.clean, corrupt=(pairs.clean + 1) % model.cfg.d_vocab)  # differ from 0, read last
+    every = Pairs(
+        clean=pairs.clean, corrupt=(pairs.clean + 1) % model.cfg.d_vocab
+    )  # differ from 0, read last
     assert scored_positions(every, causal=True) is None
 
 

@@ -171,11 +171,14 @@ class Collector:
         self.high.scatter_reduce_(0, g, v, "amax")
         self.hist.add(g, v)
         item, position = rows.item[t], rows.position[t]
+        number = layer * self.width + (
+            self.chosen[layer][f] if layer in self.chosen else f
+        )  # in the dictionary
 
         def payload(selected: torch.Tensor) -> dict[str, torch.Tensor]:
             return self._examples(acts, rows, t[selected], f[selected], v[selected])
 
-        key = sample_key(item, position, g, self.settings.seed)
+        key = sample_key(item, position, number, self.settings.seed)  # the same whichever features are chosen
         self.top.offer(g, top_key(v, key), payload)  # the largest activations; ties broken by the hash
         self.sample.offer(g, key, payload)
 

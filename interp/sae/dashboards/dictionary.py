@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,10 @@ class Dictionary:
     kind: str
     layers: tuple[int, ...]
     width: int
+
+    def only(self, layers: Iterable[int]) -> Dictionary:
+        """The same dictionary read at ``layers`` only (a pass over chosen features reads no other layer)."""
+        return replace(self, layers=tuple(sorted(layers)))
 
     def input_hook(self, layer: int) -> str:
         """The hook the features of ``layer`` read."""

@@ -32,7 +32,8 @@ CHUNK = 1024
 def choose_features(
     dictionary: Dictionary, features: Iterable[tuple[int, int]] | None
 ) -> dict[int, torch.Tensor]:
-    """``(layer, feature)`` pairs as layer -> sorted features; every one checked against the dictionary.
+    """``(layer, feature)`` pairs as layer -> sorted features (``{}`` for all); each checked against the
+    dictionary. The pass then reads only the layers named.
 
     Raises:
         ValueError: a layer without features, or a feature outside ``[0, width)``.
@@ -191,7 +192,8 @@ def collect(
         batch_size: items per forward pass (texts).
         skip_first: leading positions of each item not counted (default: 1 after a special token).
     """
-    view = as_dictionary(dictionary)
+    chosen = choose_features(as_dictionary(dictionary), features)
+    view = as_dictionary(dictionary).only(chosen) if chosen else as_dictionary(dictionary)
     source = make_source(
         model,
         view,
@@ -201,9 +203,7 @@ def collect(
         max_tokens=max_tokens,
         skip_first=skip_first,
     )
-    collector = Collector(
-        view.layers, view.width, settings or Settings(), choose_features(view, features), view.device
-    )
+    collector = Collector(view.layers, view.width, settings or Settings(), chosen, view.device)
     run_pass(collector, view, source.batches({}))
     return Collected(collector, source.texts, view)
 
@@ -253,9 +253,9 @@ def write_dashboards(
     """
     from interp.store.meta import model_fingerprint
 
-    view = as_dictionary(dictionary)
     settings = settings or Settings()
-    chosen = choose_features(view, features)
+    chosen = choose_features(as_dictionary(dictionary), features)
+    view = as_dictionary(dictionary).only(chosen) if chosen else as_dictionary(dictionary)
     source = make_source(
         model,
         view,

@@ -128,13 +128,12 @@ def test_quantile_examples_are_the_smallest_sample_keys_of_each_group(case):
     ``sample`` smallest of all the feature's active tokens, leaving out the top examples: a uniform draw from
     the group, found without knowing the bounds during the pass."""
     _, _, records, (_, _, active), got = case
-    offsets = got.collector.offset
-    features = {layer: got.collector.features(layer).tolist() for layer in got.collector.layers}
+    width = got.collector.width
     for (layer, feature), rec in records.items():
         tokens = active[(layer, feature)]
         if not tokens:
             continue
-        g = offsets[layer] + features[layer].index(feature)
+        g = layer * width + feature  # the feature's number in the dictionary
         items = torch.tensor([i for _, i, _ in tokens])
         positions = torch.tensor([p for _, _, p in tokens])
         keys = sample_key(items, positions, torch.full_like(items, g), SETTINGS.seed).tolist()
@@ -186,3 +185,22 @@ def test_logits_are_the_last_decoder_row_through_the_unembedding(case, model):
         assert rec["bottom_logits"] == model.tokenizer.to_str_tokens(
             (-logits).topk(SETTINGS.logits).indices.tolist()
         )
+
+
+def test_chosen_features_read_only_their_layers_and_match_the_full_pass(model):
+    module = helpers.dictionary("clt", model)
+    items = helpers.texts()
+    full = {
+        (r["layer"], r["feature"]): r
+        for r in collect(model, module, data=items, settings=SETTINGS).records(model)
+    }
+    chosen = collect(model, module, data=items, settings=SETTINGS, features=[(1, 4), (1, 2)])
+    assert chosen.dictionary.layers == (1,) and chosen.collector.n == 2
+    for record in chosen.records(model):  # the same up to float32 rounding (a hook at layer 0 is not taken)
+        other = full[(record["layer"], record["feature"])]
+        assert record["n_active"] == other["n_active"] and record["histogram"] == other["histogram"]
+        torch.testing.assert_close(record["quantile_bounds"], other["quantile_bounds"], rtol=1e-5, atol=ATOL)
+        for a, b in zip(record["examples_quantiles"], other["examples_quantiles"], strict=True):
+            assert [(e["item"], e["position"], e["tokens"]) for e in a["examples"]] == [
+                (e["item"], e["position"], e["tokens"]) for e in b["examples"]
+            ]
