@@ -131,14 +131,18 @@ def transcoder_worker(args: argparse.Namespace) -> None:
             c, model, view, collected.texts, out, {"dictionary": {"kind": view.kind}, "settings": {}}
         )
         records = time.perf_counter() - start
-    median = {k: statistics.median(v) for k, v in times.items()}
-    median_cpu = {k: statistics.median(v) for k, v in cpu.items()}
+    row = {"n_tokens": c.n_tokens, "n_features": c.n, "records_seconds": records, "peak_mib": peak}
+    if args.repeats:
+        median = {k: statistics.median(v) for k, v in times.items()}
+        median_cpu = {k: statistics.median(v) for k, v in cpu.items()}
+        row.update({
+            "seconds": times, "cpu_seconds": cpu, "median": median, "median_cpu": median_cpu,
+            "pass_over_forward_encodes": median["pass"] / median["forward_encodes"],
+            "pass_over_forward_encodes_cpu": median_cpu["pass"] / median_cpu["forward_encodes"],
+            "encodes_share": (median_cpu["forward_encodes"] - median_cpu["forward"]) / median_cpu["forward_encodes"],
+        })  # fmt: skip
     print(json.dumps({
-        "n_tokens": c.n_tokens, "n_features": c.n, "seconds": times, "cpu_seconds": cpu, "median": median,
-        "median_cpu": median_cpu, "pass_over_forward_encodes": median["pass"] / median["forward_encodes"],
-        "pass_over_forward_encodes_cpu": median_cpu["pass"] / median_cpu["forward_encodes"],
-        "encodes_share": (median_cpu["forward_encodes"] - median_cpu["forward"]) / median_cpu["forward_encodes"],
-        "records_seconds": records, "peak_mib": peak,
+        **row,
         "table_mib": sum(t.numel() * t.element_size() for t in c.state().values()) / 2**20,
         "flops_per_token": matmul_flops(model, tc, args.seq_len),
         "active_pairs_per_token": c.n_active / c.n_tokens,
@@ -230,7 +234,12 @@ def child(python: str, worker: str, **flags) -> dict:
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"the {worker} worker failed:\n{done.stderr[-4000:]}")
+        said = [
+            line for line in done.stderr.splitlines() if "Warning" not in line and "warnings.warn" not in line
+        ]
+        raise RuntimeError(
+            f"the {worker} worker failed (exit status {done.returncode}):\n" + "\n".join(said[-60:])
+        )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -250,6 +259,11 @@ def run_transcoders(args: argparse.Namespace) -> dict:
                         batch_size=args.batch_size, repeats=args.repeats, threads=args.threads)  # fmt: skip
             row["uptime_before"] = load
             rows.append(row)
+            if not args.repeats:
+                print(
+                    f"{row['n_tokens']} tokens: peak +{row['peak_mib']:.0f} MiB (tables {row['table_mib']:.0f} MiB)"
+                )
+                continue
             m = row["median"]
             print(
                 f"{row['n_tokens']} tokens, {row['n_features']} features: forward {m['forward']:.1f}s, forward + "
@@ -260,7 +274,9 @@ def run_transcoders(args: argparse.Namespace) -> dict:
                 f"{row['entered_per_token']:.2f} entries per token; load: {load}"
             )
     marginal = None
-    if len(rows) >= 2:  # the cost of the tokens between the two counts: the tables' one-time filling left out
+    if (
+        len(rows) >= 2 and args.repeats
+    ):  # the cost of the tokens between the two counts: the tables' one-time filling left out
         a, b = rows[0]["median_cpu"], rows[-1]["median_cpu"]
         marginal = (b["pass"] - a["pass"]) / (b["forward_encodes"] - a["forward_encodes"])
         print(f"between {rows[0]['n_tokens']} and {rows[-1]['n_tokens']} tokens: {marginal:.3f}x (CPU time)")
@@ -303,7 +319,7 @@ def main() -> None:
     p.add_argument("--d-transcoder", type=int, default=1024)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=2, help="timed rounds; 0: memory only")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--saed-python", help="the Python of an environment with sae-dashboard==0.8.0")
     p.add_argument("--d-sae", type=int, default=4096)

@@ -16,6 +16,8 @@ import torch
 
 
 def saedashboard_worker(args: argparse.Namespace) -> None:
+    import warnings
+
     import transformers
     from sae_dashboard.data_writing_fns import save_feature_centric_vis
     from sae_dashboard.sae_vis_data import SaeVisConfig
@@ -26,6 +28,7 @@ def saedashboard_worker(args: argparse.Namespace) -> None:
 
     from benchmarks.dashboards import sae_tokens
 
+    warnings.filterwarnings("ignore")  # the pinned libraries' deprecation notices, thousands of them
     torch.set_num_threads(args.threads)
     folder = Path(args.folder)
     hf = transformers.GPT2LMHeadModel.from_pretrained(folder / "model")
