@@ -83,7 +83,7 @@ def transcoder_worker(args: argparse.Namespace) -> None:
     import interp
     from benchmarks.circuits import PeakRSS
     from interp.sae import TranscoderSet
-    from interp.sae.dashboards import as_dictionary, collect
+    from interp.sae.dashboards import collect
     from interp.sae.dashboards.folder import DashboardFolder
     from interp.sae.dashboards.run import write_records
     from interp.sae.dashboards.sources import CorpusSource
@@ -93,9 +93,8 @@ def transcoder_worker(args: argparse.Namespace) -> None:
     model = interp.load(str(folder), dtype="float32")
     w = load_file(str(folder / "transcoders.safetensors"))
     tc = TranscoderSet(w["W_enc"], w["W_dec"], w["b_enc"], w["b_dec"])
-    view = as_dictionary(tc)
     data = texts(args.n_tokens // args.seq_len, args.seq_len, model.cfg.d_vocab)
-    source = CorpusSource(model, view, data, args.batch_size)
+    source = CorpusSource(model, {layer: tc.input_hook(layer) for layer in tc.layers}, data, args.batch_size)
 
     def plain():
         with torch.no_grad():
@@ -104,7 +103,7 @@ def transcoder_worker(args: argparse.Namespace) -> None:
 
     def baseline():
         for batch in source.batches({}):
-            batch.feed(lambda layer, x: view.encode(x, layer))
+            batch.feed(lambda layer, x: tc.encode(x, layer))
 
     collect(model, tc, data=data[:2], batch_size=args.batch_size)  # untimed: lazy imports, first kernels
     names = ("forward", "forward_encodes", "pass")
@@ -128,7 +127,7 @@ def transcoder_worker(args: argparse.Namespace) -> None:
         out.root.mkdir(parents=True)
         start = time.perf_counter()
         write_records(
-            c, model, view, collected.texts, out, {"dictionary": {"kind": view.kind}, "settings": {}}
+            c, model, tc, collected.texts, out, {"dictionary": {"kind": "transcoders"}, "settings": {}}
         )
         records = time.perf_counter() - start
     row = {"n_tokens": c.n_tokens, "n_features": c.n, "records_seconds": records, "peak_mib": peak}

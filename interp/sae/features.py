@@ -104,9 +104,17 @@ def logit_effects(model: Any, sae: SAE, features: Sequence[int], k: int = 10) ->
     Returns:
         Rows ``feature, direction ("promoted" | "suppressed"), rank, token, logit``.
     """
+    from interp.sae.dashboards.dictionary import as_dictionary, logit_rows
     from interp.sae.dashboards.logits import direct_logits
 
-    effects = direct_logits(model, sae.W_dec[torch.as_tensor(list(features), dtype=torch.long)])
+    saes = as_dictionary(sae)
+    rows = logit_rows(saes, saes.layers[0], torch.as_tensor(list(features), dtype=torch.long))
+    if rows is None:
+        raise ValueError(
+            f"the SAE at {sae.cfg.hook_name!r} writes no vector of the residual stream with a fixed decoder row "
+            "(hook_z, or an input normalised per token), so its features have no direct logit effect"
+        )
+    effects = direct_logits(model, rows)
     tokenizer = getattr(model, "tokenizer", None)
     out = []
     for f, effect in zip(features, effects, strict=True):

@@ -1,6 +1,6 @@
-"""``graph.json`` is what circuit-tracer's own ``create_graph_files`` writes for the same graph, node for node and
-link for link, and it validates against circuit-tracer's pydantic schema (``frontend.graph_models.Model``, the
-schema of the files its local server and Neuronpedia read).
+"""``<slug>.json`` (``graph.json`` by default) is what circuit-tracer's own ``create_graph_files`` writes for
+the same graph, node for node and link for link, and it validates against circuit-tracer's pydantic schema
+(``frontend.graph_models.Model``, the schema of the files its local server and Neuronpedia read).
 
 A graph is attributed here on a tiny model with random transcoders and saved; circuit-tracer, run live in its own
 environment (``tests/reference_envs.py``), gets the very tensors of ``graph.safetensors`` as its ``Graph`` (saved
@@ -89,7 +89,7 @@ def written(tmp_path_factory):
             timeout=900,
         )
         assert result.returncode == 0, result.stderr[-3000:]
-        out[name] = (graph, ours / "graph.json", theirs / f"{name}.json")
+        out[name] = (graph, ours / f"{name}.json", theirs / f"{name}.json")
     return python, out
 
 

@@ -20,12 +20,14 @@ Files (:mod:`.folder`): ``OUT/features/SCAN/<featureIndex>.json`` in circuit-tra
 ``./data/features/SCAN`` opens in circuit-tracer's own local server with these dashboards.
 
 - :func:`collect`: the pass, in memory; :func:`write_dashboards`: the pass (resumable) and the files;
-- :class:`Settings`: what is kept; :func:`load_dictionary`, :func:`as_dictionary`: the dictionary view;
+- :class:`Settings`: what is kept; :func:`load_dictionary`: a dictionary's folder, read for a model and
+  checked against it; :func:`as_dictionary`: any :class:`~interp.dictionary.SparseDictionary` (an SAE read
+  as an :class:`~interp.sae.SAESet`), the one interface the pass reads;
 - :func:`feature_records`: the records of the tables.
 """
 
 from interp.sae.dashboards.collector import Collector, Settings
-from interp.sae.dashboards.dictionary import Dictionary, as_dictionary, cantor, load_dictionary
+from interp.sae.dashboards.dictionary import as_dictionary, cantor, load_dictionary
 from interp.sae.dashboards.folder import DashboardMismatchError, find_scans, read_index
 from interp.sae.dashboards.records import feature_records
 from interp.sae.dashboards.run import Collected, Written, collect, write_dashboards
@@ -34,7 +36,6 @@ __all__ = [
     "Collected",
     "Collector",
     "DashboardMismatchError",
-    "Dictionary",
     "Settings",
     "Written",
     "as_dictionary",

@@ -11,7 +11,8 @@ Per feature it keeps:
   feature's activation at every token of a window around it (NaN outside the item), captured when it enters.
 
 A feature is numbered globally by its place in ``layers`` x the features kept per layer (all, or a chosen
-subset), in that order.
+subset), in that order; its sample keys use its ``featureIndex`` (:func:`~.dictionary.cantor`), the same
+whichever features a pass reads.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from interp.sae.dashboards.dictionary import cantor
 from interp.sae.dashboards.histogram import Histograms
 from interp.sae.dashboards.reservoir import Reservoir, sample_key, top_key
 
@@ -104,7 +106,7 @@ class Collector:
 
     Args:
         layers: the layers with features, in order.
-        width: features per layer.
+        widths: layer -> its number of features.
         chosen: layer -> the features to keep (a LongTensor, ascending); a layer not given keeps all.
         settings: what to keep.
         device: where the tables live (the activations' device).
@@ -113,17 +115,18 @@ class Collector:
     def __init__(
         self,
         layers: Sequence[int],
-        width: int,
+        widths: Mapping[int, int],
         settings: Settings,
         chosen: Mapping[int, torch.Tensor] | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
-        self.layers, self.width, self.settings = list(layers), width, settings
+        self.layers, self.settings = list(layers), settings
+        self.widths = {layer: int(widths[layer]) for layer in self.layers}
         self.chosen = {lay: chosen[lay].long().to(device) for lay in (chosen or {})}
         self.offset, n = {}, 0
         for layer in self.layers:
             self.offset[layer] = n
-            n += len(self.chosen[layer]) if layer in self.chosen else width
+            n += len(self.chosen[layer]) if layer in self.chosen else self.widths[layer]
         self.n = n
         self.n_tokens = 0
         self.n_active = 0  # (token, feature) pairs where a feature fired, over the pass
@@ -144,7 +147,7 @@ class Collector:
 
     def features(self, layer: int) -> torch.Tensor:
         """The features of ``layer`` kept, in their global order."""
-        return self.chosen.get(layer, torch.arange(self.width, device=self.count.device))
+        return self.chosen.get(layer, torch.arange(self.widths[layer], device=self.count.device))
 
     def identity(self) -> list[tuple[int, int]]:
         """``(layer, feature)`` of every global number."""
@@ -152,10 +155,11 @@ class Collector:
 
     @torch.no_grad()
     def update(self, layer: int, acts: torch.Tensor, rows: Rows) -> None:
-        """Fold in ``layer``'s activations ``[rows, width]`` on the batch described by ``rows``."""
-        if acts.shape != (len(rows), self.width):
+        """Fold in ``layer``'s activations ``[rows, n_features]`` on the batch described by ``rows``."""
+        if acts.shape != (len(rows), self.widths[layer]):
             raise ValueError(
-                f"layer {layer}'s activations have shape {tuple(acts.shape)}; expected [{len(rows)}, {self.width}]"
+                f"layer {layer}'s activations have shape {tuple(acts.shape)}; expected "
+                f"[{len(rows)}, {self.widths[layer]}]"
             )
         acts = acts.float()
         if layer in self.chosen:
@@ -171,9 +175,7 @@ class Collector:
         self.high.scatter_reduce_(0, g, v, "amax")
         self.hist.add(g, v)
         item, position = rows.item[t], rows.position[t]
-        number = layer * self.width + (
-            self.chosen[layer][f] if layer in self.chosen else f
-        )  # in the dictionary
+        number = cantor(layer, self.chosen[layer][f] if layer in self.chosen else f)  # its featureIndex
 
         def payload(selected: torch.Tensor) -> dict[str, torch.Tensor]:
             return self._examples(acts, rows, t[selected], f[selected], v[selected])

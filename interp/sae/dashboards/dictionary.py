@@ -1,28 +1,43 @@
-"""The one view of a dictionary that the dashboards read: per layer, the hook it reads, encode, decoder rows.
+"""What the dashboards read of a dictionary: any :class:`~interp.dictionary.SparseDictionary`, one code path.
 
-An SAE (:class:`~interp.sae.SAE`, also a single-layer transcoder) and a transcoder (a per-layer set, with or
-without skip, or a cross-layer transcoder: :class:`~interp.sae.transcoder.Transcoder`) are read through
-:class:`Dictionary`, so the pass has one code path. Features are numbered as circuit-tracer numbers them: a
-layer (an SAE's is the block of the hook it reads) and an index in it, paired into ``featureIndex`` by the
-Cantor pairing.
+An SAE, a per-layer transcoder set (with or without skip), a cross-layer transcoder: the pass reads each
+through the interface they share (``layers``, ``n_features``, ``input_hook``, ``encode``, ``decoder``,
+``output_layers``, ``output_hook``); a bare :class:`~interp.sae.SAE` is read as an :class:`~interp.sae.SAESet`.
+Features are numbered as circuit-tracer numbers them: a layer (an SAE's is the block of the hook it reads) and
+an index in it, paired into ``featureIndex`` by the Cantor pairing.
 
 The logits a feature moves are read from the decoder row into the *last* layer it writes: an SAE's or a
 per-layer transcoder's only row, a cross-layer transcoder's row into the model's last layer (see
-``docs/dashboards.md`` for why).
+``docs/dashboards.md`` for why), and only where that row lies in the residual stream's space.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+import json
 from pathlib import Path
 from typing import Any
 
 import torch
 
-_BLOCK = re.compile(r"^blocks\.(\d+)\.")
+from interp.dictionary import SparseDictionary, check_fits
+
+PROBED = 64
+"""Features per layer whose encoder and decoder rows go into a dictionary's fingerprint."""
+
+_STREAM_SPACE = (
+    "hook_resid_pre",
+    "hook_resid_mid",
+    "hook_resid_post",
+    "hook_attn_out",
+    "hook_mlp_out",
+    "hook_normalized",
+    "hook_embed",
+    "hook_pos_embed",
+    "hook_in",
+)
+"""Hooks whose tensors are vectors of the residual stream's space (``[..., d_model]``), so a decoder row written
+there can be read by the unembedding; a row written to ``hook_z`` or an MLP's hidden layer cannot."""
 
 
 def cantor(layer: int, feature: int) -> int:
@@ -30,120 +45,89 @@ def cantor(layer: int, feature: int) -> int:
     return (layer + feature) * (layer + feature + 1) // 2 + feature
 
 
-@dataclass(frozen=True)
-class Dictionary:
-    """A dictionary as the dashboards see it.
-
-    Attributes:
-        module: the SAE or transcoder.
-        kind: ``"sae"``, ``"transcoders"`` (a per-layer set) or ``"cross-layer transcoder"``.
-        layers: the layers with features.
-        width: features per layer.
-    """
-
-    module: Any
-    kind: str
-    layers: tuple[int, ...]
-    width: int
-
-    def only(self, layers: Iterable[int]) -> Dictionary:
-        """The same dictionary read at ``layers`` only (a pass over chosen features reads no other layer)."""
-        return replace(self, layers=tuple(sorted(layers)))
-
-    def input_hook(self, layer: int) -> str:
-        """The hook the features of ``layer`` read."""
-        if self.kind == "sae":
-            return self.module.cfg.hook_name
-        return self.module.input_hook(layer)
-
-    def encode(self, x: torch.Tensor, layer: int) -> torch.Tensor:
-        """Activations ``[rows, width]`` of inputs ``x`` (rows of the input hook)."""
-        if self.kind == "sae":
-            return self.module.encode(x)
-        return self.module.encode(x, layer)[1]
-
-    def logit_rows(self, layer: int, features: torch.Tensor) -> torch.Tensor | None:
-        """``[n, d]``: the decoder rows of ``features`` into the last layer they write; ``None`` for an SAE whose
-        output is not a vector of the stream (e.g. one read at ``hook_z``)."""
-        if self.kind == "sae":
-            if self.module.cfg.reshape_activations == "hook_z":
-                return None
-            return self.module.W_dec[features.to(self.module.W_dec.device)]
-        return self.module.decoder(layer, features)[:, -1]  # [n, d_model], the last layer written
-
-    def output_hook(self, layer: int) -> str:
-        """The hook whose space :meth:`logit_rows` lie in."""
-        if self.kind == "sae":
-            return self.module.hook_name_out
-        return self.module.output_hook(self.module.output_layers(layer)[-1])
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.module.parameters()).device
-
-    def fingerprint(self) -> str:
-        """sha256 of the kind, the layers and each parameter's name, shape, dtype and first values."""
-        h = hashlib.sha256(f"{self.kind}:{self.layers}:{self.width}".encode())
-        for name, param in self.module.named_parameters():
-            h.update(f"{name}:{tuple(param.shape)}:{param.dtype}".encode())
-            head = param.detach().reshape(-1)[:4096].cpu().contiguous()
-            h.update(head.view(torch.uint8).numpy().tobytes())
-        return h.hexdigest()
-
-    def check_fits(self, model: Any) -> None:
-        """Raise before any long work when the dictionary cannot read ``model``: an unknown hook, or a width
-        that is not the hook's."""
-        if self.kind != "sae":
-            from interp.sae.transcoder import check_transcoder_fits
-
-            check_transcoder_fits(model, self.module)
-            return
-        from hooks.names import UnknownHookError, unknown_hook_message
-
-        hook = self.input_hook(self.layers[0])
-        if hook not in model.hook_dict:
-            raise UnknownHookError("the SAE's input hook: " + unknown_hook_message(hook, model.hook_dict))
-        ids = torch.zeros(
-            (1, 2), dtype=torch.long, device=model.device if hasattr(model, "device") else "cpu"
-        )
-        with torch.no_grad():
-            _, cache = model.run_with_cache(ids, names_filter=[hook])
-        shape = tuple(cache[hook].shape[2:])
-        sae = self.module
-        width = (
-            shape[-2] * shape[-1]
-            if sae.cfg.reshape_activations == "hook_z" and len(shape) == 2
-            else shape[-1]
-        )
-        if width != sae.d_in:
-            raise ValueError(
-                f"the SAE reads {hook!r} with d_in={sae.d_in}, but this model's {hook!r} has width {width} "
-                f"(shape {shape}); use an SAE trained on this model"
-            )
-
-
-def as_dictionary(module: Any) -> Dictionary:
-    """The :class:`Dictionary` view of an SAE or a transcoder."""
+def as_dictionary(dictionary: Any) -> SparseDictionary:
+    """``dictionary`` itself if it is a :class:`~interp.dictionary.SparseDictionary`; an SAE as an
+    :class:`~interp.sae.SAESet` (the layer is the block of the hook it reads)."""
     from interp.sae.module import SAE
-    from interp.sae.transcoder import CrossLayerTranscoder, Transcoder
 
-    if isinstance(module, Dictionary):
-        return module
-    if isinstance(module, SAE):
-        hook = module.cfg.hook_name or ""
-        found = _BLOCK.match(hook)
-        if found is None and hook not in ("hook_embed", "hook_pos_embed"):
-            raise ValueError(
-                f"dashboards number an SAE's features by the block of the hook it reads, and {hook!r} is in "
-                "no block; give an SAE that reads a 'blocks.L....' hook or the embeddings"
-            )
-        return Dictionary(module, "sae", (int(found.group(1)) if found else 0,), module.d_sae)
-    if isinstance(module, Transcoder):
-        kind = "cross-layer transcoder" if isinstance(module, CrossLayerTranscoder) else "transcoders"
-        return Dictionary(module, kind, tuple(module.layers), module.d_transcoder)
+    if isinstance(dictionary, SAE):
+        from interp.sae.sae_set import SAESet
+
+        return SAESet(dictionary)
+    if isinstance(dictionary, SparseDictionary):
+        return dictionary
     raise TypeError(
-        f"expected an interp.sae.SAE or a transcoder (TranscoderSet, CrossLayerTranscoder), got {type(module).__name__}"
+        "expected a sparse dictionary (an interp.sae.SAE or SAESet, a TranscoderSet or a CrossLayerTranscoder), "
+        f"got {type(dictionary).__name__}"
     )
+
+
+def kind(dictionary: SparseDictionary) -> str:
+    """``"cross-layer transcoder"`` (a layer writes several), ``"sae"`` (every layer writes the hook it reads) or
+    ``"transcoders"`` (each layer writes another hook), told from the interface alone."""
+    layers = list(dictionary.layers)
+    if any(len(dictionary.output_layers(layer)) > 1 for layer in layers):
+        return "cross-layer transcoder"
+    if all(dictionary.input_hook(layer) == dictionary.output_hook(layer) for layer in layers):
+        return "sae"
+    return "transcoders"
+
+
+def output_hook(dictionary: SparseDictionary, layer: int) -> str:
+    """The hook written by the row :func:`logit_rows` reads: at the last layer the features of ``layer`` write."""
+    return dictionary.output_hook(dictionary.output_layers(layer)[-1])
+
+
+def logit_rows(dictionary: SparseDictionary, layer: int, features: torch.Tensor) -> torch.Tensor | None:
+    """``[n, d]``: what one unit of each of ``features`` writes into the last layer it writes; ``None`` where
+    that write is not a vector of the residual stream (an SAE at ``hook_z``) or is not fixed (an SAE that
+    normalises each input has no decoder row apart from its input)."""
+    if output_hook(dictionary, layer).rsplit(".", 1)[-1] not in _STREAM_SPACE:
+        return None
+    rows = _rows(dictionary.decoder, layer, features)
+    return None if rows is None else rows[:, -1]  # [n, d_model]
+
+
+def device_of(dictionary: SparseDictionary, model: Any = None) -> torch.device:
+    """Where the dictionary computes: its decoder's (or encoder's) device, or else the model's."""
+    layer, first = dictionary.layers[0], torch.zeros(1, dtype=torch.long)
+    for read in (dictionary.decoder, dictionary.encoder):
+        rows = _rows(read, layer, first)
+        if rows is not None:
+            return rows.device
+    return torch.device(getattr(model, "device", "cpu"))
+
+
+def fingerprint(dictionary: SparseDictionary) -> str:
+    """sha256 of the layers, hooks and widths, and of the encoder and decoder rows of each layer's first
+    :data:`PROBED` features (where the dictionary has fixed rows)."""
+    layers = list(dictionary.layers)
+    shape = {
+        str(layer): [
+            dictionary.n_features(layer),
+            dictionary.input_hook(layer),
+            [dictionary.output_hook(out) for out in dictionary.output_layers(layer)],
+        ]
+        for layer in layers
+    }
+    h = hashlib.sha256(json.dumps([kind(dictionary), dictionary.d_in, dictionary.d_out, shape]).encode())
+    for layer in layers:
+        first = torch.arange(min(PROBED, dictionary.n_features(layer)))
+        for read in (dictionary.encoder, dictionary.decoder):
+            rows = _rows(read, layer, first)
+            if rows is not None:
+                h.update(rows.detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _rows(read: Any, layer: int, features: torch.Tensor) -> torch.Tensor | None:
+    """``read(layer, features)`` (an encoder's or decoder's rows), or ``None`` for a dictionary without fixed
+    rows (:class:`~interp.sae.SAESet` raises ``ValueError`` for an SAE that normalises its input)."""
+    try:
+        with torch.no_grad():
+            return read(layer, features)
+    except ValueError:
+        return None
 
 
 def is_transcoder_folder(folder: Path) -> bool:
@@ -157,8 +141,9 @@ def is_transcoder_folder(folder: Path) -> bool:
     )
 
 
-def load_dictionary(path: str | Path, model: Any) -> Dictionary:
-    """Read the SAE or transcoders at ``path`` for ``model`` (on its device and dtype) and check they fit it."""
+def load_dictionary(path: str | Path, model: Any) -> SparseDictionary:
+    """Read the SAE or transcoders at ``path`` for ``model`` (on its device and dtype) and check they fit it
+    (:func:`interp.dictionary.check_fits`)."""
     path = Path(path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"--dictionary {path} does not exist; give an SAE or transcoder folder")
@@ -170,6 +155,6 @@ def load_dictionary(path: str | Path, model: Any) -> Dictionary:
         from interp.sae.formats import load
 
         module = load(path, device=model.device, dtype=model.dtype)
-    view = as_dictionary(module)
-    view.check_fits(model)
-    return view
+    dictionary = as_dictionary(module)
+    check_fits(model, dictionary)
+    return dictionary

@@ -3,7 +3,7 @@
 The row is taken through the final norm as a linear map at unit scale (centred for a LayerNorm, times the
 norm's gain), then through ``W_U``: the direct effect on the logits of adding the row to the last residual
 stream, up to the norm's scale, which is the same for every token. Which row: see
-:meth:`~interp.sae.dashboards.dictionary.Dictionary.logit_rows`.
+:func:`~interp.sae.dashboards.dictionary.logit_rows`.
 """
 
 from __future__ import annotations

@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from interp.dictionary import SparseDictionary
 from interp.sae.dashboards.collector import Collector
-from interp.sae.dashboards.dictionary import Dictionary, cantor
+from interp.sae.dashboards.dictionary import cantor, logit_rows
 from interp.sae.dashboards.logits import top_tokens
 from interp.sae.dashboards.sources import TokenTexts
 
@@ -41,7 +42,7 @@ def quantile_name(group: int, groups: int, low: float, high: float) -> str:
 def feature_records(
     collector: Collector,
     model: Any,
-    dictionary: Dictionary,
+    dictionary: SparseDictionary,
     texts: TokenTexts,
     scan: str,
     start: int,
@@ -146,7 +147,7 @@ def _example(
 
 
 def _logits(
-    collector: Collector, model: Any, dictionary: Dictionary, ident: list[tuple[int, int]]
+    collector: Collector, model: Any, dictionary: SparseDictionary, ident: list[tuple[int, int]]
 ) -> dict[int, tuple[list[str], list[str]]]:
     """Chunk position -> (promoted, suppressed) token texts."""
     found: dict[int, tuple[list[int], list[int]]] = {}
@@ -155,7 +156,7 @@ def _logits(
         by_layer.setdefault(layer, []).append(i)
     for layer, places in by_layer.items():
         feats = torch.tensor([ident[i][1] for i in places])
-        tops = top_tokens(model, dictionary.logit_rows(layer, feats), collector.settings.logits)
+        tops = top_tokens(model, logit_rows(dictionary, layer, feats), collector.settings.logits)
         if tops is not None:
             for place, up, down in zip(places, tops[0].tolist(), tops[1].tolist(), strict=True):
                 found[place] = (up, down)

@@ -33,9 +33,9 @@ def _logical_shift(x: torch.Tensor, bits: int) -> torch.Tensor:
 def sample_key(item: torch.Tensor, position: torch.Tensor, feature: torch.Tensor, seed: int) -> torch.Tensor:
     """A pseudo-random int64 per token and feature (splitmix64 of the four numbers): the sample's key.
 
-    A function of the token (``item``, ``position``), the feature's number in its dictionary (``layer * width +
-    index``) and ``seed`` only, so which tokens a feature's sample keeps does not depend on batching, resuming,
-    the device, or which other features the pass reads.
+    A function of the token (``item``, ``position``), the feature's number in its dictionary (its
+    ``featureIndex``) and ``seed`` only, so which tokens a feature's sample keeps does not depend on batching,
+    resuming, the device, or which other features the pass reads.
     """
     x = item.long() * 1_000_003 + position.long()
     x = x * 2_654_435_761 + feature.long() + seed * 97_531

@@ -20,8 +20,9 @@ from typing import Any
 
 import torch
 
+from interp.dictionary import SparseDictionary
 from interp.sae.dashboards.collector import Collector, Settings
-from interp.sae.dashboards.dictionary import Dictionary, as_dictionary
+from interp.sae.dashboards.dictionary import as_dictionary, device_of, fingerprint, kind
 from interp.sae.dashboards.folder import FORMAT, DashboardFolder
 from interp.sae.dashboards.sources import Batch, CorpusSource, StoreSource
 
@@ -30,13 +31,13 @@ CHUNK = 1024
 
 
 def choose_features(
-    dictionary: Dictionary, features: Iterable[tuple[int, int]] | None
+    dictionary: SparseDictionary, features: Iterable[tuple[int, int]] | None
 ) -> dict[int, torch.Tensor]:
     """``(layer, feature)`` pairs as layer -> sorted features (``{}`` for all); each checked against the
     dictionary. The pass then reads only the layers named.
 
     Raises:
-        ValueError: a layer without features, or a feature outside ``[0, width)``.
+        ValueError: a layer without features, or a feature outside ``[0, n_features(layer))``.
     """
     if features is None:
         return {}
@@ -47,10 +48,11 @@ def choose_features(
                 f"--features {layer}:{feature}: the dictionary has no features at layer {layer}; its layers are "
                 f"{list(dictionary.layers)}"
             )
-        if not 0 <= feature < dictionary.width:
+        width = dictionary.n_features(layer)
+        if not 0 <= feature < width:
             raise ValueError(
-                f"--features {layer}:{feature}: feature {feature} is outside [0, {dictionary.width}) (the "
-                f"dictionary has {dictionary.width} features per layer)"
+                f"--features {layer}:{feature}: feature {feature} is outside [0, {width}) (the dictionary has "
+                f"{width} features at layer {layer})"
             )
         chosen.setdefault(layer, set()).add(int(feature))
     if not chosen:
@@ -58,9 +60,43 @@ def choose_features(
     return {layer: torch.tensor(sorted(found)) for layer, found in chosen.items()}
 
 
-def check_store(store: Any, dictionary: Dictionary, model: Any = None) -> None:
-    """Raise unless ``store`` holds every input hook of the dictionary, at every position, from ``model``."""
-    hooks = sorted({dictionary.input_hook(layer) for layer in dictionary.layers})
+@dataclass(frozen=True)
+class Reading:
+    """What a pass reads of a dictionary: the layers (all, or those of the chosen features), each layer's
+    input hook and number of features, the chosen features, and where the dictionary computes."""
+
+    dictionary: SparseDictionary
+    layers: list[int]
+    hooks: dict[int, str]
+    widths: dict[int, int]
+    chosen: dict[int, torch.Tensor]
+    device: torch.device
+
+    @classmethod
+    def of(cls, dictionary: Any, features: Iterable[tuple[int, int]] | None, model: Any = None) -> Reading:
+        """The reading of ``dictionary`` (any :class:`~interp.dictionary.SparseDictionary`, or an SAE) for
+        ``features`` (``None``: every feature)."""
+        dictionary = as_dictionary(dictionary)
+        chosen = choose_features(dictionary, features)
+        layers = sorted(chosen) if chosen else list(dictionary.layers)
+        return cls(
+            dictionary,
+            layers,
+            {layer: dictionary.input_hook(layer) for layer in layers},
+            {layer: dictionary.n_features(layer) for layer in layers},
+            chosen,
+            device_of(dictionary, model),
+        )
+
+    def collector(self, settings: Settings) -> Collector:
+        """An empty :class:`Collector` for this reading."""
+        return Collector(self.layers, self.widths, settings, self.chosen, self.device)
+
+
+def check_store(store: Any, hooks: Iterable[str], model: Any = None) -> None:
+    """Raise unless ``store`` holds every one of ``hooks`` (the dictionary's input hooks), at every position,
+    from ``model``."""
+    hooks = sorted(set(hooks))
     missing = [h for h in hooks if h not in store.hook_names]
     if missing:
         raise ValueError(
@@ -88,7 +124,7 @@ def check_store(store: Any, dictionary: Dictionary, model: Any = None) -> None:
 
 def make_source(
     model: Any,
-    dictionary: Dictionary,
+    reading: Reading,
     *,
     data: Sequence[Any] | None,
     store: Any,
@@ -106,10 +142,10 @@ def make_source(
         from interp.store import ActivationStore
 
         store = store if isinstance(store, ActivationStore) else ActivationStore(store)
-        check_store(store, dictionary)
-        source: CorpusSource | StoreSource = StoreSource(store, dictionary, max_tokens)
+        check_store(store, reading.hooks.values())
+        source: CorpusSource | StoreSource = StoreSource(store, reading.hooks, reading.device, max_tokens)
     else:
-        source = CorpusSource(model, dictionary, data, batch_size, max_tokens)
+        source = CorpusSource(model, reading.hooks, data, batch_size, max_tokens)
     source.skip_first = default_skip_first(model, source) if skip_first is None else skip_first
     return source
 
@@ -128,7 +164,7 @@ def default_skip_first(model: Any, source: CorpusSource | StoreSource) -> int:
 
 def run_pass(
     collector: Collector,
-    dictionary: Dictionary,
+    dictionary: SparseDictionary,
     batches: Iterable[Batch],
     *,
     after_batch: Callable[[Batch], None] | None = None,
@@ -139,7 +175,7 @@ def run_pass(
 
         def fold(layer: int, x: torch.Tensor, rows=rows) -> None:
             with torch.no_grad():
-                collector.update(layer, dictionary.encode(x, layer), rows)
+                collector.update(layer, dictionary.encode(x, layer)[1], rows)
 
         batch.feed(fold)
         collector.add_tokens(len(rows))
@@ -153,7 +189,7 @@ class Collected:
 
     collector: Collector
     texts: Any
-    dictionary: Dictionary
+    dictionary: SparseDictionary
 
     def records(self, model: Any, scan: str = "dictionary") -> list[dict[str, Any]]:
         """Every feature's record (see :mod:`.records`)."""
@@ -183,7 +219,8 @@ def collect(
 
     Args:
         model: the model (it runs the texts; its tokenizer names the tokens).
-        dictionary: an SAE or transcoder (or a :class:`Dictionary`).
+        dictionary: any :class:`~interp.dictionary.SparseDictionary` (an SAE set, a per-layer transcoder set,
+            a cross-layer transcoder), or an :class:`~interp.sae.SAE`.
         data: texts, or records with ``text``; each item its own sequence.
         store: an :class:`~interp.store.ActivationStore` (or its folder) of the dictionary's input hooks.
         settings: what to keep per feature.
@@ -192,20 +229,19 @@ def collect(
         batch_size: items per forward pass (texts).
         skip_first: leading positions of each item not counted (default: 1 after a special token).
     """
-    chosen = choose_features(as_dictionary(dictionary), features)
-    view = as_dictionary(dictionary).only(chosen) if chosen else as_dictionary(dictionary)
+    reading = Reading.of(dictionary, features, model)
     source = make_source(
         model,
-        view,
+        reading,
         data=data,
         store=store,
         batch_size=batch_size,
         max_tokens=max_tokens,
         skip_first=skip_first,
     )
-    collector = Collector(view.layers, view.width, settings or Settings(), chosen, view.device)
-    run_pass(collector, view, source.batches({}))
-    return Collected(collector, source.texts, view)
+    collector = reading.collector(settings or Settings())
+    run_pass(collector, reading.dictionary, source.batches({}))
+    return Collected(collector, source.texts, reading.dictionary)
 
 
 @dataclass(frozen=True)
@@ -254,11 +290,11 @@ def write_dashboards(
     from interp.store.meta import model_fingerprint
 
     settings = settings or Settings()
-    chosen = choose_features(as_dictionary(dictionary), features)
-    view = as_dictionary(dictionary).only(chosen) if chosen else as_dictionary(dictionary)
+    reading = Reading.of(dictionary, features, model)
+    view = reading.dictionary
     source = make_source(
         model,
-        view,
+        reading,
         data=data,
         store=store,
         batch_size=batch_size,
@@ -266,16 +302,17 @@ def write_dashboards(
         skip_first=skip_first,
     )
     if isinstance(source, StoreSource):
-        check_store(source.store, view, model)
+        check_store(source.store, reading.hooks.values(), model)
     identity = {
         "format": FORMAT,
         "scan": scan,
         "model": {"name": getattr(model.cfg, "name", None), "fingerprint": model_fingerprint(model)},
-        "dictionary": {"kind": view.kind, "layers": list(view.layers), "width": view.width,
-                       "fingerprint": view.fingerprint()},
+        "dictionary": {"kind": kind(view), "layers": reading.layers,
+                       "widths": [reading.widths[layer] for layer in reading.layers],
+                       "fingerprint": fingerprint(view)},
         "data": source.identity(),
         "settings": asdict(settings),
-        "features": {str(k): v.tolist() for k, v in chosen.items()} or "all",
+        "features": {str(k): v.tolist() for k, v in reading.chosen.items()} or "all",
         "max_tokens": max_tokens,
         "skip_first": source.skip_first,
     }  # fmt: skip
@@ -283,7 +320,7 @@ def write_dashboards(
     state = folder.claim(identity)
     if state == "complete":
         return Written(folder.root, scan, 0, 0, state, {})
-    collector = Collector(view.layers, view.width, settings, chosen, view.device)
+    collector = reading.collector(settings)
     progress_at: dict[str, Any] = {}
     if state == "resume":
         tensors, extra = folder.load_state()
@@ -323,7 +360,12 @@ def write_dashboards(
 
 
 def write_records(
-    collector: Collector, model: Any, view: Dictionary, texts: Any, folder: DashboardFolder, identity: dict
+    collector: Collector,
+    model: Any,
+    view: SparseDictionary,
+    texts: Any,
+    folder: DashboardFolder,
+    identity: dict,
 ) -> dict[str, Any]:
     """Write every feature's file, ``CHUNK`` at a time; the index (not yet written) of what was written."""
     from interp.sae.dashboards.records import feature_records

@@ -21,7 +21,6 @@ from typing import Any
 import torch
 
 from interp.sae.dashboards.collector import Rows
-from interp.sae.dashboards.dictionary import Dictionary
 from interp.store.batches import text_of
 
 Feed = Callable[[int, torch.Tensor], None]
@@ -87,10 +86,11 @@ class TokenTexts:
 class CorpusSource:
     """Items run through ``model`` in batches: texts (or records with ``text``), each tokenized on its own with
     the model's special token first (its BOS, else its padding, else its end-of-sequence token), as attribution
-    graphs put it; or pre-tokenized batches ``(ids, mask)``, used as they are."""
+    graphs put it; or pre-tokenized batches ``(ids, mask)``, used as they are. ``hooks``: layer -> the input
+    hook the dictionary reads there."""
 
     model: Any
-    dictionary: Dictionary
+    hooks: Mapping[int, str]
     items: Sequence[Any]
     batch_size: int = 16
     max_tokens: int | None = None
@@ -106,9 +106,8 @@ class CorpusSource:
         if self.kind == "texts" and tokenizer is None:
             raise ValueError("the data holds text, but the model has no tokenizer; pass (ids, mask) batches")
         self.texts = TokenTexts(tokenizer, ids=True)
-        hooks = {layer: self.dictionary.input_hook(layer) for layer in self.dictionary.layers}
-        self.by_hook = {hook: layer for layer, hook in hooks.items()}
-        blocks = [_block(h) for h in hooks.values()]
+        self.by_hook = {hook: layer for layer, hook in self.hooks.items()}
+        blocks = [_block(h) for h in self.hooks.values()]
         self.stop = None if None in blocks else max(blocks) + 1  # blocks after the last one read are not run
 
     def identity(self) -> dict[str, Any]:
@@ -192,10 +191,12 @@ def special_first(tokenizer: Any, texts: Sequence[str]) -> tuple[torch.Tensor, t
 
 @dataclass
 class StoreSource:
-    """The rows of an activation store that holds the dictionary's input hooks, every position of each item."""
+    """The rows of an activation store that holds the dictionary's input hooks (``hooks``: layer -> hook), every
+    position of each item, moved to ``device``."""
 
     store: Any
-    dictionary: Dictionary
+    hooks: Mapping[int, str]
+    device: torch.device
     max_tokens: int | None = None
     skip_first: int = 1
     texts: TokenTexts = field(default_factory=TokenTexts)
@@ -215,7 +216,7 @@ class StoreSource:
 
         start = progress.get("row", 0)
         stop = len(self.store) if self.max_tokens is None else min(len(self.store), self.max_tokens)
-        hooks = {layer: self.dictionary.input_hook(layer) for layer in self.dictionary.layers}
+        hooks = dict(self.hooks)
         carry: dict[str, Any] | None = None
         for shard, file in zip(self.store, self.store.shards, strict=True):
             lo, hi = max(start, file.start), min(stop, file.start + file.rows)
@@ -251,7 +252,7 @@ class StoreSource:
         position = torch.as_tensor(part["position"]).long()
         keep = position >= self.skip_first
         rows = Rows.of(torch.as_tensor(part["item"]).long()[keep], position[keep], part["token"][keep])
-        device = self.dictionary.device
+        device = self.device
 
         def feed(fn: Feed) -> None:
             for layer, hook in hooks.items():

@@ -42,7 +42,7 @@ def texts(n: int = 40, seed: int = 0) -> list[str]:
 
 @torch.no_grad()
 def naive(m, module, items: list[str], skip_first: int = 1):
-    """``(ids, acts, active)``: each item's ids ``[len]``; ``acts[layer][item]`` ``[len, width]``; ``active[(layer,
+    """``(ids, acts, active)``: each item's ids ``[len]``; ``acts[layer][item]`` ``[len, n_features]``; ``active[(layer,
     feature)]`` the list of ``(value, item, position)`` where it fires, positions from ``skip_first``."""
     view = as_dictionary(module)
     ids = []
@@ -54,10 +54,10 @@ def naive(m, module, items: list[str], skip_first: int = 1):
         hooks = [view.input_hook(layer) for layer in view.layers]
         _, cache = m.run_with_cache(row[None], names_filter=hooks)
         for layer in view.layers:
-            acts[layer].append(view.encode(cache[view.input_hook(layer)][0], layer).float())
+            acts[layer].append(view.encode(cache[view.input_hook(layer)][0], layer)[1].float())
     active = {}
     for layer in view.layers:
-        for f in range(view.width):
+        for f in range(view.n_features(layer)):
             active[(layer, f)] = [
                 (float(a[p, f]), i, p)
                 for i, a in enumerate(acts[layer])

@@ -87,10 +87,14 @@ def test_a_store_and_chosen_features(files, tmp_path):
         ({"--store": "last"}, "keeps positions 'last'; dashboards show each example in its context"),
         ({"--features": "3-1"}, "'3-1' is not LAYER:FEATURE"),
         ({"--scan": "../up"}, "--scan '../up' is not a usable name"),
-        ({"--dictionary": "narrow"}, "the transcoder has d_model=16, the model d_model=32"),
+        (
+            {"--dictionary": "narrow"},
+            "the TranscoderSet has d_in=16 at 'blocks.0.ln2.hook_normalized', but that hook of this model has "
+            "width 32",
+        ),
         (
             {"--dictionary": "sae16"},
-            "the SAE reads 'blocks.1.hook_resid_post' with d_in=16, but .* has width 32",
+            "the SAESet has d_in=16 at 'blocks.1.hook_resid_post', but that hook of this model has width 32",
         ),
         (
             {"--store": "wrong"},

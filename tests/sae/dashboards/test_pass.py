@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from interp.sae.dashboards import Settings, collect
+from interp.sae import SAE
+from interp.sae.dashboards import Settings, cantor, collect
 from interp.sae.dashboards.reservoir import sample_key
 from tests.sae.dashboards import helpers
 
@@ -128,12 +129,11 @@ def test_quantile_examples_are_the_smallest_sample_keys_of_each_group(case):
     ``sample`` smallest of all the feature's active tokens, leaving out the top examples: a uniform draw from
     the group, found without knowing the bounds during the pass."""
     _, _, records, (_, _, active), got = case
-    width = got.collector.width
     for (layer, feature), rec in records.items():
         tokens = active[(layer, feature)]
         if not tokens:
             continue
-        g = layer * width + feature  # the feature's number in the dictionary
+        g = cantor(layer, feature)  # the feature's number in the dictionary
         items = torch.tensor([i for _, i, _ in tokens])
         positions = torch.tensor([p for _, _, p in tokens])
         keys = sample_key(items, positions, torch.full_like(items, g), SETTINGS.seed).tolist()
@@ -170,10 +170,9 @@ def test_examples_repeat_no_token_and_mark_repeated_items(case):
 
 
 def test_logits_are_the_last_decoder_row_through_the_unembedding(case, model):
-    module, _, records, _, got = case
-    view = got.dictionary
+    module, _, records, _, _ = case
     for (layer, feature), rec in list(records.items())[:5]:
-        if view.kind == "sae":
+        if isinstance(module, SAE):
             row = module.W_dec[feature]
         else:
             row = module.decoder(layer, torch.tensor([feature]))[0, -1]  # the last layer it writes
@@ -195,7 +194,7 @@ def test_chosen_features_read_only_their_layers_and_match_the_full_pass(model):
         for r in collect(model, module, data=items, settings=SETTINGS).records(model)
     }
     chosen = collect(model, module, data=items, settings=SETTINGS, features=[(1, 4), (1, 2)])
-    assert chosen.dictionary.layers == (1,) and chosen.collector.n == 2
+    assert chosen.collector.layers == [1] and chosen.collector.n == 2
     for record in chosen.records(model):  # the same up to float32 rounding (a hook at layer 0 is not taken)
         other = full[(record["layer"], record["feature"])]
         assert record["n_active"] == other["n_active"] and record["histogram"] == other["histogram"]

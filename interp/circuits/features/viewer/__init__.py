@@ -140,10 +140,10 @@ def write_viewer(path: str | Path, graph: Any, doc: dict[str, Any], **extras: An
 def _promoted(model: Any, transcoders: Any, layer: int, feature: int) -> list[str]:
     """The tokens whose logits the feature raises most directly (its dashboard's ``top_logits``: the decoder
     row into the last layer it writes, through the final norm and the unembedding)."""
-    from interp.sae.dashboards.dictionary import as_dictionary
+    from interp.sae.dashboards.dictionary import logit_rows
     from interp.sae.dashboards.logits import top_tokens
 
-    rows = as_dictionary(transcoders).logit_rows(layer, torch.tensor([feature]))
+    rows = logit_rows(transcoders, layer, torch.tensor([feature]))
     found = top_tokens(model, rows, N_PROMOTED)
     if found is None:
         return []
