@@ -99,8 +99,9 @@ def device_of(dictionary: SparseDictionary, model: Any = None) -> torch.device:
 
 
 def fingerprint(dictionary: SparseDictionary) -> str:
-    """sha256 of the layers, hooks and widths, and of the encoder and decoder rows of each layer's first
-    :data:`PROBED` features (where the dictionary has fixed rows)."""
+    """sha256 of what the dashboards depend on: the layers, hooks and widths, and the encoder and decoder rows
+    of each layer's first :data:`PROBED` features (where the dictionary has fixed rows; a skip term is not
+    read)."""
     layers = list(dictionary.layers)
     shape = {
         str(layer): [

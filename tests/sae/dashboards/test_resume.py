@@ -13,6 +13,7 @@ from interp.sae.dashboards import Settings, collect, write_dashboards
 from interp.sae.dashboards.folder import STATE
 from interp.sae.dashboards.sources import special_first
 from interp.store import cache_activations
+from tests.circuits.transcoders import tiny_transcoders
 from tests.sae.dashboards import helpers
 
 SETTINGS = Settings(top=4, quantiles=3, per_quantile=2, sample=10, before=3, after=2)
@@ -26,6 +27,16 @@ def model():
 @pytest.fixture(scope="module")
 def tc(model):
     return helpers.dictionary("skip", model)
+
+
+@pytest.fixture(scope="module")
+def store(model, tc, tmp_path_factory):
+    """25 items cached in shards of 7 rows, so items are split between shards."""
+    texts = helpers.texts(25)
+    batches = [special_first(model.tokenizer, texts[i : i + 5]) for i in range(0, len(texts), 5)]
+    hooks = [tc.input_hook(layer) for layer in tc.layers]
+    folder = tmp_path_factory.mktemp("store") / "store"
+    return texts, cache_activations(model, batches, hooks, folder, shard_rows=7, progress=False)
 
 
 def _files(root):
@@ -81,6 +92,65 @@ def test_ctrl_c_saves_the_batch_under_way_and_the_rerun_finishes(model, tc, tmp_
     assert _files(root) == uninterrupted
 
 
+@pytest.mark.parametrize("kind", ["clt", "sae"])
+def test_every_kind_of_dictionary_continues_to_the_same_files(model, kind, tmp_path):
+    """A cross-layer transcoder and an SAE (read as an SAESet) stop and continue as the transcoder set does."""
+    module = helpers.dictionary(kind, model)
+    _write(model, module, tmp_path / "whole")
+    whole = _files(tmp_path / "whole" / "features" / "tc")
+
+    def fail(batch):
+        if batch.progress["batch"] == 5:
+            raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        _write(model, module, tmp_path / "cut", checkpoint_seconds=0.0, after_batch=fail)
+    assert _write(model, module, tmp_path / "cut").state == "resume"
+    assert _files(tmp_path / "cut" / "features" / "tc") == whole
+
+
+def test_a_store_run_that_fails_continues_to_the_same_files(model, tc, store, tmp_path):
+    """Through a store whose items span shards: the rerun starts at the row after the last whole item saved."""
+    _, folder = store
+
+    def run(out, **kwargs):
+        return write_dashboards(model, tc, out, store=folder, scan="tc", settings=SETTINGS, **kwargs)
+
+    run(tmp_path / "whole")
+    whole = _files(tmp_path / "whole" / "features" / "tc")
+    rows = []
+
+    def fail(batch):
+        rows.append(batch.progress["row"])
+        if len(rows) == 4:
+            raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        run(tmp_path / "cut", checkpoint_seconds=0.0, after_batch=fail)
+    again = []
+    assert run(tmp_path / "cut", after_batch=lambda b: again.append(b.progress["row"])).state == "resume"
+    assert again[0] > rows[-1]  # the rows saved were not read again
+    assert _files(tmp_path / "cut" / "features" / "tc") == whole
+
+
+def test_another_dictionary_or_a_store_of_another_model_is_refused(model, tc, store, tmp_path):
+    _write(model, tc, tmp_path)
+    root = tmp_path / "features" / "tc"
+    before = _files(root)
+    other = tiny_transcoders(model.cfg, d_transcoder=16, kind="skip", seed=8)  # another one of the same shape
+    with pytest.raises(ValueError, match="holds dashboards of another run \\(its dictionary differ"):
+        _write(model, other, tmp_path)
+    assert _files(root) == before
+    import interp
+
+    changed = interp.load(str(helpers.LLAMA))
+    with torch.no_grad():
+        changed.blocks[0].attn.W_Q.add_(0.01)
+    with pytest.raises(ValueError, match="was written by model .*not by the model given"):
+        write_dashboards(changed, tc, tmp_path / "other", store=store[1], scan="tc", settings=SETTINGS)
+    assert not (tmp_path / "other").exists()
+
+
 def test_another_run_is_refused_and_nothing_is_lost(model, tc, tmp_path):
     _write(model, tc, tmp_path)
     root = tmp_path / "features" / "tc"
@@ -90,13 +160,10 @@ def test_another_run_is_refused_and_nothing_is_lost(model, tc, tmp_path):
     assert _files(root) == before
 
 
-def test_a_store_gives_the_dashboards_of_the_corpus(model, tc, tmp_path):
+def test_a_store_gives_the_dashboards_of_the_corpus(model, tc, store):
     """Shards of 7 rows split items between shards: an example's window is still whole."""
-    texts = helpers.texts(25)
-    batches = [special_first(model.tokenizer, texts[i : i + 5]) for i in range(0, len(texts), 5)]
-    hooks = [tc.input_hook(layer) for layer in tc.layers]
-    store = cache_activations(model, batches, hooks, tmp_path / "store", shard_rows=7, progress=False)
-    from_store = collect(model, tc, store=store, settings=SETTINGS, skip_first=1).records(model)
+    texts, folder = store
+    from_store = collect(model, tc, store=folder, settings=SETTINGS, skip_first=1).records(model)
     from_text = collect(model, tc, data=texts, settings=SETTINGS, batch_size=5).records(model)
     for a, b in zip(from_store, from_text, strict=True):
         assert (a["layer"], a["feature"], a["n_active"], a["n_tokens"]) == (
