@@ -40,6 +40,8 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
     out = {"transcoders": whole, "groups": {}}
     for name, group in results["groups"].items():
         out["groups"][name] = _group_section(report, model, config, name, group)
+    if "dashboards" in results:
+        out["dashboards"] = _dashboards_section(report, config, results)
     _findings(report, config, whole, out["groups"])
     report.add_section("Run")
     report.add_text(
@@ -47,6 +49,7 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
         f"{'loaded from the cache' if results['trained'].reused else 'trained'} in "
         f"{results['trained'].seconds:.0f} s, evaluated in {results['eval_seconds']:.0f} s; graphs and tests "
         + ", ".join(f"{n} {g['seconds']:.0f} s" for n, g in results["groups"].items())
+        + (f", dashboards {results['dashboards']['seconds']:.0f} s" if "dashboards" in results else "")
         + f". Transcoders cached in a folder keyed by model, corpus and settings ({results['trained'].folder.name})."
     )
     out["seconds"] = seconds
@@ -179,6 +182,36 @@ def _beats(b: dict) -> str:
         f"{b['count']} of {b['n']} prompts ({b['mean']:.2f}{where}; chance {b['chance']:.2f}, a top set no "
         "different from its random sets)."
     )
+
+
+def _dashboards_section(report: Report, config, results: dict) -> dict:
+    from studies.attribution.dashboards import FOLDER, summary_rows
+
+    d = results["dashboards"]
+    rows = summary_rows(d["records"])
+    where: dict[tuple[int, int], list[str]] = {}
+    for group in results["groups"].values():
+        for prompt, table in group["features"].items():
+            for r in table.head(config.top).itertuples():
+                where.setdefault((int(r.layer), int(r.feature)), []).append(prompt)
+    for row in rows:
+        row["top in"] = ", ".join(where.get((row["layer"], row["feature"]), []))
+    frame = pd.DataFrame(rows)
+    page = f"{FOLDER}/features/{d['folder'].name}/index.html"
+    n_tokens = next(iter(d["records"].values()))["n_tokens"] if d["records"] else 0
+    report.add_section("The top features' dashboards")
+    report.add_text(
+        f"The {len(rows)} features among the top {config.top} by influence of any graph, each read over the "
+        f"first {config.dashboard_texts} corpus passages ({n_tokens:,} tokens, each passage's first token not "
+        f"counted): how often it fires, its largest activation, its top example (the token in [[ ]]) and the "
+        f"tokens its decoder promotes. Their full dashboards (examples from each fifth of the activations, "
+        f"histograms) are in `{page}` beside this report, in circuit-tracer's feature-file format."
+    )
+    report.add_table(
+        "dashboards", frame, caption="The graphs' top features: density, top example, promoted tokens",
+        max_rows=200,
+    )  # fmt: skip
+    return {"page": page, "n_tokens": n_tokens, "features": table_records(frame)}
 
 
 def _marks(shape: tuple[int, int], heads) -> np.ndarray:

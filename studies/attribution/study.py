@@ -64,6 +64,7 @@ class AttributionConfig:
     pool: int = 20
     loading_sources: int = 1
     heads: tuple[tuple[int, int], ...] = ((25, 2), (26, 2))
+    dashboard_texts: int = 100
     seed: int = 0
 
     def training(self) -> TrainingSettings:
@@ -108,6 +109,12 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
     p.add_argument("--top", type=int, default=5, help="top features ablated per graph")
     p.add_argument("--random-draws", type=int, default=5, help="random matched sets per graph")
     p.add_argument("--heads", default="L25H2,L26H2", help="heads whose loadings are reported")
+    p.add_argument(
+        "--dashboard-texts",
+        type=int,
+        default=100,
+        help="corpus passages the top features' dashboards read (0: no dashboards)",
+    )
     p.add_argument("--work", default=None, help=f"cache folder for the transcoders (default {DEFAULT_WORK})")
     run = start(p, argv)
     a = run.args
@@ -115,6 +122,8 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
                         ("--random-draws", a.random_draws), ("--texts", a.texts)):  # fmt: skip
         if value < 1:
             p.error(f"{flag} {value}: give at least 1")
+    if a.dashboard_texts < 0:
+        p.error(f"--dashboard-texts {a.dashboard_texts}: give 0 (no dashboards) or more")
     if a.k > a.d_transcoder:
         p.error(f"--k {a.k} is larger than --d-transcoder {a.d_transcoder}")
     if a.top > a.max_feature_nodes:
@@ -127,7 +136,7 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
         model=a.model, data=a.data, texts=a.texts, context=a.context, d_transcoder=a.d_transcoder, k=a.k,
         epochs=a.epochs, train_batch_size=a.train_batch_size, pairs=a.pairs,
         max_feature_nodes=a.max_feature_nodes, graph_batch_size=a.graph_batch_size, top=a.top,
-        random_draws=a.random_draws, heads=heads, seed=a.seed,
+        random_draws=a.random_draws, heads=heads, dashboard_texts=a.dashboard_texts, seed=a.seed,
     )  # fmt: skip
     return config, run
 
@@ -135,7 +144,7 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
 def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bool, items=None) -> dict:
     """Train or reuse the transcoders, evaluate them, draw and test every graph; the report's inputs."""
     from interp.circuits.features.targets import check_targets
-    from studies.attribution import measure, transcoders
+    from studies.attribution import dashboards, measure, transcoders
     from studies.attribution.prompts import AGREEMENT_TARGET, SEED_TARGET, agreement_prompts, seed_prompts
     from studies.data.load import load_items
 
@@ -173,11 +182,21 @@ def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bo
             "head_shares": measure.head_shares([r["loadings"] for r in rows]),
             "seconds": time.perf_counter() - clock,
         }
+    if config.dashboard_texts:
+        clock = time.perf_counter()
+        tables = {p: t for group in out["groups"].values() for p, t in group["features"].items()}
+        features = dashboards.top_features(tables, config.top)
+        texts = corpus.texts[: config.dashboard_texts]
+        folder, records = dashboards.write(
+            model, trained.transcoders, texts, features, trained.folder, progress
+        )
+        out["dashboards"] = {"folder": folder, "records": records, "seconds": time.perf_counter() - clock}
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study and write the report; returns 0."""
+    from studies.attribution.dashboards import publish
     from studies.attribution.report import write_report
     from studies.data.corpus import load_corpus
     from studies.data.load import data_path
@@ -205,4 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     with run.step("figures and the report"):
         write_report(report, model, config, corpus, results, time.perf_counter() - clock)
-    return run.finish(report)
+    status = run.finish(report)
+    if "dashboards" in results:  # beside the report, once it is written (a report folder holds only a report)
+        publish(results["dashboards"]["folder"], Path(run.args.out))
+    return status

@@ -104,12 +104,47 @@ def test_study_end_to_end(folder, corpus, tmp_path):
     assert (out / "index.html").stat().st_size > 0 and (out / "manifest.json").exists()
     cached = list((tmp_path / "work").glob("transcoders-*"))
     assert len(cached) == 1 and not (cached[0] / "activations").exists()
+    _check_dashboards(out, results, cached[0], top=3)
     again = tmp_path / "again"
     assert main([*args, "--out", str(again)]) == 0  # reuses the cached transcoders: the same graphs
     second = json.loads((again / "results.json").read_text())["results"]["groups"]["agreement"]["prompts"]
     assert [r["predicted"] for r in second] == [
         r["predicted"] for r in results["groups"]["agreement"]["prompts"]
     ]
+
+
+def _check_dashboards(out, results, cache, top):
+    """The dashboards are those of every graph's top features, beside the report, and the report's table
+    says what their files say."""
+    from interp.sae.dashboards import cantor
+
+    listed = {(r["layer"], r["feature"]): r for r in results["dashboards"]["features"]}
+    tops = {
+        (int(t.split(".F")[0][1:]), int(t.split(".F")[1].split("@")[0]))
+        for group in results["groups"].values()
+        for row in group["prompts"]
+        for t in row["top features"].split(", ")
+    }
+    assert tops and tops <= set(listed) and len(listed) <= top * 6  # 6 graphs
+    page = out / results["dashboards"]["page"]
+    assert page.is_file()
+    folder = page.parent
+    index = json.loads((folder / "index.json").read_text())
+    assert {(r["layer"], r["feature"]) for r in index["features"]} == set(listed)
+    for (layer, feature), row in listed.items():
+        record = json.loads((folder / f"{cantor(layer, feature)}.json").read_text())
+        assert row["featureIndex"] == record["index"]
+        assert row["density"] == pytest.approx(
+            record["activation_frequency"], rel=1e-5
+        )  # results.json: 6 digits
+        assert row["act_max"] == pytest.approx(record["act_max"], rel=1e-5)
+        if record["examples_quantiles"]:
+            top_example = record["examples_quantiles"][0]["examples"][0]
+            assert f"[[{top_example['tokens'][top_example['train_token_ind']]}]]" in row["top example"]
+    assert results["dashboards"]["n_tokens"] == index["n_tokens"] > 0 and index["dictionary"] == "transcoders"
+    assert (
+        cache / "dashboards" / "features" / folder.name / "index.json"
+    ).is_file()  # a rerun reads them back
 
 
 @pytest.mark.parametrize(
