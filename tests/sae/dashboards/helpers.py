@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 import interp
+from interp.sae import SAESet
 from interp.sae.dashboards import as_dictionary
 from interp.sae.dashboards.sources import special_first
 from tests.circuits.transcoders import tiny_transcoders
@@ -25,12 +26,18 @@ def model():
 
 
 def dictionary(kind: str, m):
-    """``per-layer``, ``skip``, ``clt`` (transcoders) or ``sae`` (an SAE on ``blocks.1.hook_resid_post``)."""
+    """``per-layer``, ``skip``, ``clt`` (transcoders), ``sae`` (an SAE on ``blocks.1.hook_resid_post``) or
+    ``sae-set`` (an SAESet: that SAE and one of 12 features on ``blocks.0.hook_resid_pre``)."""
     if kind == "sae":
         sae = random_sae("blocks.1.hook_resid_post", d_in=m.cfg.d_model, d_sae=20, architecture="standard")
         with torch.no_grad():
             sae.b_enc.sub_(0.8)  # sparser: a feature fires on some tokens, not all
         return sae
+    if kind == "sae-set":
+        first = random_sae("blocks.0.hook_resid_pre", d_in=m.cfg.d_model, d_sae=12, architecture="standard")
+        with torch.no_grad():
+            first.b_enc.sub_(0.8)
+        return SAESet([first, dictionary("sae", m)])
     return tiny_transcoders(m.cfg, d_transcoder=16, kind=kind, seed=7)
 
 
