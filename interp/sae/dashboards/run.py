@@ -229,6 +229,23 @@ def collect(
         batch_size: items per forward pass (texts).
         skip_first: leading positions of each item not counted (default: 1 after a special token).
     """
+    reading, source = _open(model, dictionary, features, data, store, batch_size, max_tokens, skip_first)
+    collector = reading.collector(settings or Settings())
+    run_pass(collector, reading.dictionary, source.batches({}))
+    return Collected(collector, source.texts, reading.dictionary)
+
+
+def _open(
+    model: Any,
+    dictionary: Any,
+    features: Iterable[tuple[int, int]] | None,
+    data: Sequence[Any] | None,
+    store: Any,
+    batch_size: int,
+    max_tokens: int | None,
+    skip_first: int | None,
+) -> tuple[Reading, CorpusSource | StoreSource]:
+    """What a pass reads of ``dictionary``, and where its tokens come from."""
     reading = Reading.of(dictionary, features, model)
     source = make_source(
         model,
@@ -239,9 +256,7 @@ def collect(
         max_tokens=max_tokens,
         skip_first=skip_first,
     )
-    collector = reading.collector(settings or Settings())
-    run_pass(collector, reading.dictionary, source.batches({}))
-    return Collected(collector, source.texts, reading.dictionary)
+    return reading, source
 
 
 @dataclass(frozen=True)
@@ -290,17 +305,8 @@ def write_dashboards(
     from interp.store.meta import model_fingerprint
 
     settings = settings or Settings()
-    reading = Reading.of(dictionary, features, model)
+    reading, source = _open(model, dictionary, features, data, store, batch_size, max_tokens, skip_first)
     view = reading.dictionary
-    source = make_source(
-        model,
-        reading,
-        data=data,
-        store=store,
-        batch_size=batch_size,
-        max_tokens=max_tokens,
-        skip_first=skip_first,
-    )
     if isinstance(source, StoreSource):
         check_store(source.store, reading.hooks.values(), model)
     identity = {
