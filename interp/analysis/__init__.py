@@ -16,7 +16,7 @@ one raises :class:`MissingHooksError` naming the hooks and the ``names_filter`` 
 from interp.analysis.ablation import ablate, ablation_hooks
 from interp.analysis.attribution import attribution_patch, verify_top_k
 from interp.analysis.checks import MissingHooksError
-from interp.analysis.decompose import decompose_names, decompose_resid
+from interp.analysis.decompose import decompose_names, decompose_resid, decompose_stream
 from interp.analysis.effect import normalised_effect
 from interp.analysis.head_scores import (
     duplicate_token_scores,
@@ -80,6 +80,7 @@ __all__ = [
     "component_table",
     "decompose_names",
     "decompose_resid",
+    "decompose_stream",
     "direct_logit_attribution",
     "dla_names",
     "duplicate_token_scores",

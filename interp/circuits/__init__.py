@@ -13,8 +13,11 @@ One concern per module:
 - :mod:`~interp.circuits.select`: top-n and greedy circuits, pruned to paths from input to logits.
 - :mod:`~interp.circuits.faithfulness`: faithfulness, its curve against size, MIB's CPR and CMD.
 - :mod:`~interp.circuits.draw`: the circuit as a layered figure.
-- :mod:`~interp.circuits.node`: node values shared by every graph; :mod:`~interp.circuits.features`:
-  attribution graphs of transcoder features (:func:`attribute`, :class:`AttributionGraph`).
+- :mod:`~interp.circuits.features`: attribution graphs of transcoder features (:func:`attribute`,
+  :class:`AttributionGraph`).
+
+Every graph names its nodes with :class:`Node` (:mod:`interp.analysis.node`), the values that also name the
+parts of a decomposed stream.
 
 Example (see the README for a whole run)::
 
@@ -24,6 +27,7 @@ Example (see the README for a whole run)::
     evaluate(model, circuit, held_out, logit_difference).faithfulness
 """
 
+from interp.analysis.node import Node
 from interp.circuits.attribution import EdgeScores, eap, eap_ig, edge_attribution, merge_scores
 from interp.circuits.circuit import Circuit
 from interp.circuits.draw import draw_circuit
@@ -45,7 +49,6 @@ from interp.circuits.features import (
     intervene,
 )
 from interp.circuits.graph import Graph, GraphStructureError, UnknownNameError
-from interp.circuits.node import Node
 from interp.circuits.pairs import Metric, Pairs, logit_difference
 from interp.circuits.run import CorruptRun, corrupt_run, run_circuit
 from interp.circuits.select import greedy, prune, top_n

@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
+from interp.analysis.node import Node
 from interp.circuits.graph import Graph
-from interp.circuits.node import Node
 
 
 @dataclass(frozen=True, eq=False)

@@ -13,15 +13,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch
 
+from interp.analysis.node import Node
 from interp.circuits.attribution import EdgeScores
 from interp.circuits.circuit import Circuit
-from interp.circuits.node import Node
 
 KIND_COLOURS = {"q": "#1f77b4", "k": "#2ca02c", "v": "#ff7f0e", "mlp": "#7f7f7f", "logits": "#9467bd"}
 KV_DROP = 0.32  # how far below its layer's row a key/value head's marker sits
 
 
-_INPUT_KIND = {"query": "q", "key": "k", "value": "v", "mlp": "mlp", "logits": "logits"}
+_INPUT_KIND = {"query": "q", "key": "k", "value": "v", "mlp": "mlp", "output": "logits"}
 
 
 def _kind(input_name: Node) -> str:
@@ -40,7 +40,7 @@ def draw_circuit(circuit: Circuit, scores: EdgeScores | None = None, *, title: s
     def node_xy(node: Node) -> tuple[float, float]:
         if node.kind == "input":
             return centre, 0.0
-        if node.kind == "logits":
+        if node.kind == "output":
             return centre, float(top)
         return (float(node.head) if node.kind == "head" else mlp_x), float(row[node.layer])
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from interp.circuits.node import Node
+from interp.analysis.node import Node
 
 SUPPORTED_PLACEMENTS = ("pre",)
 
@@ -143,7 +143,7 @@ class Graph:
     @functools.cached_property
     def nodes(self) -> tuple[Node, ...]:
         """Every node: the sources and ``logits``."""
-        return (*self.sources, Node.logits())
+        return (*self.sources, Node.output())
 
     @functools.cached_property
     def inputs(self) -> tuple[Node, ...]:
@@ -154,7 +154,7 @@ class Graph:
             names += [Node.key(layer, g) for g in range(self.n_kv_heads)]
             names += [Node.value(layer, g) for g in range(self.n_kv_heads)]
             names.append(Node.mlp(layer))
-        return (*names, Node.logits())
+        return (*names, Node.output())
 
     @property
     def inputs_per_layer(self) -> int:

@@ -82,7 +82,7 @@ def _query_group(component, twin: Twin) -> str:
 
 def _key_group(component) -> str:
     return {
-        "embed": "candidate token",
+        "token": "candidate token",
         "pos_embed": "candidate token",
         "mlp": "MLPs at the candidate",
         "head": "heads at the candidate",
@@ -111,7 +111,7 @@ def split_preference(model, twin: Twin, layer: int, head: int, top: int) -> dict
         "total": total,
         "query_terms": query_terms,
         "key_terms": key_terms,
-        "top": [(str(components[i]), float(stream_rows[i])) for i in order],
+        "top": [(components[i].label, float(stream_rows[i])) for i in order],
         "top_index": order,
         "parts": parts,
         "best_pair": diff.table(top=1).iloc[0].to_dict(),

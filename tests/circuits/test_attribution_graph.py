@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from interp.analysis.node import Node
 from interp.circuits import AttributionGraph, Target, attribute
-from interp.circuits.node import Node
 from tests.circuits.models import tiny
 from tests.circuits.transcoders import tiny_transcoders
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import interp
+from interp.analysis.node import Node
 from interp.circuits import AttributionGraph, attribute
-from interp.circuits.node import Node
 from interp.cli import main
 from interp.sae import load_transcoders, save_transcoders
 from tests.circuits.transcoders import tiny_transcoders

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from interp import HookedTransformer, TransformerConfig
-from interp.circuits import Graph, GraphStructureError, UnknownNameError
+from interp.circuits import Graph, GraphStructureError, Node, UnknownNameError
 from interp.circuits.graph import SUPPORTED_PLACEMENTS
 from tests.circuits.models import tiny
 
@@ -141,3 +141,12 @@ def test_docstring_examples(name):
 
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_graph_hands_out_nodes():
+    g = Graph(n_layers=2, n_heads=4, n_kv_heads=2)
+    assert all(isinstance(n, Node) for n in (*g.nodes, *g.inputs))
+    assert [n.kind for n in g.inputs[:9]] == ["query"] * 4 + ["key"] * 2 + ["value"] * 2 + ["mlp"]
+    assert g.nodes[-1] == "logits" and g.nodes[-1].kind == "output"
+    assert g.heads_of("L1.KV1.v") == ["L1.H2", "L1.H3"]
+    assert [n.head for n in g.heads_of(Node.key(0, 0))] == [0, 1]

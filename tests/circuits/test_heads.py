@@ -7,7 +7,7 @@ import torch
 
 from interp.circuits import attribute
 from interp.circuits.features import head_loadings
-from interp.circuits.node import Node
+from interp.analysis.node import Node
 from tests.circuits.transcoders import family_model, input_site, tiny_transcoders
 from tests.tolerance import EPS32, stages
 

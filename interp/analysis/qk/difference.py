@@ -17,15 +17,15 @@ The differing words in the middle map to nothing; their components appear on the
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from hooks import ActivationCache
+from interp.analysis.node import Node
 from interp.analysis.qk.matrix import QKMatrix
-from interp.analysis.qk.parts import Component
 from interp.analysis.qk.prompt import Prompt, as_prompt
 from interp.analysis.qk.score import QKAttribution, qk_attribution, qk_names
 from interp.dictionary import SparseDictionary
@@ -158,7 +158,7 @@ def _special(prompt: Prompt) -> list[int]:
     return [p for p, r in enumerate(real) if r and p not in spans]
 
 
-def _role(component: Component, at: int, sources: dict[int, int]) -> tuple:
+def _role(component: Node, at: int, sources: dict[int, int]) -> tuple:
     """What a component is, independent of where the score was taken (see the module docstring)."""
     written = "here" if component.position == at else component.position
     source = component.source
@@ -201,16 +201,16 @@ def _difference(first: QKAttribution, second: QKAttribution, sources: dict[int, 
 
 
 def _union(
-    first: tuple[Component, ...],
+    first: tuple[Node, ...],
     first_at: int,
-    second: tuple[Component, ...],
+    second: tuple[Node, ...],
     second_at: int,
     first_sources: dict[int, int],
     second_sources: dict[int, int],
-) -> tuple[tuple[list[int], list[int]], list[Component]]:
+) -> tuple[tuple[list[int], list[int]], list[Node]]:
     """Indices of each side's components into the union of their roles, and one component per role."""
     index: dict[tuple, int] = {}
-    shown: list[Component] = []
+    shown: list[Node] = []
     picks: tuple[list[int], list[int]] = ([], [])
     for side, (components, at, sources) in enumerate(
         ((first, first_at, first_sources), (second, second_at, second_sources))
@@ -220,8 +220,8 @@ def _union(
             if role not in index:
                 index[role] = len(shown)
                 shown.append(component)
-            elif side == 1 and shown[index[role]].token != component.token:
+            elif side == 1 and shown[index[role]].shown != component.shown:
                 old = shown[index[role]]
-                shown[index[role]] = replace(old, token=f"{old.token}|{component.token}")
+                shown[index[role]] = old.showing(f"{old.shown}|{component.shown}")
             picks[side].append(index[role])
     return picks, shown

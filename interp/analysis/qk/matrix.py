@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from interp.analysis.qk.parts import Component
+from interp.analysis.node import Node
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,8 +26,8 @@ class QKMatrix:
     """
 
     matrix: torch.Tensor
-    query_components: tuple[Component, ...]
-    key_components: tuple[Component, ...]
+    query_components: tuple[Node, ...]
+    key_components: tuple[Node, ...]
 
     @property
     def total(self) -> float:
@@ -36,11 +36,11 @@ class QKMatrix:
 
     @property
     def query_labels(self) -> list[str]:
-        return [str(c) for c in self.query_components]
+        return [c.label for c in self.query_components]
 
     @property
     def key_labels(self) -> list[str]:
-        return [str(c) for c in self.key_components]
+        return [c.label for c in self.key_components]
 
     def table(self, top: int = 20) -> pd.DataFrame:
         """The ``top`` query x key pairs by absolute value, largest first.
@@ -58,8 +58,8 @@ class QKMatrix:
         total = self.total
         return pd.DataFrame(
             {
-                "query": [str(q) for q, _, _ in rows],
-                "key": [str(k) for _, k, _ in rows],
+                "query": [q.label for q, _, _ in rows],
+                "key": [k.label for _, k, _ in rows],
                 "query_at": pd.array([_shown_at(q) for q, _, _ in rows], dtype="Int64"),
                 "key_at": pd.array([_shown_at(k) for _, k, _ in rows], dtype="Int64"),
                 "value": [float(v) for _, _, v in rows],
@@ -76,15 +76,15 @@ class QKMatrix:
         return _marginal(self.key_components, self.matrix.sum(0))
 
 
-def _shown_at(component: Component) -> int | None:
+def _shown_at(component: Node) -> int | None:
     """The position whose token a label shows: a head's source, else where the component was written."""
     return component.source if component.source is not None else component.position
 
 
-def _marginal(components: tuple[Component, ...], values: torch.Tensor) -> pd.DataFrame:
+def _marginal(components: tuple[Node, ...], values: torch.Tensor) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
-            "component": [str(c) for c in components],
+            "component": [c.label for c in components],
             "kind": [c.kind for c in components],
             "layer": pd.array([c.layer for c in components], dtype="Int64"),
             "head": pd.array([c.head for c in components], dtype="Int64"),

@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from hooks import ActivationCache
+from interp.analysis.node import Node
 from interp.analysis.norms import linearise_norm
-from interp.analysis.qk.parts import Component
 from interp.model.positional import apply_rotary
 
 Side = Literal["q", "k"]
@@ -43,10 +43,10 @@ def project(
     head: int,
     pos: int,
     rotary: tuple[torch.Tensor, torch.Tensor] | None,
-    components: list[Component],
+    components: list[Node],
     parts: torch.Tensor,
     side: Side,
-) -> tuple[list[Component], torch.Tensor]:
+) -> tuple[list[Node], torch.Tensor]:
     """``parts [n, d_model]`` at ``pos`` as head ``head``'s query (``side="q"``) or key parts ``[n', d_head]``.
 
     ``head`` is the query head; the key side reads its key/value head. ``rotary`` is ``(cos, sin)``
@@ -60,12 +60,12 @@ def project(
     if _pre_norm(model, layer):
         x = linearise_norm(model, block.ln1, cache[f"blocks.{layer}.ln1.hook_scale"][0, pos], x)
         if block.ln1.b is not None:
-            components.append(Component("bias", name="ln1.b"))
+            components.append(Node.bias("ln1.b"))
             x = torch.cat([x, block.ln1.b.detach().float()[None].to(x.device)])
     w, b = (attn.W_Q, attn.b_Q) if side == "q" else (attn.W_K, attn.b_K)
     y = torch.einsum("nd,hde->nhe", x, w.detach().float().to(x.device))  # [n, heads, d_head]
     if b is not None:
-        components.append(Component("bias", name=f"b_{side.upper()}"))
+        components.append(Node.bias(f"b_{side.upper()}"))
         y = torch.cat([y, b.detach().float()[None].to(y.device)])  # [n + 1, heads, d_head]
     if model.cfg.qk_norm != "none":
         y = _through_qk_norm(model, cache, layer, pos, side, y, components)
@@ -83,7 +83,7 @@ def _through_qk_norm(
     pos: int,
     side: Side,
     y: torch.Tensor,
-    components: list[Component],
+    components: list[Node],
 ) -> torch.Tensor:
     """``y [n, heads, d_head]`` through the frozen q/k norm; its bias (if any) joins ``components``."""
     norm = getattr(model.blocks[layer].attn, f"{side}_norm")
@@ -96,6 +96,6 @@ def _through_qk_norm(
         out = flat.view_as(y)
         bias = None if norm.b is None else norm.b.detach().float().view(y.shape[1:])
     if bias is not None:
-        components.append(Component("bias", name=f"{side}_norm.b"))
+        components.append(Node.bias(f"{side}_norm.b"))
         out = torch.cat([out, bias[None].to(out.device)])
     return out

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from hooks import ActivationCache
-from interp.analysis.qk.component import Component
+from interp.analysis.node import Node
 from interp.dictionary import SparseDictionary, check_fits, sources
 
 
@@ -42,7 +42,7 @@ def check_transcoders(model: nn.Module, transcoders: SparseDictionary) -> None:
 @torch.no_grad()
 def feature_parts(
     transcoders: SparseDictionary, cache: ActivationCache, out_layer: int, pos: int, token: str
-) -> Iterator[tuple[Component, torch.Tensor]]:
+) -> Iterator[tuple[Node, torch.Tensor]]:
     """The transcoders' write into ``out_layer``'s MLP output at ``pos``: features, ``b_dec``, skip.
 
     Each active feature of a source layer gives ``(feature component, acts[f] * W_dec[f] [d_model])``; its
@@ -58,9 +58,9 @@ def feature_parts(
         rows = transcoders.decoder(source, active)[:, index]  # [n_active, d_model]
         writes = acts[active, None].float() * rows.float()  # [n_active, d_model]
         for f, write in zip(active.tolist(), writes.unbind(0), strict=True):
-            yield Component("feature", pos, source, feature=f, token=token), write
-    yield Component("tc_bias", layer=out_layer), transcoders.decoder_bias(out_layer).float()
+            yield Node.feature_node(source, pos, f, shown=token), write
+    yield Node.decoder_bias(out_layer), transcoders.decoder_bias(out_layer).float()
     if out_layer in transcoders.layers:
         skip = transcoders.skip(cache[transcoders.input_hook(out_layer)][0, pos], out_layer)
         if skip is not None:
-            yield Component("skip", pos, out_layer, token=token), skip.float()
+            yield Node.skip(out_layer, pos, shown=token), skip.float()

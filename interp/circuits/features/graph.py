@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from interp.analysis.node import Node
 from interp.circuits.features import influence as inf
-from interp.circuits.node import Node
 from interp.dictionary import SparseDictionary
 
 GRAPH_FILE = "graph.safetensors"
@@ -95,7 +95,7 @@ class AttributionGraph:
         return {node: i for i, node in enumerate(self.nodes)}
 
     def index(self, node: str) -> int:
-        """Row and column of ``node`` (a :class:`~interp.circuits.node.Node` or its text)."""
+        """Row and column of ``node`` (a :class:`~interp.analysis.node.Node` or its text)."""
         if node not in self._index:
             raise KeyError(
                 f"the graph has no node {str(node)!r}; it has {len(self.nodes)} (e.g. {self.nodes[0]!r})"

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
+from interp.analysis.node import Node
 from interp.circuits.features.frozen import Held
-from interp.circuits.node import Node
 from interp.dictionary import SparseDictionary
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interp.circuits.node import Node
+from interp.analysis.node import Node
 
 SCHEMA_VERSION = 1
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from hooks import ActivationCache as _Cache
-from interp.analysis.decompose import _head_results
+from interp.analysis.decompose import head_results
 from interp.analysis.norms import apply_norm, linearise_norm
 from interp.compat.transformer_lens.utils import get_act_name
 
@@ -185,7 +185,7 @@ class ActivationCache(_Cache):
         layer = n_layers if layer is None or layer == -1 else int(layer)
         parts, labels = [], []
         for l in range(layer):
-            results = _head_results(self.model, self, l)  # [..., pos, head, d_model]
+            results = head_results(self.model, self, l)  # [..., pos, head, d_model]
             if results is None:
                 raise KeyError(
                     f"stack_head_results needs 'blocks.{l}.attn.hook_result' or 'hook_z' in the cache; run "
@@ -209,7 +209,7 @@ class ActivationCache(_Cache):
         for l in range(self.model.cfg.n_layers):
             name = f"blocks.{l}.attn.hook_result"
             if name not in self._data:
-                self._data[name] = _head_results(self.model, self, l)
+                self._data[name] = head_results(self.model, self, l)
 
     def stack_activation(self, activation_name: str, layer: int = -1, sublayer_type: str | None = None):
         """One activation of every block before ``layer`` stacked: ``[layer, ...]``."""
