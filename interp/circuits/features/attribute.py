@@ -4,14 +4,14 @@ One frozen forward pass of the prompt (:mod:`.frozen`) finds the active features
 (:mod:`.sources`). Each backward pass then injects ``batch_size`` reads at once, one per row of a batched
 gradient (a logit target's direction at ``unembed.hook_in`` of the last position, or a feature's encoder vector
 at its input hook), and contracts the gradient at every write site with the vectors written there: those rows
-of the adjacency. Logit
-rows come first; feature rows follow, all of them, or, when ``max_feature_nodes`` caps them, in the order of
-their influence over the rows found so far (re-ranked every ``update_interval`` batches), as circuit-tracer does.
+of the adjacency. Logit rows come first; feature rows follow, all of them, or, when ``max_feature_nodes`` caps
+them, in the order of their influence over the rows found so far (re-ranked every ``update_interval`` batches),
+as circuit-tracer does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -97,60 +97,114 @@ def _adjacency(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The adjacency ``[n, n]`` in node order (features, errors, tokens, logits) and the features kept.
 
-    Without a cap every row is written straight into the adjacency, so the graph is held once. With one, rows
-    over every active feature are kept until the last features are chosen (ranking needs their columns), then
-    copied into the adjacency block by block: at most the rows and the adjacency are held at once."""
-    n_active, n_pos = len(sources.features), sources.tokens.shape[0]
-    n_layers = sources.errors.shape[0]
-    logit_offset = n_active + (n_layers + 1) * n_pos
-    n_logits = len(chosen)
-    cap = min(max_feature_nodes or n_active, n_active)
-    n = cap + (n_layers + 1) * n_pos + n_logits
-    adjacency = torch.zeros(n, n)
-    # Without a cap, row r of the work is node r; with one, rows are kept in the order they are found.
-    rows = adjacency if cap == n_active else torch.zeros(cap + n_logits, logit_offset + n_logits)
-    row_nodes = torch.zeros(cap + n_logits, dtype=torch.long)  # the node of each row found, in order
-    vectors = torch.stack([t.vector for t in chosen]).to(sources.tokens.device)  # [n_logits, d_model]
-    for i in range(0, n_logits, batch_size):
-        v = vectors[i : i + batch_size]
-        reads = (torch.full((len(v),), LOGITS), torch.full((len(v),), n_pos - 1), v)
-        nodes = torch.arange(i, i + len(v)) + logit_offset
-        where = nodes if rows is adjacency else torch.arange(i, i + len(v))
-        rows[where, :logit_offset] = _rows(run, sources, transcoders, *reads)
-        row_nodes[i : i + len(v)] = nodes
-    layers, positions = sources.features[:, 0], sources.features[:, 1]
-    visited = torch.zeros(n_active, dtype=torch.bool)
-    filled = n_logits
-    bar = tqdm(total=cap, desc="attribution", disable=not progress, leave=False)
-    while int(visited.sum()) < cap:
-        if cap == n_active:
-            pending = torch.arange(n_active)
-        else:
-            weights = torch.tensor([t.weight for t in chosen])
-            ranked = partial_influence(rows[:filled], weights, row_nodes[:filled])[:n_active].argsort(
-                descending=True
+    Logit rows come first, then feature rows: every active feature's, straight into the adjacency, or, when
+    ``max_feature_nodes`` keeps fewer, the most influential ones, found in order and then compacted."""
+    n_active = len(sources.features)
+    capped = max_feature_nodes is not None and max_feature_nodes < n_active
+    reads = _Reads(run, sources, transcoders, chosen, batch_size)
+    bar = tqdm(
+        total=max_feature_nodes if capped else n_active, desc="attribution", disable=not progress, leave=False
+    )
+    try:
+        if not capped:
+            return _every_feature(reads, bar), torch.arange(n_active)
+        weights = torch.tensor([t.weight for t in chosen])
+        rows, row_nodes, selected = _most_influential(reads, weights, max_feature_nodes, update_interval, bar)
+        return _compacted(rows, row_nodes, selected, reads), selected
+    finally:
+        bar.close()
+
+
+class _Reads:
+    """The rows of the adjacency, read a batch at a time: node layout, logit reads, feature reads."""
+
+    def __init__(
+        self, run: FrozenRun, sources: Sources, transcoders: Any, chosen: list[Target], batch_size: int
+    ) -> None:
+        self.run, self.sources, self.transcoders, self.batch_size = run, sources, transcoders, batch_size
+        self.n_active, n_pos = len(sources.features), sources.tokens.shape[0]
+        self.n_logits = len(chosen)
+        self.logit_offset = self.n_active + (sources.errors.shape[0] + 1) * n_pos  # the first logit node
+        self.vectors = torch.stack([t.vector for t in chosen]).to(
+            sources.tokens.device
+        )  # [n_logits, d_model]
+        self.n_pos = n_pos
+
+    def logit_rows(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """``(logit indices, rows [n, logit_offset])`` a batch at a time: each target's direction read at the
+        unembedding's input of the last position."""
+        for i in range(0, self.n_logits, self.batch_size):
+            v = self.vectors[i : i + self.batch_size]
+            layers, positions = torch.full((len(v),), LOGITS), torch.full((len(v),), self.n_pos - 1)
+            yield (
+                torch.arange(i, i + len(v)),
+                _rows(self.run, self.sources, self.transcoders, layers, positions, v),
             )
-            room = min(update_interval * batch_size, cap - int(visited.sum()))
-            pending = ranked[~visited[ranked]][:room]
-        for batch in pending.split(batch_size):
-            reads = (layers[batch], positions[batch], sources.encoders[batch.to(sources.encoders.device)])
-            where = batch if rows is adjacency else torch.arange(filled, filled + len(batch))
-            rows[where, :logit_offset] = _rows(run, sources, transcoders, *reads)
+
+    def feature_rows(self, features: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """``(feature indices, rows [n, logit_offset])`` a batch at a time: each feature's encoder vector read
+        at its input hook and position."""
+        s = self.sources
+        for batch in features.split(self.batch_size) if len(features) else ():
+            layers, positions = s.features[batch, 0], s.features[batch, 1]
+            encoders = s.encoders[batch.to(s.encoders.device)]
+            yield batch, _rows(self.run, s, self.transcoders, layers, positions, encoders)
+
+
+def _every_feature(reads: _Reads, bar: Any) -> torch.Tensor:
+    """The adjacency with every active feature kept, each row written straight into it (the graph is held
+    once)."""
+    n = reads.logit_offset + reads.n_logits
+    adjacency = torch.zeros(n, n)
+    for logits, rows in reads.logit_rows():
+        adjacency[logits + reads.logit_offset, : reads.logit_offset] = rows
+    for batch, rows in reads.feature_rows(torch.arange(reads.n_active)):
+        adjacency[batch, : reads.logit_offset] = rows
+        bar.update(len(batch))
+    return adjacency
+
+
+def _most_influential(
+    reads: _Reads, weights: torch.Tensor, cap: int, update_interval: int, bar: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rows over every node, in the order found (logits, then features by their influence over the rows found
+    so far, re-ranked every ``update_interval`` batches), the node of each row, and the ``cap`` features kept.
+    Ranking needs every active feature's column, so rows are kept whole until the last feature is chosen."""
+    n_active, n_logits, offset = reads.n_active, reads.n_logits, reads.logit_offset
+    rows = torch.zeros(cap + n_logits, offset + n_logits)
+    row_nodes = torch.zeros(cap + n_logits, dtype=torch.long)  # the node of each row found, in order
+    filled = 0
+    for logits, found in reads.logit_rows():
+        rows[filled : filled + len(logits), :offset] = found
+        row_nodes[filled : filled + len(logits)] = logits + offset
+        filled += len(logits)
+    visited = torch.zeros(n_active, dtype=torch.bool)
+    while int(visited.sum()) < cap:
+        influence = partial_influence(rows[:filled], weights, row_nodes[:filled])[:n_active]
+        ranked = influence.argsort(descending=True)
+        room = min(update_interval * reads.batch_size, cap - int(visited.sum()))
+        for batch, found in reads.feature_rows(ranked[~visited[ranked]][:room]):
+            rows[filled : filled + len(batch), :offset] = found
             row_nodes[filled : filled + len(batch)] = batch
             visited[batch] = True
             filled += len(batch)
             bar.update(len(batch))
-    bar.close()
-    selected = visited.nonzero().flatten()
-    if rows is not adjacency:
-        # The columns kept, in node order; each found row goes to its node's index among them.
-        keep = torch.cat([selected, torch.arange(n_active, logit_offset + n_logits)])
-        rank = torch.full((logit_offset + n_logits,), -1, dtype=torch.long)
-        rank[keep] = torch.arange(n)
-        dest = rank[row_nodes]
-        for start in range(0, len(rows), batch_size):
-            adjacency[dest[start : start + batch_size]] = rows[start : start + batch_size][:, keep]
-    return adjacency, selected
+    return rows, row_nodes, visited.nonzero().flatten()
+
+
+def _compacted(
+    rows: torch.Tensor, row_nodes: torch.Tensor, selected: torch.Tensor, reads: _Reads
+) -> torch.Tensor:
+    """The adjacency over the kept features: the columns kept, in node order, and each found row moved to its
+    node's index among them, a block at a time (at most the rows and the adjacency are held at once)."""
+    keep = torch.cat([selected, torch.arange(reads.n_active, reads.logit_offset + reads.n_logits)])
+    rank = torch.full((reads.logit_offset + reads.n_logits,), -1, dtype=torch.long)
+    rank[keep] = torch.arange(len(keep))
+    dest = rank[row_nodes]
+    adjacency = torch.zeros(len(keep), len(keep))
+    for start in range(0, len(rows), reads.batch_size):
+        adjacency[dest[start : start + reads.batch_size]] = rows[start : start + reads.batch_size][:, keep]
+    return adjacency
 
 
 def _rows(
@@ -183,10 +237,9 @@ def _rows(
     embed_grad, out_grads = grads[0], dict(zip(sorted(run.outputs), grads[1:], strict=True))
     n_active, (n_layers, n_pos, _) = len(sources.features), sources.errors.shape
     out = torch.zeros(n, n_active + (n_layers + 1) * n_pos, device=embed_grad.device)
-    for layer, (index, _, dec) in sources.decoders.items():
+    for layer, (first, dec) in sources.decoders.items():
         # The features at one position are one run of columns: a matrix product per position, with no
         # gathered copy of the gradient.
-        first = int(index[0]) if len(index) else 0
         for j, out_layer in enumerate(transcoders.output_layers(layer)):
             g = out_grads[out_layer]  # [n, pos, d_model]
             for p, start, end in sources.runs[layer]:

@@ -56,27 +56,21 @@ class FrozenRun:
 def frozen_run(model: Any, tokens: torch.Tensor, transcoders: SparseDictionary) -> FrozenRun:
     """Run ``tokens [pos]`` through the frozen model (see the module docstring)."""
     run = FrozenRun()
-    hooks: dict[str, list[Callable]] = {}
-
-    def add(name: str, fn: Callable) -> None:
-        hooks.setdefault(name, []).append(fn)
-
     unread = _unread(model, transcoders)
-    for name in model.hook_names():
-        if name.endswith(FROZEN_SUFFIXES) or name in unread:
-            add(name, lambda x, hook: x.detach())
+    detach = [n for n in model.hook_names() if n.endswith(FROZEN_SUFFIXES) or n in unread]
+    fwd: list[tuple[str, Callable]] = [(name, lambda x, hook: x.detach()) for name in detach]
 
     def embed(x: torch.Tensor, hook: Any) -> torch.Tensor:
         run.embed = x.detach().requires_grad_(True)
         return run.embed
 
-    add("hook_embed", embed)
-    for layer in transcoders.layers:
-        add(transcoders.input_hook(layer), _record(run.inputs, layer))
-    for layer in written_layers(transcoders):
-        add(transcoders.output_hook(layer), _write_site(run, transcoders, layer))
-
-    fwd = [(name, _chain(fns)) for name, fns in hooks.items()]
+    fwd.append(("hook_embed", embed))
+    fwd += [(transcoders.input_hook(layer), _record(run.inputs, layer)) for layer in transcoders.layers]
+    fwd += [
+        (transcoders.output_hook(out), _write_site(run, transcoders, out))
+        for out in written_layers(transcoders)
+    ]
+    # Functions on one point run in the order they were attached, each seeing the last one's output.
     with torch.enable_grad(), model.hooks(fwd):
         stream = model(tokens[None], stop_at_layer=model.cfg.n_layers)  # [1, pos, d_model]
         x = model.ln_final(stream) if model.ln_final is not None else stream
@@ -116,19 +110,6 @@ def _write_site(run: FrozenRun, transcoders: SparseDictionary, layer: int) -> Ca
         return run.outputs[layer] + skip
 
     return write
-
-
-def _chain(fns: list[Callable]) -> Callable:
-    if len(fns) == 1:
-        return fns[0]
-
-    def chained(x: torch.Tensor, hook: Any) -> torch.Tensor:
-        for fn in fns:
-            out = fn(x, hook)
-            x = x if out is None else out
-        return x
-
-    return chained
 
 
 @dataclass

@@ -26,8 +26,8 @@ class Sources:
         features: ``[n_active, 3]`` (layer, position, feature), layer-major.
         activations: ``[n_active]``.
         encoders: ``[n_active, d_model]``: d pre-activation / d input.
-        decoders: layer -> (global indices ``[n]`` of that layer's features, their positions ``[n]``, and
-            ``[n, n_out, d_model]`` activation times decoder rows, one slice per ``output_layers(layer)``).
+        decoders: layer -> (the global index of that layer's first feature, and ``[n, n_out, d_model]``
+            activation times decoder rows of its features, one slice per ``output_layers(layer)``).
         runs: layer -> ``(position, start, end)`` for each position with active features: a layer's features
             are listed position by position, so those at one position are the global indices ``start:end``.
         errors: ``[n_layers, pos, d_model]`` (zero at position 0).
@@ -37,7 +37,7 @@ class Sources:
     features: torch.Tensor
     activations: torch.Tensor
     encoders: torch.Tensor
-    decoders: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+    decoders: dict[int, tuple[int, torch.Tensor]]
     runs: dict[int, list[tuple[int, int, int]]]
     errors: torch.Tensor
     tokens: torch.Tensor
@@ -58,7 +58,7 @@ def find_sources(run: FrozenRun, transcoders: SparseDictionary, n_layers: int) -
         encoders.append(transcoders.encoder(layer, feat).detach().to(x.device))
         value = acts[pos, feat].detach().float()
         dec = transcoders.decoder(layer, feat).detach().float() * value[:, None, None]  # [n, n_out, d_model]
-        decoders[layer] = (torch.arange(start, start + len(pos)), pos, dec)
+        decoders[layer] = (start, dec)
         where, counts = torch.unique_consecutive(pos, return_counts=True)
         ends = (start + counts.cumsum(0)).tolist()
         runs[layer] = [
