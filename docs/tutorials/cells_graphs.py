@@ -232,11 +232,12 @@ assert int(error_gap.argmax()) == words.index(" aunt") and error_gap.max() > 0.6
 
 The graph is a prediction: in the frozen model, turning a feature off changes the target by minus its direct
 edge and every later feature's pre-activation by minus its edge from that feature. `intervene(...,
-frozen=True)` runs exactly that experiment, on the feature with the largest direct edge into " she" − " he",
-and matches the graph to float precision.
+constrained=True)`, which holds patterns, norms and every other feature at their values on the prompt, runs
+exactly that experiment, on the feature with the largest direct edge into " she" − " he", and matches the graph
+to float precision.
 
-A *free* run (`frozen=False`) lets attention, norms and every other feature respond, with the error terms kept
-so that the unedited run is the model's own. Here the logit difference moves the same way but by less than half
+A *free* run (`constrained=False`) lets attention, norms and every other feature respond, with the error terms
+kept so that the unedited run is the model's own. Here the logit difference moves the same way but by less than half
 as much: the rest of the network makes up part of the loss. An edge says what a node does directly, not what the
 whole network does once it is gone.
 """,
@@ -254,15 +255,15 @@ def she_he(run) -> float:
     return float(run.logits[-1, she] - run.logits[-1, he])
 
 
-base, cut = (intervene(model, tc, graph.input_tokens, edits, frozen=True) for edits in ([], off))
+base, cut = (intervene(model, tc, graph.input_tokens, edits, constrained=True) for edits in ([], off))
 moved = float((cut.unembed_in[-1] - base.unembed_in[-1]) @ target.vector)
-print(f"frozen: the target moves by {moved:+.4f}; the graph says {-float(direct[strongest]):+.4f}")
+print(f"constrained: the target moves by {moved:+.4f}; the graph says {-float(direct[strongest]):+.4f}")
 assert abs(moved + float(direct[strongest])) < 1e-4
 nodes = graph.features.tolist()  # (layer, position, feature) of each feature node
 later = torch.stack([cut.pre_activations[l][p, f] - base.pre_activations[l][p, f] for l, p, f in nodes])
 torch.testing.assert_close(later, -graph.adjacency[: graph.n_features, strongest], atol=1e-4, rtol=1e-3)
 
-free_base, free_cut = (intervene(model, tc, graph.input_tokens, edits, frozen=False) for edits in ([], off))
+free_base, free_cut = (intervene(model, tc, graph.input_tokens, edits, constrained=False) for edits in ([], off))
 free_moved = she_he(free_cut) - she_he(free_base)
 print(f"free: she - he goes from {she_he(free_base):.2f} to {she_he(free_cut):.2f} ({free_moved:+.2f})")
 assert abs(she_he(free_base) - preference["aunt"]) < 1e-3  # with the error terms kept, the model's own output

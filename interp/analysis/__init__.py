@@ -14,7 +14,7 @@ one raises :class:`MissingHooksError` naming the hooks and the ``names_filter`` 
 """
 
 from interp.analysis.ablation import ablate, ablation_hooks
-from interp.analysis.attribution import attribution_patch, verify_top_k
+from interp.analysis.attribution_patching import attribution_patch, verify_top_k
 from interp.analysis.checks import MissingHooksError
 from interp.analysis.decompose import decompose_names, decompose_resid, decompose_stream
 from interp.analysis.effect import normalised_effect
@@ -41,7 +41,7 @@ from interp.analysis.qk import (
     qk_names,
     qk_twin_difference,
 )
-from interp.analysis.sources import attention_norms, source_contributions
+from interp.analysis.source_contributions import attention_norms, source_contributions
 from interp.analysis.stats import (
     binomial_test,
     bootstrap_mean_interval,

@@ -18,7 +18,7 @@ from torch import nn
 
 from hooks import ActivationCache
 from interp.analysis.checks import check_indices, require_hooks
-from interp.analysis.sources import attention_norms
+from interp.analysis.source_contributions import attention_norms
 
 
 def repeated_tokens(

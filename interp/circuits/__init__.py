@@ -8,7 +8,7 @@ One concern per module:
 - :mod:`~interp.circuits.pairs`: clean and corrupted inputs, the batch a metric sees (the metric type and
   :func:`logit_difference` are :mod:`interp.analysis.metric`'s, one for every caller).
 - :mod:`~interp.circuits.run`: the model with every edge outside a circuit patched from the corrupted input.
-- :mod:`~interp.circuits.attribution`: EAP and EAP-IG scores; :mod:`~interp.circuits.exact`: exact edge
+- :mod:`~interp.circuits.edge_attribution`: EAP and EAP-IG scores; :mod:`~interp.circuits.exact`: exact edge
   patching, to check them.
 - :mod:`~interp.circuits.select`: top-n and greedy circuits, pruned to paths from input to logits.
 - :mod:`~interp.circuits.faithfulness`: faithfulness, its curve against size, MIB's CPR and CMD.
@@ -28,9 +28,9 @@ Example (see the README for a whole run)::
 """
 
 from interp.analysis.node import Node
-from interp.circuits.attribution import EdgeScores, eap, eap_ig, edge_attribution, merge_scores
 from interp.circuits.circuit import Circuit
 from interp.circuits.draw import draw_circuit
+from interp.circuits.edge_attribution import EdgeScores, eap, eap_ig, edge_attribution, merge_scores
 from interp.circuits.exact import exact_edge_scores
 from interp.circuits.faithfulness import (
     MIB_FRACTIONS,

@@ -14,8 +14,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch
 
 from interp.analysis.node import Node
-from interp.circuits.attribution import EdgeScores
 from interp.circuits.circuit import Circuit
+from interp.circuits.edge_attribution import EdgeScores
 
 KIND_COLOURS = {"q": "#1f77b4", "k": "#2ca02c", "v": "#ff7f0e", "mlp": "#7f7f7f", "logits": "#9467bd"}
 KV_DROP = 0.32  # how far below its layer's row a key/value head's marker sits

@@ -10,9 +10,10 @@ Both are written for cost, since they run on top of bare forward and backward pa
 - One store serves both runs: it holds the corrupted outputs of the input and the MLPs (the heads' are kept as
   ``z``), and the clean run overwrites each row, in place, with clean minus corrupted as it reaches it. So a
   batch holds one ``[n_sources, positions, d_model]`` float32 tensor, not two.
-- The model's weights stop requiring gradients for the call (:func:`frozen`): the scores need gradients at the
-  node inputs only, and autograd then keeps no activation for a weight's gradient, and the norm and the
-  projections before attention are computed once for all heads (:func:`interp.model.head_norm.project_heads`).
+- The model's weights stop requiring gradients for the call (:func:`weights_without_grad`): the scores need
+  gradients at the node inputs only, and autograd then keeps no activation for a weight's gradient, and the
+  norm and the projections before attention are computed once for all heads
+  (:func:`interp.model.head_norm.project_heads`).
 - The gradients of the inputs of :data:`LAYERS_PER_PRODUCT` consecutive layers (their query, key and value
   heads, their MLPs, and the logits after the last layer) are gathered into one ``[inputs, positions,
   d_model]`` block and contracted with the differences in a single matrix product. A product with a few
@@ -47,7 +48,7 @@ LAYERS_PER_PRODUCT = 4  # 60-70 columns for SmolLM2: twice the throughput of one
 
 
 @contextlib.contextmanager
-def frozen(model) -> Iterator[None]:
+def weights_without_grad(model) -> Iterator[None]:
     """The model with no parameter requiring a gradient, restored on exit (also when the block raises)."""
     thawed = [p for p in model.parameters() if p.requires_grad]
     try:

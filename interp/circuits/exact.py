@@ -16,8 +16,8 @@ import torch
 
 from interp.analysis.conditions import Conditions
 from interp.analysis.metric import Metric, check_metric, check_signature
-from interp.circuits.attribution import EdgeScores
 from interp.circuits.circuit import Circuit
+from interp.circuits.edge_attribution import EdgeScores
 from interp.circuits.pairs import Pairs
 from interp.circuits.run import check_graph, new_store, record_sources
 from interp.circuits.shards import map_batches, ordered_sum

@@ -22,8 +22,8 @@ import torch
 
 from interp.analysis.effect import normalised_effect
 from interp.analysis.metric import Metric, check_metric, check_signature
-from interp.circuits.attribution import EdgeScores
 from interp.circuits.circuit import Circuit
+from interp.circuits.edge_attribution import EdgeScores
 from interp.circuits.pairs import Pairs
 from interp.circuits.run import check_graph, corrupt_run, run_circuit
 from interp.circuits.select import greedy, top_n

@@ -18,8 +18,8 @@ import heapq
 
 import torch
 
-from interp.circuits.attribution import EdgeScores
 from interp.circuits.circuit import Circuit
+from interp.circuits.edge_attribution import EdgeScores
 from interp.circuits.graph import Graph
 
 

@@ -73,9 +73,13 @@ def ablation(model: Any, tc: Any, prompt: Prompt, features: list[Triple]) -> dic
     """The change of the target when ``features`` are zeroed, frozen and free."""
     edits = [FeatureEdit(layer, feature, position, scale=0.0) for layer, position, feature in features]
     out = {}
-    for mode, frozen in (("frozen", True), ("free", False)):
-        base = target_value(model, intervene(model, tc, prompt.tokens, [], frozen=frozen).logits, prompt)
-        cut = target_value(model, intervene(model, tc, prompt.tokens, edits, frozen=frozen).logits, prompt)
+    for mode, constrained in (("frozen", True), ("free", False)):
+        base = target_value(
+            model, intervene(model, tc, prompt.tokens, [], constrained=constrained).logits, prompt
+        )
+        cut = target_value(
+            model, intervene(model, tc, prompt.tokens, edits, constrained=constrained).logits, prompt
+        )
         out[mode] = cut - base
         out[f"{mode}_clean"] = base
     return out

@@ -1,4 +1,4 @@
-"""Feature interventions: frozen ones move what the graph predicts; free ones equal a forward pass (and greedy
+"""Feature interventions: constrained ones move what the graph predicts; free ones equal a forward pass (and greedy
 generation) with the feature's decoder write changed by hand."""
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ def setup(request):
     return model, tc
 
 
-def test_frozen_edit_moves_targets_by_the_graph(setup):
+def test_constrained_edit_moves_targets_by_the_graph(setup):
     model, tc = setup
     graph = attribute(model, tc, IDS, max_logits=2, progress=False)
     layer0 = (graph.features[:, 0] == 0).nonzero().flatten()
     s = int(layer0[graph.influence()[layer0].argmax()])  # the most influential layer-0 feature
     layer, pos, feat = graph.features[s].tolist()
     a = float(graph.activations[s])
-    base = intervene(model, tc, IDS, [], frozen=True)
+    base = intervene(model, tc, IDS, [], constrained=True)
     for edit, factor in (
         (FeatureEdit(layer, feat, pos, scale=0.0), -1.0),
         (FeatureEdit(layer, feat, pos, value=3 * a), 2.0),
     ):
-        moved = intervene(model, tc, IDS, [edit], frozen=True)
+        moved = intervene(model, tc, IDS, [edit], constrained=True)
         got = torch.stack(
             [
                 moved.pre_activations[lay][p, f] - base.pre_activations[lay][p, f]

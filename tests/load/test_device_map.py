@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import interp
-from interp.analysis.attribution import attribution_patch
+from interp.analysis.attribution_patching import attribution_patch
 from interp.analysis.patching import patch
 from interp.circuits import eap, logit_difference
 from interp.sae import SAE, SAEConfig

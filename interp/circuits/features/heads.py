@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from interp.analysis.node import Node
-from interp.circuits.features.frozen import Held
+from interp.circuits.features.held import Held
 from interp.dictionary import SparseDictionary
 
 
@@ -110,10 +110,10 @@ def _direct_gradients(model, tc, tokens, held, results, graph, t):
     def unembed_in(x: torch.Tensor, hook: Any) -> None:
         seen["unembed.hook_in"] = x
 
-    frozen_hooks = held.hooks(tc, leaves)
+    held_hooks = held.hooks(tc, leaves)
     writes = [(n, leaf) for n in (*results, "hook_embed")]
     z = [(f"blocks.{layer}.attn.hook_z", block) for layer in range(model.cfg.n_layers)]
-    with torch.enable_grad(), model.hooks([*frozen_hooks, *writes, *z, ("unembed.hook_in", unembed_in)]):
+    with torch.enable_grad(), model.hooks([*held_hooks, *writes, *z, ("unembed.hook_in", unembed_in)]):
         model(tokens[None])
         if t.kind == "logit":
             w_u = model.unembed.weight.float()

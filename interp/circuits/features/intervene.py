@@ -1,12 +1,13 @@
 """Interventions on transcoder features: set or scale features at positions and see what follows.
 
-*Frozen* (``frozen=True``): attention patterns, norm divisors and every transcoder output are held at their
-values on the unedited prompt, and each edited feature adds its change of activation times its decoder rows to
-the outputs it writes (the skip connection follows its input). What moves is then only the direct, linear
-effect the attribution graph describes: a target's pre-activation changes by ``sum_s (delta_s / a_s) A[t, s]``.
+*Constrained* (``constrained=True``): attention patterns, norm divisors and every transcoder output are held at
+their values on the unedited prompt (:mod:`~interp.circuits.features.held`), and each edited feature adds its
+change of activation times its decoder rows to the outputs it writes (the skip connection follows its input).
+What moves is then only the direct, linear effect the attribution graph describes: a target's pre-activation
+changes by ``sum_s (delta_s / a_s) A[t, s]``.
 
-*Free* (``frozen=False``): the model runs forward again with the transcoders spliced in (the error term kept, so
-an unedited run is the model's own) and the edited features clamped where they are computed: downstream
+*Free* (``constrained=False``): the model runs forward again with the transcoders spliced in (the error term
+kept, so an unedited run is the model's own) and the edited features clamped where they are computed: downstream
 attention, norms, MLPs and features all respond. :func:`generate_with_features` does the same while
 generating, the clamps applying at every step (a clamp without a position also at generated positions).
 """
@@ -19,8 +20,8 @@ from typing import Any
 
 import torch
 
-from interp.circuits.features.attribute import check_fit, prompt_ids
-from interp.circuits.features.frozen import Held
+from interp.circuits.features.direct_effects import check_fit, prompt_ids
+from interp.circuits.features.held import Held
 from interp.dictionary import SparseDictionary, written_layers
 from interp.sae.transcoder import Transcoder, spliced_transcoders
 
@@ -66,15 +67,17 @@ def intervene(
     prompt: str | torch.Tensor | Sequence[int],
     edits: Sequence[FeatureEdit],
     *,
-    frozen: bool = False,
+    constrained: bool = False,
 ) -> Intervened:
-    """Run ``prompt`` with ``edits`` applied, frozen or free (see the module docstring)."""
+    """Run ``prompt`` with ``edits`` applied, constrained or free (see the module docstring)."""
     check_fit(model, transcoders)
     edits = _checked(edits, transcoders)
     tokens = prompt_ids(model, prompt)
     with torch.no_grad():
         return (
-            _frozen(model, transcoders, tokens, edits) if frozen else _free(model, transcoders, tokens, edits)
+            _constrained(model, transcoders, tokens, edits)
+            if constrained
+            else _free(model, transcoders, tokens, edits)
         )
 
 
@@ -150,7 +153,7 @@ def _free(model: Any, transcoders: Transcoder, tokens: torch.Tensor, edits: list
     return _result(transcoders, logits[0], seen)
 
 
-def _frozen(
+def _constrained(
     model: Any, transcoders: SparseDictionary, tokens: torch.Tensor, edits: list[FeatureEdit]
 ) -> Intervened:
     held = Held.run(model, transcoders, tokens)

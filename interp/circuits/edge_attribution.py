@@ -32,7 +32,13 @@ import pandas as pd
 import torch
 
 from interp.analysis.metric import Metric, check_metric, check_signature
-from interp.circuits.edge_products import Differences, Pool, contraction_hooks, frozen, scored_positions
+from interp.circuits.edge_products import (
+    Differences,
+    Pool,
+    contraction_hooks,
+    scored_positions,
+    weights_without_grad,
+)
 from interp.circuits.graph import Graph
 from interp.circuits.pairs import Pairs
 from interp.circuits.run import check_graph
@@ -198,7 +204,7 @@ def edge_attribution(
     # the differences' and the gradient blocks' memory, reused by every batch: rows sized for the largest
     largest = max((len(s) * pairs[s.start : s.stop].n_pos for s in pairs.batches(batch_size)), default=1)
     pool = Pool(model.device, largest * model.cfg.d_model)
-    with frozen(model):
+    with weights_without_grad(model):
         parts = map_batches(
             pairs,
             batch_size,

@@ -1,7 +1,7 @@
 """attribute(): the attribution graph of a prompt on the local replacement model.
 
 One frozen forward pass of the prompt (:mod:`.frozen`) finds the active features and the source vectors
-(:mod:`.sources`). Each backward pass then injects ``batch_size`` reads at once, one per row of a batched
+(:mod:`.node_vectors`). Each backward pass then injects ``batch_size`` reads at once, one per row of a batched
 gradient (a logit target's direction at ``unembed.hook_in`` of the last position, or a feature's encoder vector
 at its input hook), and contracts the gradient at every write site with the vectors written there: those rows
 of the adjacency. Logit rows come first; feature rows follow, all of them, or, when ``max_feature_nodes`` caps
@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from interp.circuits.features.frozen import FrozenRun, frozen_run
 from interp.circuits.features.graph import AttributionGraph
 from interp.circuits.features.influence import partial_influence
-from interp.circuits.features.sources import Sources, find_sources
+from interp.circuits.features.node_vectors import Sources, find_sources
 from interp.circuits.features.targets import Target, check_targets, select
 from interp.dictionary import SparseDictionary, check_fits
 
