@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from hooks import ActivationCache
-from interp.analysis.checks import MissingHooksError, check_layer
+from interp.analysis.checks import MissingHooksError, check_index, check_layer
 from interp.analysis.node import Node
 from interp.analysis.norms import linearise_norm
 
@@ -100,10 +100,8 @@ class _Parts:
     def through(self, model: nn.Module, norm: nn.Module, scale: torch.Tensor, start: int, bias: Node) -> None:
         """Every part from ``start`` on through ``norm`` with its scale frozen; its bias joins as a part."""
         if len(self.vectors) > start:
-            normed = linearise_norm(
-                model, norm, scale, torch.stack(self.vectors[start:])
-            )  # [n, ..., d_model]
-            self.vectors[start:] = list(normed.unbind(0))
+            stacked = torch.stack(self.vectors[start:])  # [n, ..., d_model]
+            self.vectors[start:] = list(linearise_norm(model, norm, scale, stacked).unbind(0))
         if norm.b is not None:
             self.add(bias, norm.b)
 
@@ -140,10 +138,50 @@ def decompose_stream(
         ``(nodes, parts)``: one :class:`~interp.analysis.node.Node` per part, and ``parts`` float32
         ``[component, batch, pos, d_model]`` (``[component, d_model]`` at a ``position``) with ``parts.sum(0)``
         equal to the stream.
+
+    Raises:
+        MissingHooksError: the cache lacks a needed hook (the message names them all).
     """
-    n_attn, n_mlp = _extent(model, layer, where)
+    _check(model, cache, layer, where, heads, "decompose_stream")
     if position is None and (heads == "source" or transcoders is not None):
-        raise ValueError("splitting heads by source or MLPs into transcoder features needs a position")
+        raise ValueError(
+            "splitting heads by source (heads='source') or MLPs into transcoder features needs one position; "
+            "pass position="
+        )
+    if position is not None:
+        n_pos = cache["hook_embed"].shape[1]
+        position = check_index(position, n_pos, "position", f"a sequence of {n_pos} tokens")
+    return _walk(model, cache, layer, where, position, heads, transcoders, tokens)
+
+
+def _check(
+    model: nn.Module, cache: ActivationCache, layer: int, where: str, heads: Heads, caller: str
+) -> None:
+    """Raise :class:`MissingHooksError` naming every hook the walk needs that ``cache`` lacks (``hook_z`` may
+    stand in for ``hook_result``)."""
+    missing = [n for n in decompose_names(model, layer, where, heads=heads) if n not in cache]
+    missing = [n for n in missing if not (n.endswith("hook_result") and n.replace("result", "z") in cache)]
+    if missing:
+        also = "" if heads == "result" else f", heads={heads!r}"
+        raise MissingHooksError(
+            f"{caller}(layer={layer}, where={where!r}{also}) needs hooks that are not in this cache: "
+            f"{missing}; run model.run_with_cache(tokens, "
+            f"names_filter=decompose_names(model, {layer}, {where!r}{also}))"
+        )
+
+
+def _walk(
+    model: nn.Module,
+    cache: ActivationCache,
+    layer: int,
+    where: Where,
+    position: int | None,
+    heads: Heads,
+    transcoders: Any,
+    tokens: list[str] | None,
+) -> tuple[list[Node], torch.Tensor]:
+    """The walk of :func:`decompose_stream`, its arguments checked."""
+    n_attn, n_mlp = _extent(model, layer, where)
     cfg = model.cfg
     at = (slice(None),) if position is None else (0, position)  # into [batch, pos, ...]
     shown = tokens[position] if tokens is not None and position is not None else ""
@@ -263,15 +301,8 @@ def decompose_resid(
     Raises:
         MissingHooksError: the cache lacks a needed hook (the message names them all).
     """
-    missing = [n for n in decompose_names(model, layer, where) if n not in cache]
-    missing = [n for n in missing if not (n.endswith("hook_result") and n.replace("result", "z") in cache)]
-    if missing:
-        raise MissingHooksError(
-            f"decompose_resid(layer={layer}, where={where!r}) needs hooks that are not in this cache: "
-            f"{missing}; run model.run_with_cache(tokens, "
-            f"names_filter=decompose_names(model, {layer}, {where!r}))"
-        )
-    nodes, parts = decompose_stream(model, cache, layer, where)
+    _check(model, cache, layer, where, "result", "decompose_resid")
+    nodes, parts = _walk(model, cache, layer, where, None, "result", None, None)
     return [_label(node) for node in nodes], parts
 
 

@@ -6,6 +6,7 @@ from interp.analysis import (
     attention_norms,
     decompose_names,
     decompose_resid,
+    decompose_stream,
     source_contributions,
 )
 from tests.analysis.models import build, tokens
@@ -108,3 +109,24 @@ def test_source_errors():
         source_contributions(model, cache, 0, 4, 0)
     with pytest.raises(IndexError, match="query_pos 8 is out of range for a sequence of 8 tokens"):
         source_contributions(model, cache, 0, 0, 8)
+
+
+def test_decompose_stream_names_its_parts_and_refuses_bad_input():
+    model = build("gemma2")  # sandwich norms: every head's part goes through ln1_post
+    ids = tokens()
+    names = [*decompose_names(model, 1, heads="source"), "blocks.1.hook_resid_pre"]
+    _, cache = model.run_with_cache(ids, names_filter=names)
+    nodes, parts = decompose_stream(model, cache, 1, position=-1, heads="source")
+    last = ids.shape[1] - 1
+    torch.testing.assert_close(parts.sum(0), cache["blocks.1.hook_resid_pre"][0, last], atol=1e-4, rtol=0)
+    heads = [n for n in nodes if n.kind == "head"]
+    assert heads and all(n.position == last and n.source is not None and n.source <= last for n in heads)
+    assert nodes[0] == f"token@{last}" and len(set(nodes)) == len(nodes)
+    with pytest.raises(ValueError, match="needs one position"):
+        decompose_stream(model, cache, 1, heads="source")
+    with pytest.raises(IndexError, match="position 99 is out of range"):
+        decompose_stream(model, cache, 1, position=99, heads="source")
+    with pytest.raises(MissingHooksError, match=r"hook_z.*heads='z'"):
+        decompose_stream(model, cache, 1, position=0, heads="z")
+    with pytest.raises(ValueError, match="heads='qk'"):
+        decompose_names(model, 1, heads="qk")
