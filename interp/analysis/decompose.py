@@ -22,15 +22,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import nn
 
 from hooks import ActivationCache
 from interp.analysis.checks import MissingHooksError, check_index, check_layer
+from interp.analysis.feature_writes import check_transcoders, feature_names, feature_writes
 from interp.analysis.node import Node
 from interp.analysis.norms import linearise_norm
+from interp.dictionary import SparseDictionary, written_layers
 
 Where = Literal["pre", "mid", "post"]
 Heads = Literal["result", "z", "source"]
@@ -115,7 +117,7 @@ def decompose_stream(
     *,
     position: int | None = None,
     heads: Heads = "result",
-    transcoders: Any = None,
+    transcoders: SparseDictionary | None = None,
     tokens: list[str] | None = None,
 ) -> tuple[list[Node], torch.Tensor]:
     """Split ``blocks.{layer}.hook_resid_{where}`` into the writes of every component before it.
@@ -131,7 +133,7 @@ def decompose_stream(
         heads: how head writes are read (:func:`decompose_names`); ``"source"`` splits each head's write by
             the key position it read, one part per key (needs ``position``).
         transcoders: split each MLP they replace into feature writes, decoder bias, skip and error (needs
-            ``position``).
+            ``position``, and the transcoders' input hooks in ``cache``: :func:`feature_names`).
         tokens: the prompt's token strings, which the nodes' labels show.
 
     Returns:
@@ -141,13 +143,17 @@ def decompose_stream(
 
     Raises:
         MissingHooksError: the cache lacks a needed hook (the message names them all).
+        ValueError: ``heads="source"`` or transcoders without a position; transcoders of another model, or
+            ones that do not write the MLPs' outputs.
     """
-    _check(model, cache, layer, where, heads, "decompose_stream")
     if position is None and (heads == "source" or transcoders is not None):
         raise ValueError(
             "splitting heads by source (heads='source') or MLPs into transcoder features needs one position; "
             "pass position="
         )
+    if transcoders is not None:
+        check_transcoders(model, transcoders)
+    _check(model, cache, layer, where, heads, "decompose_stream", transcoders)
     if position is not None:
         n_pos = cache["hook_embed"].shape[1]
         position = check_index(position, n_pos, "position", f"a sequence of {n_pos} tokens")
@@ -155,11 +161,20 @@ def decompose_stream(
 
 
 def _check(
-    model: nn.Module, cache: ActivationCache, layer: int, where: str, heads: Heads, caller: str
+    model: nn.Module,
+    cache: ActivationCache,
+    layer: int,
+    where: str,
+    heads: Heads,
+    caller: str,
+    transcoders: SparseDictionary | None = None,
 ) -> None:
     """Raise :class:`MissingHooksError` naming every hook the walk needs that ``cache`` lacks (``hook_z`` may
     stand in for ``hook_result``)."""
-    missing = [n for n in decompose_names(model, layer, where, heads=heads) if n not in cache]
+    names = decompose_names(model, layer, where, heads=heads)
+    if transcoders is not None:
+        names += feature_names(transcoders, _extent(model, layer, where)[1])
+    missing = [n for n in names if n not in cache]
     missing = [n for n in missing if not (n.endswith("hook_result") and n.replace("result", "z") in cache)]
     if missing:
         also = "" if heads == "result" else f", heads={heads!r}"
@@ -177,7 +192,7 @@ def _walk(
     where: Where,
     position: int | None,
     heads: Heads,
-    transcoders: Any,
+    transcoders: SparseDictionary | None,
     tokens: list[str] | None,
 ) -> tuple[list[Node], torch.Tensor]:
     """The walk of :func:`decompose_stream`, its arguments checked."""
@@ -258,26 +273,24 @@ def head_results(
 
 
 def _mlp_parts(
-    cache: ActivationCache, l: int, position: int | None, shown: str, parts: _Parts, transcoders: Any
+    cache: ActivationCache,
+    l: int,
+    position: int | None,
+    shown: str,
+    parts: _Parts,
+    transcoders: SparseDictionary | None,
 ) -> None:
     """Layer ``l``'s MLP write: one part, or the transcoders' features, decoder bias, skip and error."""
     at = (slice(None),) if position is None else (0, position)
     mlp_out = cache[f"blocks.{l}.hook_mlp_out"][at].float()
-    if transcoders is None or not _replaced(transcoders, l):
+    if transcoders is None or l not in written_layers(transcoders):
         parts.add(Node.mlp(l, position, shown=shown), mlp_out)
         return
-    from interp.analysis.qk.transcoders import feature_parts  # only with transcoders
-
     rest = mlp_out.clone()
-    for node, vector in feature_parts(transcoders, cache, l, position, shown):
+    for node, vector in feature_writes(transcoders, cache, l, position, shown):
         parts.add(node, vector)
         rest = rest - vector.float()
     parts.add(Node.error(l, position, shown=shown), rest)
-
-
-def _replaced(transcoders: Any, out_layer: int) -> bool:
-    """Whether some transcoder layer writes into ``out_layer``'s MLP output."""
-    return any(out_layer in transcoders.output_layers(layer) for layer in transcoders.layers)
 
 
 def decompose_resid(

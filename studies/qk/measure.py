@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from interp.analysis.decompose import decompose_stream
 from interp.analysis.qk import qk_names
 from interp.analysis.qk.difference import qk_key_difference
-from interp.analysis.qk.parts import stream_parts
 from interp.analysis.qk.prompt import as_prompt
 
 SEED = (
@@ -104,7 +104,9 @@ def split_preference(model, twin: Twin, layer: int, head: int, top: int) -> dict
     for component, value in zip(diff.key_components, cols.tolist(), strict=True):
         key_terms[_key_group(component)] += value
     prompt = as_prompt(model, twin.text)
-    components, parts = stream_parts(model, twin.cache, layer, twin.query, prompt.tokens)
+    components, parts = decompose_stream(
+        model, twin.cache, layer, position=twin.query, heads="source", tokens=prompt.tokens
+    )
     stream_rows = rows[: len(components)]  # the stream's parts come first, the projection's biases after
     order = stream_rows.argsort(descending=True)[:top].tolist()
     return {

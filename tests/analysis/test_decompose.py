@@ -9,7 +9,10 @@ from interp.analysis import (
     decompose_stream,
     source_contributions,
 )
+from interp.analysis.feature_writes import feature_names
 from tests.analysis.models import build, tokens
+from tests.sae.transcoder.factories import random_clt, random_set
+from tests.tolerance import EPS32, assert_within
 
 KINDS = ["gpt2", "llama", "bert", "gemma2", "olmo2", "neox"]
 
@@ -130,3 +133,45 @@ def test_decompose_stream_names_its_parts_and_refuses_bad_input():
         decompose_stream(model, cache, 1, position=0, heads="z")
     with pytest.raises(ValueError, match="heads='qk'"):
         decompose_names(model, 1, heads="qk")
+
+
+def test_decompose_stream_splits_mlps_into_transcoder_features():
+    model = build("gpt2")
+    d_model = model.cfg.d_model
+    tc = random_clt(n_layers=2, d_model=d_model, skip=True)
+    ids = tokens()
+    names = [*decompose_names(model, 2, heads="z"), *feature_names(tc, 2), "blocks.1.hook_resid_post"]
+    _, cache = model.run_with_cache(ids, names_filter=names)
+    pos = ids.shape[1] - 1
+    nodes, parts = decompose_stream(model, cache, 2, position=pos, heads="z", transcoders=tc)
+    assert not [n for n in nodes if n.kind == "mlp"]
+    assert {"feature", "tc_bias", "skip", "error"} <= {n.kind for n in nodes}
+    # a cross-layer feature of layer 0 writes layers 0 and 1: one part, the sum of both writes
+    features = [n for n in nodes if n.kind == "feature"]
+    assert len(set(features)) == len(features) and all(n.position == pos for n in features)
+    stream = cache["blocks.1.hook_resid_post"][0, pos]
+    # Two float32 sums of the same terms: the parts added up here, and the model's stream, whose attention
+    # output sums every head's z @ W_O in one product where the parts hold one product per head. Each differs
+    # from the exact sum by at most (additions) * eps * (the terms' sizes).
+    cfg = model.cfg
+    head_terms = sum(
+        torch.einsum(
+            "he,hed->d", cache[f"blocks.{l}.attn.hook_z"][0, pos].abs(), model.blocks[l].attn.W_O.abs()
+        )
+        for l in range(2)
+    )
+    additions = parts.shape[0] + cfg.n_heads * cfg.d_head
+    bound = additions * EPS32 * (parts.abs().sum(0) + head_terms.detach())
+    assert_within(parts.sum(0), stream, bound, "parts against the stream")
+    _, without = model.run_with_cache(
+        ids, names_filter=[n for n in names if n != "blocks.0.ln2.hook_normalized"]
+    )
+    with pytest.raises(MissingHooksError, match=r"blocks\.0\.ln2\.hook_normalized"):
+        decompose_stream(model, without, 2, position=pos, heads="z", transcoders=tc)
+    with pytest.raises(ValueError, match="needs one position"):
+        decompose_stream(model, cache, 2, heads="z", transcoders=tc)
+    attn_writer = random_set(
+        n_layers=2, d_model=d_model, input_site="ln1.hook_normalized", output_site="hook_attn_out"
+    )
+    with pytest.raises(ValueError, match="write 'blocks.0.hook_attn_out', not 'blocks.0.hook_mlp_out'"):
+        decompose_stream(model, cache, 2, position=pos, heads="z", transcoders=attn_writer)

@@ -11,9 +11,9 @@ import dataclasses
 import pytest
 import torch
 
+from interp.analysis.decompose import decompose_stream
 from interp.analysis.qk import qk_attribution, qk_names
 from interp.analysis.qk.difference import align_twins, qk_key_difference, qk_twin_difference
-from interp.analysis.qk.parts import stream_parts
 from interp.analysis.qk.project import project
 from interp.analysis.qk.prompt import as_prompt
 from interp.load import load
@@ -50,7 +50,7 @@ def test_each_step_adds_up_to_the_runs_activations(model):
         f"blocks.{layer}.attn.hook_rot_k",
     ]
     _, cache = model.run_with_cache(prompt.ids, names_filter=names)
-    components, parts = stream_parts(model, cache, layer, pos, prompt.tokens)
+    components, parts = decompose_stream(model, cache, layer, position=pos, heads="source", tokens=prompt.tokens)
     torch.testing.assert_close(parts.sum(0), cache["resid_pre", layer][0, pos], atol=1e-4, rtol=1e-5)
     assert len({c for c in components}) == len(components)  # every component once
     rotary = prompt.rotary(model, layer, pos)

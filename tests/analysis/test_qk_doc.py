@@ -37,9 +37,10 @@ def test_smollm2_example_runs(capsys):
 def test_docstring_examples():
     import doctest
 
-    from interp.analysis.qk import parts, score
+    from interp.analysis import decompose
+    from interp.analysis.qk import score
 
-    for module in (score, parts):
+    for module in (score, decompose):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0
     assert doctest.testmod(score).attempted > 0

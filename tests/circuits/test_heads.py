@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from interp.analysis.node import Node
 from interp.circuits import attribute
 from interp.circuits.features import head_loadings
-from interp.analysis.node import Node
 from tests.circuits.transcoders import family_model, input_site, tiny_transcoders
 from tests.tolerance import EPS32, stages
 

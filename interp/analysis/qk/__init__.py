@@ -4,9 +4,9 @@ An attention score is split into query-component x key-component terms that add 
 in the order a score is computed:
 
 - :mod:`~interp.analysis.qk.prompt`: one prompt, its tokens and positions;
-- :mod:`~interp.analysis.qk.parts`: the stream entering a layer at a position, split into its parts, each named
-  by a :class:`~interp.analysis.node.Node` (:mod:`~interp.analysis.decompose` is the one walk over the stream;
-  :mod:`~interp.analysis.qk.transcoders` splits an MLP's write into transcoder features);
+- (no module here) the stream entering the layer at the query and at the key, split into parts named by
+  :class:`~interp.analysis.node.Node`: :func:`~interp.analysis.decompose.decompose_stream`, the one walk over
+  the stream (:mod:`~interp.analysis.feature_writes` splits an MLP's write into transcoder features);
 - :mod:`~interp.analysis.qk.project`: each part pushed through the frozen norm, ``W_Q`` / ``W_K``, q/k norm
   and rotary;
 - :mod:`~interp.analysis.qk.score`: the matrix of pairwise products for one score (:func:`qk_attribution`);

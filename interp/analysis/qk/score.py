@@ -2,14 +2,14 @@
 
 Kamath et al. (2025), "Tracing Attention Computation Through Feature Interactions", write an attention score
 as a bilinear function of what the query and key streams are made of. Here the stream entering ``layer`` at
-the query position and at the key position is split into its components (:mod:`interp.analysis.qk.parts`:
-embeddings, each earlier head's write by the key it read, each MLP's write or each transcoder feature's, the
-biases), each component is pushed on its own through the frozen norm, ``W_Q`` / ``W_K``, the frozen q/k norm
-and rotary at its position (:mod:`interp.analysis.qk.project`), and ``matrix[i, j]`` is query part ``i`` dotted
-with key part ``j`` times the layer's scale. Every step is linear once the norm scales are frozen at the
-run's values, so ``matrix.sum()`` is the score, exactly. Gemma 2 soft-caps scores after this sum
-(``cap * tanh(score / cap)``); the capped value is reported beside it (:attr:`QKAttribution.capped`), as the cap
-is not linear.
+the query position and at the key position is split into its components (the one walk over the stream,
+:func:`interp.analysis.decompose.decompose_stream`: embeddings, each earlier head's write by the key it read,
+each MLP's write or each transcoder feature's, the biases), each component is pushed on its own through the
+frozen norm, ``W_Q`` / ``W_K``, the frozen q/k norm and rotary at its position
+(:mod:`interp.analysis.qk.project`), and ``matrix[i, j]`` is query part ``i`` dotted with key part ``j`` times
+the layer's scale. Every step is linear once the norm scales are frozen at the run's values, so
+``matrix.sum()`` is the score, exactly. Gemma 2 soft-caps scores after this sum (``cap * tanh(score / cap)``);
+the capped value is reported beside it (:attr:`QKAttribution.capped`), as the cap is not linear.
 
 All of it runs through interp's hooks and config fields: one forward caches the pattern, values, MLP outputs
 and norm scales the split needs (:func:`qk_names`), and no family is special-cased.
@@ -26,8 +26,9 @@ from torch import nn
 
 from hooks import ActivationCache
 from interp.analysis.checks import check_index, check_layer, require_hooks
+from interp.analysis.decompose import Heads, decompose_names, decompose_stream
+from interp.analysis.feature_writes import check_transcoders, feature_names
 from interp.analysis.qk.matrix import QKMatrix
-from interp.analysis.qk.parts import stream_names, stream_parts
 from interp.analysis.qk.project import project, projection_names
 from interp.analysis.qk.prompt import Prompt, as_prompt
 from interp.dictionary import SparseDictionary
@@ -84,15 +85,18 @@ def qk_names(
      'blocks.1.ln1.hook_scale', 'blocks.1.attn.hook_attn_scores']
     """
     layer = check_layer(model, layer)
-    names = stream_names(model, layer, by_source=by_source)
+    names = decompose_names(model, layer, heads=_heads(by_source))
     for side in ("q", "k"):
         names += [n for n in projection_names(model, layer, side) if n not in names]
     names.append(f"blocks.{layer}.attn.hook_attn_scores")
     if transcoders is not None:
-        from interp.analysis.qk.transcoders import transcoder_names
-
-        names += [n for n in transcoder_names(model, transcoders, layer) if n not in names]
+        names += [n for n in feature_names(transcoders, layer) if n not in names]
     return names
+
+
+def _heads(by_source: bool) -> Heads:
+    """How the stream's split reads the heads' writes: by the key each read, or one part per head."""
+    return "source" if by_source else "z"
 
 
 @torch.no_grad()
@@ -139,8 +143,6 @@ def qk_attribution(
     key = prompt.check_position(key, "key")
     prompt.check_visible(model, layer, query, key)
     if transcoders is not None:
-        from interp.analysis.qk.transcoders import check_transcoders
-
         check_transcoders(model, transcoders)
     names = qk_names(model, layer, by_source=by_source, transcoders=transcoders)
     if cache is None:
@@ -150,8 +152,14 @@ def qk_attribution(
         require_hooks(cache, names, f"qk_attribution(layer={layer})", fix)
     sides = []
     for side, pos in (("q", query), ("k", key)):
-        components, parts = stream_parts(
-            model, cache, layer, pos, prompt.tokens, by_source=by_source, transcoders=transcoders
+        components, parts = decompose_stream(
+            model,
+            cache,
+            layer,
+            position=pos,
+            heads=_heads(by_source),
+            transcoders=transcoders,
+            tokens=prompt.tokens,
         )
         rotary = prompt.rotary(model, layer, pos)
         sides.append(project(model, cache, layer, head, pos, rotary, components, parts, side))

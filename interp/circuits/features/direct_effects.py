@@ -119,15 +119,19 @@ class _Reads:
     """The rows of the adjacency, read a batch at a time: node layout, logit reads, feature reads."""
 
     def __init__(
-        self, run: FrozenRun, sources: Sources, transcoders: Any, chosen: list[Target], batch_size: int
+        self,
+        run: FrozenRun,
+        sources: Sources,
+        transcoders: SparseDictionary,
+        chosen: list[Target],
+        batch_size: int,
     ) -> None:
         self.run, self.sources, self.transcoders, self.batch_size = run, sources, transcoders, batch_size
         self.n_active, n_pos = len(sources.features), sources.tokens.shape[0]
         self.n_logits = len(chosen)
         self.logit_offset = self.n_active + (sources.errors.shape[0] + 1) * n_pos  # the first logit node
-        self.vectors = torch.stack([t.vector for t in chosen]).to(
-            sources.tokens.device
-        )  # [n_logits, d_model]
+        vectors = torch.stack([t.vector for t in chosen])  # [n_logits, d_model]
+        self.vectors = vectors.to(sources.tokens.device)
         self.n_pos = n_pos
 
     def logit_rows(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

@@ -1,12 +1,12 @@
-"""Transcoder features as components of the stream, for QK attribution.
+"""An MLP's write split into transcoder features: the part of the stream walk that reads a dictionary.
 
 A transcoder replaces an MLP's write ``hook_mlp_out`` at a position by its active features' decoder writes
 (``acts[f] * W_dec[f]``), its decoder bias ``b_dec`` and its skip term (``x @ W_skip.T``, where it has one);
-what is left of the MLP's real write is the error node. A cross-layer transcoder's feature writes into its
-own layer and every later one; its contributions to the stream entering the attention layer are gathered into
-one component per feature. The transcoder is read through :class:`~interp.dictionary.SparseDictionary` only
-(hooks, ``encode``, ``decoder``, ``decoder_bias``, ``skip``), so the analysis layer does not depend on how it
-is stored.
+what is left of the MLP's real write is the error node (:func:`~interp.analysis.decompose.decompose_stream`
+adds it). A cross-layer transcoder's feature writes into its own layer and every later one; its writes into
+the layers a stream gathers are one part per feature. The transcoder is read through
+:class:`~interp.dictionary.SparseDictionary` only (hooks, ``encode``, ``decoder``, ``decoder_bias``,
+``skip``), so the analysis layer does not depend on how it is stored.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from interp.analysis.node import Node
 from interp.dictionary import SparseDictionary, check_fits, sources
 
 
-def transcoder_names(model: nn.Module, transcoders: SparseDictionary, layer: int) -> list[str]:
-    """The input hooks of every transcoder layer that writes into the stream entering ``layer``."""
-    return [transcoders.input_hook(s) for s in transcoders.layers if s < layer]
+def feature_names(transcoders: SparseDictionary, n_mlp: int) -> list[str]:
+    """The input hooks :func:`feature_writes` reads to split the first ``n_mlp`` MLPs' writes."""
+    return [transcoders.input_hook(s) for s in transcoders.layers if s < n_mlp]
 
 
 def check_transcoders(model: nn.Module, transcoders: SparseDictionary) -> None:
@@ -34,19 +34,21 @@ def check_transcoders(model: nn.Module, transcoders: SparseDictionary) -> None:
         for out in transcoders.output_layers(layer):
             if transcoders.output_hook(out) != f"blocks.{out}.hook_mlp_out":
                 raise ValueError(
-                    f"QK attribution splits MLP writes; these transcoders write {transcoders.output_hook(out)!r}, "
-                    f"not 'blocks.{out}.hook_mlp_out'"
+                    f"splitting MLP writes into features needs transcoders that write each MLP's output; these "
+                    f"write {transcoders.output_hook(out)!r}, not 'blocks.{out}.hook_mlp_out'"
                 )
 
 
 @torch.no_grad()
-def feature_parts(
-    transcoders: SparseDictionary, cache: ActivationCache, out_layer: int, pos: int, token: str
+def feature_writes(
+    transcoders: SparseDictionary, cache: ActivationCache, out_layer: int, pos: int, shown: str = ""
 ) -> Iterator[tuple[Node, torch.Tensor]]:
-    """The transcoders' write into ``out_layer``'s MLP output at ``pos``: features, ``b_dec``, skip.
+    """The transcoders' write into ``out_layer``'s MLP output at ``pos`` of batch row 0: features, ``b_dec``,
+    skip, as ``(node, [d_model])`` pairs in float32.
 
-    Each active feature of a source layer gives ``(feature component, acts[f] * W_dec[f] [d_model])``; its
-    component is the same for every output layer it writes to, so a cross-layer feature adds up to one part.
+    Each active feature of a source layer gives ``(feature node, acts[f] * W_dec[f])``; its node is the same
+    for every output layer it writes to, so a cross-layer feature adds up to one part. ``shown`` is the token
+    the nodes' labels show.
     """
     for source in sources(transcoders, out_layer):
         x = cache[transcoders.input_hook(source)][0, pos]  # [d_model]
@@ -58,9 +60,9 @@ def feature_parts(
         rows = transcoders.decoder(source, active)[:, index]  # [n_active, d_model]
         writes = acts[active, None].float() * rows.float()  # [n_active, d_model]
         for f, write in zip(active.tolist(), writes.unbind(0), strict=True):
-            yield Node.feature_node(source, pos, f, shown=token), write
+            yield Node.feature_node(source, pos, f, shown=shown), write
     yield Node.decoder_bias(out_layer), transcoders.decoder_bias(out_layer).float()
     if out_layer in transcoders.layers:
         skip = transcoders.skip(cache[transcoders.input_hook(out_layer)][0, pos], out_layer)
         if skip is not None:
-            yield Node.skip(out_layer, pos, shown=token), skip.float()
+            yield Node.skip(out_layer, pos, shown=shown), skip.float()
