@@ -27,10 +27,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = ("scaling", "position", "residual", "heads", "recurrence", "coreference")
-STUDY_ARGS = {"coreference": ["--limit", "40"]}
-IGNORE = ("*.train_s", "*.ms", "headline.LSTM cell loop / transformer pass*", "*.timings_s.*")
+MORE = ("qk", "circuits", "attribution")
+"""Studies run only when named in ``--studies``: each takes minutes on a CPU even at the small settings below."""
+STUDY_ARGS = {
+    "coreference": ["--limit", "40"],
+    "qk": ["--pairs", "4", "--heads", "L25H2", "--top-heads", "1", "--top", "2", "--random-draws", "1"],
+    "circuits": ["--pairs", "4", "--test-pairs", "4", "--exact-pairs", "2", "--exact-edges", "4", "--exact-top", "2"],
+    "attribution": [
+        "--texts", "20", "--d-transcoder", "64", "--k", "4", "--epochs", "1", "--pairs", "1",
+        "--max-feature-nodes", "16", "--top", "2", "--random-draws", "1", "--heads", "L25H2",
+    ],
+}  # fmt: skip
+WORK = {"attribution"}
+"""Studies that cache what they train under ``--work``: each side gets its own folder, so neither reads the
+other's."""
+IGNORE = ("*.train_s", "*.ms", "headline.LSTM cell loop / transformer pass*", "*.timings_s.*", "*seconds")
 """Keys that hold wall-clock times: the recurrence study's training and forward times, the steering study's
-stage times."""
+stage times, the attribution study's ``seconds`` and ``eval_seconds``."""
 
 RUN = """
 import importlib, sys
@@ -56,6 +69,8 @@ def run_study(tree: Path, study: str, out: Path, seed: int) -> float:
     """Run ``study`` from ``tree`` into ``out``; returns the wall time in seconds."""
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     args = ["--quiet", "--seed", str(seed), "--out", str(out), *STUDY_ARGS.get(study, [])]
+    if study in WORK:
+        args += ["--work", str(out.parent / f"{study}-work")]
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", RUN, study, *args], check=True, env=env, cwd=tree)
     return time.perf_counter() - start
@@ -87,7 +102,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--ref", default="main", help="the git ref to compare the working tree with")
     parser.add_argument("--out", required=True, help="a folder for both runs' reports")
-    parser.add_argument("--studies", default=",".join(STUDIES))
+    parser.add_argument(
+        "--studies", default=",".join(STUDIES), help=f"comma separated; also {', '.join(MORE)} (slower)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--ignore", action="append", default=list(IGNORE), help="fnmatch pattern of a key path"

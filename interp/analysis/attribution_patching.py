@@ -68,7 +68,7 @@ def attribution_patch(
     acts: dict[str, torch.Tensor] = {}
 
     def keep(act: torch.Tensor, hook) -> torch.Tensor | None:
-        if not act.requires_grad:  # frozen parameters: make the activation a leaf that gradients reach
+        if not act.requires_grad:  # weights without gradients: make the activation a leaf gradients reach
             act = act.detach().requires_grad_(True)
         acts[hook.name] = act
         return act
