@@ -111,7 +111,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     out = Path(args.out)
-    ref_tree = export(args.ref, out / "tree")
+    ref_tree = export(args.ref, out / "ref-source")  # beside, not inside, the two sides' reports
     same = True
     for study in args.studies.split(","):
         seconds = [
