@@ -31,7 +31,7 @@ MORE = ("qk", "circuits", "attribution")
 """Studies run only when named in ``--studies``: each takes minutes on a CPU even at the small settings below."""
 STUDY_ARGS = {
     "coreference": ["--limit", "40"],
-    "qk": ["--pairs", "4", "--heads", "L25H2", "--top-heads", "1", "--top", "2", "--random-draws", "1"],
+    "qk": ["--pairs", "4", "--heads", "L28H4", "--top-heads", "1", "--top", "2", "--random-draws", "1"],
     "circuits": ["--pairs", "4", "--test-pairs", "4", "--exact-pairs", "2", "--exact-edges", "4", "--exact-top", "2"],
     "attribution": [
         "--texts", "20", "--d-transcoder", "64", "--k", "4", "--epochs", "1", "--pairs", "1",
