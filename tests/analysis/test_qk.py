@@ -50,7 +50,9 @@ def test_each_step_adds_up_to_the_runs_activations(model):
         f"blocks.{layer}.attn.hook_rot_k",
     ]
     _, cache = model.run_with_cache(prompt.ids, names_filter=names)
-    components, parts = decompose_stream(model, cache, layer, position=pos, heads="source", tokens=prompt.tokens)
+    components, parts = decompose_stream(
+        model, cache, layer, position=pos, heads="source", tokens=prompt.tokens
+    )
     torch.testing.assert_close(parts.sum(0), cache["resid_pre", layer][0, pos], atol=1e-4, rtol=1e-5)
     assert len({c for c in components}) == len(components)  # every component once
     rotary = prompt.rotary(model, layer, pos)
