@@ -48,6 +48,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import provenance
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -338,10 +339,11 @@ def main() -> None:
         from benchmarks.dashboards_peer import saedashboard_worker
 
         return saedashboard_worker(args)
+    peer = {args.saed_python: ["sae-dashboard", "sae-lens", "torch"]} if args.saed_python else None
+    env = provenance.environment(others=peer)
     result = run_transcoders(args) if args.part == "transcoders" else run_saedashboard(args)
-    result["torch"] = torch.__version__
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        provenance.write_run(args.out, result, env)
 
 
 if __name__ == "__main__":
