@@ -16,16 +16,18 @@ gradient average gives the gradient of the whole batch. The sparsity terms depen
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from interp import distributed
 from interp.sae.activation import jump_relu, top_k
+from interp.sae.latents import Active
 from interp.sae.module import SAE
+from interp.sae.training.selected import selected_pre_acts
 
 
 def _rectangle(x: torch.Tensor) -> torch.Tensor:
@@ -90,6 +92,29 @@ def batch_threshold(acts: torch.Tensor, k: int, global_rows: int) -> torch.Tenso
     return local.topk(min(want, local.numel())).values[-1]
 
 
+def aux_k(
+    pre: torch.Tensor,
+    dead: torch.Tensor,
+    values_of: Callable[[torch.Tensor], torch.Tensor],
+    decoder: torch.Tensor,
+    error: torch.Tensor,
+    k_aux: int,
+) -> torch.Tensor:
+    """The AuxK loss before its denominator: the ``k_aux`` strongest dead latents of each row (``pre [rows,
+    d]``, ``dead [d]``) predict the residual ``error [rows, d_out]`` through ``decoder [d, d_out]``, scaled down
+    when fewer latents are dead; ``values_of(latents [rows, m])`` gives their pre-activations with a gradient."""
+    n_dead = int(dead.sum())
+    if n_dead == 0:
+        return pre.new_zeros(())
+    with torch.no_grad():  # the top-k over the dead latents' columns alone
+        dead_latents = dead.nonzero()[:, 0]
+        among = pre.index_select(-1, dead_latents).topk(min(k_aux, n_dead), dim=-1, sorted=False).indices
+        chosen = dead_latents[among]  # [rows, m]
+    # [rows, d_out]: the dead latents' guess at the residual, a weighted sum of their decoder rows
+    guess = Active(values_of(chosen).relu(), chosen).decode(decoder)
+    return min(n_dead / k_aux, 1.0) * (guess + error.detach()).pow(2).sum()
+
+
 class TrainingStep(nn.Module):
     """The SAE being trained plus what only training needs (JumpReLU's log-threshold)."""
 
@@ -110,19 +135,11 @@ class TrainingStep(nn.Module):
     def forward(self, x: torch.Tensor, dead: torch.Tensor, global_rows: int) -> dict[str, torch.Tensor]:
         sae, s = self.sae, self.s
         arch = sae.cfg.architecture
-        pre = sae.pre_acts(x)  # [rows, d_sae]
         denom = global_rows * self.variance / distributed.world_size()
         out: dict[str, torch.Tensor] = {}
         if arch == "topk":
-            # k latents per row: decode them as a weighted sum of k decoder rows (an embedding bag), not a
-            # dense [rows, d_sae] @ [d_sae, d_in] product that is almost all zeros, forward and backward.
-            active = top_k(pre, sae.cfg.k, rectify=sae.rectify)
-            recons = active.decode(sae.W_dec) + sae.b_dec  # [rows, d_in]
-            on = active.values > 0
-            fired = torch.zeros(sae.d_sae, dtype=torch.bool, device=pre.device).index_fill_(
-                0, active.indices[on], True
-            )
-            return self._finish(out, pre, recons - x, dead, denom, fired, on.sum())
+            return self._topk(x, dead, denom)
+        pre = sae.pre_acts(x)  # [rows, d_sae]
         if arch == "batchtopk":
             acts, threshold = batch_top_k(pre.relu(), sae.cfg.k, global_rows)
             out["batch_threshold"] = threshold.detach()
@@ -133,7 +150,8 @@ class TrainingStep(nn.Module):
         recons = acts @ sae.W_dec + sae.b_dec  # [rows, d_in]
         on = acts > 0
         if arch == "batchtopk":
-            return self._finish(out, pre, recons - x, dead, denom, on.any(0), on.sum())
+            aux_values = lambda chosen: pre.gather(-1, chosen)  # noqa: E731
+            return self._finish(out, pre, recons - x, dead, denom, on.any(0), on.sum(), aux_values)
         error = recons - x
         mse = error.pow(2).sum() / denom
         loss = mse
@@ -150,6 +168,30 @@ class TrainingStep(nn.Module):
         out.update(loss=loss, fvu=mse.detach(), fired=on.any(0), l0=on.sum().detach())
         return out
 
+    def _topk(self, x: torch.Tensor, dead: torch.Tensor, denom: float) -> dict[str, torch.Tensor]:
+        """TopK on its k latents alone, forward and backward: the encoder's gradient through
+        :func:`~.selected.selected_pre_acts`, the decoder as a weighted sum of k decoder rows (an embedding
+        bag), not a dense ``[rows, d_sae] @ [d_sae, d_in]`` product that is almost all zeros."""
+        sae = self.sae
+        # A trained SAE's pre-activations are (x - b_dec) @ W_enc + b_enc: the form selected_pre_acts needs.
+        centre = sae.b_dec if sae.cfg.apply_b_dec_to_input else None
+        with torch.no_grad():
+            pre = sae.pre_acts(x)  # [rows, d_sae]
+            chosen = top_k(pre, sae.cfg.k, rectify=sae.rectify).indices  # [rows, k]
+
+        def values_of(latents: torch.Tensor) -> torch.Tensor:  # [rows, m] -> their pre-activations [rows, m]
+            w = sae.W_enc.T[None]  # [1, d_sae, d_in]
+            return selected_pre_acts(pre[:, None], latents[:, None], x[:, None], w, sae.b_enc[None], centre)[
+                :, 0
+            ]
+
+        values = values_of(chosen)
+        active = Active(values.relu() if sae.rectify else values, chosen)
+        recons = active.decode(sae.W_dec) + sae.b_dec  # [rows, d_in]
+        on = active.values > 0
+        fired = torch.zeros(sae.d_sae, dtype=torch.bool, device=pre.device).index_fill_(0, chosen[on], True)
+        return self._finish({}, pre, recons - x, dead, denom, fired, on.sum(), values_of)
+
     def _finish(
         self,
         out: dict[str, torch.Tensor],
@@ -159,10 +201,12 @@ class TrainingStep(nn.Module):
         denom: float,
         fired: torch.Tensor,
         l0: torch.Tensor,
+        values_of: Callable[[torch.Tensor], torch.Tensor],
     ) -> dict[str, torch.Tensor]:
-        """The TopK-family losses: reconstruction plus the AuxK loss for dead latents."""
+        """The TopK-family losses: reconstruction plus the AuxK loss for dead latents (``values_of(latents)``:
+        the pre-activations of ``latents [rows, m]``, with their gradient)."""
         mse = error.pow(2).sum() / denom
-        aux = self._aux(pre, error, dead, denom)
+        aux = aux_k(pre, dead, values_of, self.sae.W_dec, error, max(1, self.sae.d_in // 2)) / denom
         out.update(
             aux=aux.detach(),
             loss=mse + self.s.aux_coefficient * aux,
@@ -171,18 +215,6 @@ class TrainingStep(nn.Module):
             l0=l0.detach(),
         )
         return out
-
-    def _aux(self, pre: torch.Tensor, error: torch.Tensor, dead: torch.Tensor, denom: float) -> torch.Tensor:
-        n_dead = int(dead.sum())
-        if n_dead == 0:
-            return pre.new_zeros(())
-        k_aux = max(1, self.sae.d_in // 2)
-        scale = min(n_dead / k_aux, 1.0)
-        masked = torch.where(dead[None], pre, torch.full_like(pre, -math.inf))
-        values, indices = masked.topk(min(k_aux, n_dead), dim=-1, sorted=False)
-        # [rows, d_in]: the dead latents' guess at the residual, as a weighted sum of their decoder rows
-        predicted = F.embedding_bag(indices, self.sae.W_dec, per_sample_weights=values.relu(), mode="sum")
-        return scale * (predicted + error.detach()).pow(2).sum() / denom
 
     @torch.no_grad()
     def project_decoder_gradient(self) -> None:

@@ -15,12 +15,13 @@ import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from interp import distributed
 from interp.sae.activation import top_k
-from interp.sae.training.step import _JumpReLU, _Step, batch_top_k
+from interp.sae.latents import Active
+from interp.sae.training.selected import selected_pre_acts
+from interp.sae.training.step import _JumpReLU, _Step, aux_k, batch_top_k
 from interp.sae.transcoder import CrossLayerTranscoder, Transcoder
 
 
@@ -53,18 +54,22 @@ class TranscoderStep(nn.Module):
         rows = batch.shape[0]
         x = batch[:, : n * d].reshape(rows, n, d)
         y = batch[:, n * d :].reshape(rows, n, d)
+        per_row = global_rows / distributed.world_size()
+        variance = torch.tensor(self.variance, dtype=batch.dtype)
+        if s.architecture == "topk":
+            return self._topk(x, y, dead.reshape(n, f), per_row, variance)
         pre = torch.einsum("rnd,nfd->rnf", x, tc.W_enc) + tc.b_enc  # [rows, n, f]
         acts = self._activate(pre, global_rows)
         recons = self._decode(acts, x)  # [rows, n, d]
         error = recons - y
-        per_row = global_rows / distributed.world_size()
-        variance = torch.tensor(self.variance, dtype=error.dtype)
         mse = error.pow(2).sum((0, 2)) / (per_row * variance)  # [n]
         loss = mse.sum()
         out: dict[str, torch.Tensor] = {}
         arch = s.architecture
-        if arch in ("topk", "batchtopk"):
-            aux = self._aux(pre, error, dead.reshape(n, f), per_row, variance)
+        if arch == "batchtopk":
+            aux = self._aux(
+                pre, error, dead.reshape(n, f), per_row, variance, lambda i, c: pre[:, i].gather(-1, c)
+            )
             out["aux"] = aux.detach()
             loss = loss + s.aux_coefficient * aux
         elif arch == "standard":
@@ -83,10 +88,61 @@ class TranscoderStep(nn.Module):
         out.update(loss=loss, fvu=mse.mean().detach(), fired=on.any(0).reshape(-1), l0=on.sum().detach() / n)
         return out
 
+    def _topk(self, x, y, dead, per_row: float, variance: torch.Tensor) -> dict[str, torch.Tensor]:
+        """TopK's step on the k chosen features of each row and layer alone, forward and backward: the encoder
+        through :func:`~.selected.selected_pre_acts`, the decoder as embedding bags of k rows."""
+        tc = self.tc
+        n, f = len(tc.layers), tc.d_transcoder
+        with torch.no_grad():  # [n, rows, f] viewed as [rows, n, f]; the bias added in the product
+            pre = torch.baddbmm(tc.b_enc[:, None], x.transpose(0, 1), tc.W_enc.transpose(1, 2)).transpose(
+                0, 1
+            )
+            chosen = top_k(pre, self.s.k, rectify=tc.rectify).indices  # [rows, n, k]
+        values = selected_pre_acts(pre, chosen, x, tc.W_enc, tc.b_enc)  # [rows, n, k], unrectified
+        recons = self._decode_chosen(values, chosen, x)  # [rows, n, d]
+        error = recons - y
+        mse = error.pow(2).sum((0, 2)) / (per_row * variance)  # [n]
+
+        def dead_values(i: int, dead_chosen: torch.Tensor) -> torch.Tensor:
+            layer = slice(i, i + 1)
+            return selected_pre_acts(
+                pre[:, layer], dead_chosen[:, None], x[:, layer], tc.W_enc[layer], tc.b_enc[layer]
+            )[:, 0]
+
+        aux = self._aux(pre, error, dead, per_row, variance, dead_values)
+        on = values.detach() != 0
+        latent = chosen + torch.arange(n, device=chosen.device)[:, None] * f  # [rows, n, k] among n * f
+        fired = torch.zeros(n * f, dtype=torch.bool, device=chosen.device).index_fill_(0, latent[on], True)
+        return dict(
+            loss=mse.sum() + self.s.aux_coefficient * aux,
+            aux=aux.detach(),
+            fvu=mse.mean().detach(),
+            fired=fired,
+            l0=on.sum() / n,
+        )
+
+    def _decode_chosen(self, values: torch.Tensor, chosen: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``[rows, n, d]``: the chosen features' decoder rows weighted by their values, plus biases and skip."""
+        tc = self.tc
+        rows, n, k = chosen.shape
+        d, f = tc.d_model, tc.d_transcoder
+        if not self.clt:
+            # [rows, n, k]: each chosen feature's row in the stacked decoders [n * f, d]
+            latent = chosen + torch.arange(n, device=chosen.device)[:, None] * f
+            flat = Active(values.reshape(rows * n, k), latent.reshape(rows * n, k))
+            recons = flat.decode(tc.W_dec.reshape(n * f, d)).view(rows, n, d) + tc.b_dec
+        else:
+            recons = tc.b_dec.expand(rows, n, d).clone()
+            for src in range(n):
+                # [rows, (n - src) * d]: each row of W_dec[src] holds a feature's writes into every later layer
+                write = Active(values[:, src], chosen[:, src]).decode(tc.W_dec[src].reshape(f, -1))
+                recons[:, src:] += write.view(rows, n - src, d)
+        if tc.W_skip is not None:
+            recons = recons + torch.einsum("rni,noi->rno", x, tc.W_skip)  # x @ W_skip.T per layer
+        return recons
+
     def _activate(self, pre: torch.Tensor, global_rows: int) -> torch.Tensor:
         s = self.s
-        if s.architecture == "topk":
-            return top_k(pre, s.k, rectify=self.tc.rectify).to_dense(pre.shape[-1])  # [rows, n, f]
         if s.architecture == "batchtopk":
             relu = pre.relu()
             return torch.stack([batch_top_k(relu[:, i], s.k, global_rows)[0] for i in range(pre.shape[1])], 1)
@@ -124,21 +180,16 @@ class TranscoderStep(nn.Module):
         """``[f, d]``: the rows features of ``layer`` write into that same layer."""
         return self.tc.W_dec[layer][:, 0] if self.clt else self.tc.W_dec[layer]
 
-    def _aux(self, pre, error, dead, per_row: float, variance: torch.Tensor) -> torch.Tensor:
+    def _aux(self, pre, error, dead, per_row: float, variance: torch.Tensor, values_of) -> torch.Tensor:
+        """The AuxK loss of every layer, each predicting its own residual; ``values_of(layer, latents)`` gives
+        the pre-activations of ``latents [rows, m]`` of that layer, with their gradient."""
         total = pre.new_zeros(())
         k_aux = max(1, self.tc.d_model // 2)
         for i in range(pre.shape[1]):
-            n_dead = int(dead[i].sum())
-            if n_dead == 0:
-                continue
-            masked = torch.where(dead[i][None], pre[:, i], torch.full_like(pre[:, i], -math.inf))
-            values, indices = masked.topk(min(k_aux, n_dead), dim=-1, sorted=False)
-            # [rows, d]: the dead features' guess at their layer's residual, a weighted sum of decoder rows
-            guess = F.embedding_bag(
-                indices, self._own_decoder(i), per_sample_weights=values.relu(), mode="sum"
+            loss = aux_k(
+                pre[:, i], dead[i], lambda c, i=i: values_of(i, c), self._own_decoder(i), error[:, i], k_aux
             )
-            scale = min(n_dead / k_aux, 1.0)
-            total = total + scale * (guess + error[:, i].detach()).pow(2).sum() / (per_row * variance[i])
+            total = total + loss / (per_row * variance[i])
         return total
 
     @torch.no_grad()
