@@ -3,18 +3,28 @@
 A feature of layer ``i`` has one encoder row and ``n_layers - i`` decoder rows, slice ``j`` writing to layer
 ``i + j`` (Ameisen et al. 2025, "Circuit Tracing"; circuit-tracer's layout). The output at layer ``L`` sums
 the writes of every layer up to ``L``. Decoders are either parameters or read on demand from files
-(``decoder_reader``), so a CLT too large for memory still gives the rows an attribution graph needs.
+(``decoder_reader``), so a CLT too large for memory still gives the rows an attribution graph needs; the rows
+read are kept for the next forward in a cache of bounded size (:mod:`.decoder_cache`, ``decoder_cache_bytes``).
+
+Decoding an output layer with activations that need no gradient (under ``torch.no_grad``, as a spliced model
+runs for inference and an attribution graph finds its sources) reads only the decoder rows of the features
+active at some position: ``acts[..., active] @ rows[active]``, the same sum as the dense product less its zero
+terms, for a loaded CLT and a lazy one alike, so the two give the same numbers bit for bit. Activations with a
+gradient go through the dense product, since the gradient of an inactive feature's activation (what
+attribution patching reads) needs every row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
+from interp.dictionary import sources
 from interp.sae.transcoder.base import Transcoder
+from interp.sae.transcoder.decoder_cache import DEFAULT_MAX_BYTES, DecoderCache
 
 DecoderReader = Callable[[int, torch.Tensor | None], torch.Tensor]
 """``(layer, features or None) -> [n_features, n_layers - layer, d_model]``: decoder rows read on demand."""
@@ -33,6 +43,8 @@ class CrossLayerTranscoder(Transcoder):
         W_skip: ``[n_layers, d_model, d_model]`` (out, in): layer ``L``'s output adds ``x_L @ W_skip[L].T``.
         activation, k: as for :class:`TranscoderSet`.
         decoder_reader: reads decoder rows lazily instead of holding ``W_dec``.
+        decoder_cache_bytes: the cap on the decoder rows a lazy CLT keeps in memory (default 2 GiB; ``0``
+            keeps none); ``clt.decoder_cache.max_bytes`` changes it later.
         input_site, output_site: hook names inside a block.
         metadata: what the files recorded (format, TransformerLens hook names), kept for saving.
 
@@ -55,6 +67,7 @@ class CrossLayerTranscoder(Transcoder):
         activation: str = "relu",
         k: int | None = None,
         decoder_reader: DecoderReader | None = None,
+        decoder_cache_bytes: int = DEFAULT_MAX_BYTES,
         input_site: str = "ln2.hook_normalized",
         output_site: str = "hook_mlp_out",
         metadata: dict[str, Any] | None = None,
@@ -75,6 +88,12 @@ class CrossLayerTranscoder(Transcoder):
             )
         self.decoder_reader = decoder_reader
         self.W_dec = None if W_dec is None else nn.ParameterList(_decoders(W_dec, n, d_tc, d))
+        self.decoder_cache = (
+            None if decoder_reader is None else DecoderCache(self._read, d_tc, decoder_cache_bytes)
+        )
+
+    def _read(self, layer: int, features: torch.Tensor | None) -> torch.Tensor:
+        return self.decoder_reader(layer, features).to(self.b_dec.device, self.b_dec.dtype)
 
     @property
     def lazy(self) -> bool:
@@ -102,10 +121,34 @@ class CrossLayerTranscoder(Transcoder):
     def decoder(self, layer: int, features: torch.Tensor | None = None) -> torch.Tensor:
         self.check_layer(layer)
         if self.W_dec is None:
-            rows = self.decoder_reader(layer, None if features is None else features.cpu())
+            rows = self.decoder_cache.rows(layer, None if features is None else features.cpu())
             return rows.to(self.b_dec.device, self.b_dec.dtype)  # [n_features, n_out, d_model]
         w = self.W_dec[layer]  # [d_transcoder, n_layers - layer, d_model]
         return w if features is None else w[features.to(w.device)]
+
+    def decode(self, acts: Mapping[int, torch.Tensor], out_layer: int) -> torch.Tensor:
+        """As :meth:`Transcoder.decode`; through the active features' rows alone when no activation needs a
+        gradient (see the module docstring)."""
+        self.check_layer(out_layer, writes=True)
+        feeding = sources(self, out_layer)
+        if any(s in acts and acts[s].requires_grad for s in feeding) or any(s not in acts for s in feeding):
+            return super().decode(acts, out_layer)  # the dense product (and its error for a missing layer)
+        out = None
+        for s in feeding:
+            a = acts[s]
+            self._check_width(a, self.d_transcoder, f"the activations of layer {s}", "d_transcoder")
+            active = a.reshape(-1, self.d_transcoder).any(0).nonzero()[:, 0]  # [m]
+            rows = self._rows(s, out_layer - s, active)  # [m, d_model]
+            write = a.index_select(-1, active.to(a.device)).to(rows.dtype) @ rows  # [..., d_model]
+            out = write if out is None else out + write
+        return out + self.decoder_bias(out_layer)
+
+    def _rows(self, layer: int, out: int, features: torch.Tensor) -> torch.Tensor:
+        """``[n_features, d_model]``: the rows of ``features`` of ``layer`` into output slice ``out``."""
+        if self.W_dec is None:
+            return self.decoder_cache.rows(layer, features.cpu(), out).to(self.b_dec.device, self.b_dec.dtype)
+        w = self.W_dec[layer]
+        return w[features.to(w.device), out]
 
     def decoder_bias(self, out_layer: int) -> torch.Tensor:
         return self.b_dec[out_layer]
