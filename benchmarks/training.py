@@ -93,6 +93,22 @@ def data(args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     return x[:n], y[:n], x[n:], y[n:], digest
 
 
+class Clock:
+    """The time of a ``with`` block: ``seconds`` is the process's CPU time (one thread: the time the work
+    took, whatever else the machine runs), ``wall`` the elapsed time."""
+
+    def __enter__(self) -> Clock:
+        self._cpu, self._wall = time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.process_time() - self._cpu
+        self.wall = time.perf_counter() - self._wall
+
+    def times(self) -> dict[str, float]:
+        return {"seconds": self.seconds, "wall_seconds": self.wall}
+
+
 # -- workers (each in a child process) ----------------------------------------------------------------------
 
 
@@ -131,14 +147,13 @@ def sparsify_worker(args: argparse.Namespace, steps: int) -> dict:
         return coder, opt
 
     run(2)  # warm-up: first-call costs are not training's
-    start = time.perf_counter()
-    coder, opt = run(steps)
-    seconds = time.perf_counter() - start
+    with Clock() as clock:
+        coder, opt = run(steps)
     opt.eval()  # schedule-free: evaluate at the averaged weights, as sparsify saves them
     with torch.no_grad():
         held_out = fvu(coder(x=xh, y=yh).sae_out, yh)
     versions = {"sparsify": version("eai-sparsify"), "schedulefree": version("schedulefree")}
-    return dict(seconds=seconds, steps=steps, fvu=held_out, data=digest, versions=versions)
+    return dict(**clock.times(), steps=steps, fvu=held_out, data=digest, versions=versions)
 
 
 def interp_worker(args: argparse.Namespace, steps: int, kind: str) -> dict:
@@ -154,15 +169,14 @@ def interp_worker(args: argparse.Namespace, steps: int, kind: str) -> dict:
         return train_transcoders((x, y), d_transcoder=args.features, tokens=steps * args.batch_size, **common)
 
     run(2)
-    start = time.perf_counter()
-    dictionary = run(steps)
-    seconds = time.perf_counter() - start
+    with Clock() as clock:
+        dictionary = run(steps)
     with torch.no_grad():
         if kind == "sae":
             held_out = fvu(dictionary(xh), xh)
         else:
             held_out = fvu(dictionary.reconstruct({0: xh})[0], yh)
-    return dict(seconds=seconds, steps=steps, fvu=held_out, data=digest, versions=_interp_versions())
+    return dict(**clock.times(), steps=steps, fvu=held_out, data=digest, versions=_interp_versions())
 
 
 def clt_worker(args: argparse.Namespace) -> dict:
@@ -176,9 +190,9 @@ def clt_worker(args: argparse.Namespace) -> dict:
     kw = dict(kind="clt", d_transcoder=f, k=args.k, batch_size=b, progress=False, dead_after_tokens=10**15)
 
     def call(steps: int) -> float:
-        start = time.perf_counter()
-        train_transcoders((x, y), tokens=steps * b, **kw)
-        return time.perf_counter() - start
+        with Clock() as clock:
+            train_transcoders((x, y), tokens=steps * b, **kw)
+        return clock.seconds
 
     call(2)
     model = CostModel(n, d, f, args.k, b)
@@ -243,9 +257,9 @@ class CostModel:
     def time(self, repeats: int = 3) -> float:
         times = []
         for _ in range(repeats):
-            start = time.perf_counter()
-            self.step()
-            times.append(time.perf_counter() - start)
+            with Clock() as clock:
+                self.step()
+            times.append(clock.seconds)
         return statistics.median(times)
 
 
