@@ -16,6 +16,7 @@ attribution patching reads) needs every row.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -88,9 +89,13 @@ class CrossLayerTranscoder(Transcoder):
             )
         self.decoder_reader = decoder_reader
         self.W_dec = None if W_dec is None else nn.ParameterList(_decoders(W_dec, n, d_tc, d))
+        self._active_of: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}
         self.decoder_cache = (
             None if decoder_reader is None else DecoderCache(self._read, d_tc, decoder_cache_bytes)
         )
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_active_of": {}}  # weak references do not pickle; the memo is rebuilt
 
     def _read(self, layer: int, features: torch.Tensor | None) -> torch.Tensor:
         return self.decoder_reader(layer, features).to(self.b_dec.device, self.b_dec.dtype)
@@ -137,11 +142,21 @@ class CrossLayerTranscoder(Transcoder):
         for s in feeding:
             a = acts[s]
             self._check_width(a, self.d_transcoder, f"the activations of layer {s}", "d_transcoder")
-            active = a.reshape(-1, self.d_transcoder).any(0).nonzero()[:, 0]  # [m]
+            active = self._active(s, a)  # [m]
             rows = self._rows(s, out_layer - s, active)  # [m, d_model]
             write = a.index_select(-1, active.to(a.device)).to(rows.dtype) @ rows  # [..., d_model]
             out = write if out is None else out + write
         return out + self.decoder_bias(out_layer)
+
+    def _active(self, layer: int, acts: torch.Tensor) -> torch.Tensor:
+        """The features active at some position of ``acts``, remembered while ``acts`` lives unchanged: a
+        spliced forward decodes each output layer from the same activations of every earlier layer."""
+        known = self._active_of.get(layer)
+        if known is not None and known[0]() is acts and known[1] == acts._version:
+            return known[2]
+        active = acts.reshape(-1, self.d_transcoder).any(0).nonzero()[:, 0]
+        self._active_of[layer] = (weakref.ref(acts), acts._version, active)
+        return active
 
     def _rows(self, layer: int, out: int, features: torch.Tensor) -> torch.Tensor:
         """``[n_features, d_model]``: the rows of ``features`` of ``layer`` into output slice ``out``."""

@@ -67,6 +67,9 @@ class DecoderCache:
         if slot is None:
             slot = self._slot[layer] = torch.full((self.n_features,), -1, dtype=torch.long)
         kept = slot[wanted]
+        if layer in self._used and bool((kept >= 0).all()):  # all kept: the common case after a first forward
+            self._used[layer][kept] = self._clock
+            return self._rows[layer][kept] if out is None else self._rows[layer][kept, out]
         if layer in self._used:  # what this request uses stays, whatever it reads
             self._used[layer][kept[kept >= 0]] = self._clock
         missing = _in_order_unique(wanted[kept < 0])

@@ -144,3 +144,19 @@ def test_activations_with_a_gradient_get_the_dense_products_gradient():
     rows = clt.W_dec[0][:, 1].detach()  # [d_transcoder, d_model]
     want = rows.sum(-1).expand(5, -1)
     assert_within(acts[0].grad, want, EPS32 * rows.abs().sum(-1).expand(5, -1), "d out / d acts")
+
+
+def test_activations_edited_in_place_are_decoded_as_they_are_now():
+    clt = random_clt(activation="relu")
+    g = torch.Generator().manual_seed(6)
+    with torch.no_grad():
+        acts = {s: clt.encode(torch.randn(5, 16, generator=g), s)[1] for s in (0, 1)}
+        off = int((acts[0] == 0).all(0).nonzero()[0, 0])  # a feature active at no position
+        clt.decode(acts, 1)
+        acts[0][:, off] = 2.0  # the same tensor, a feature turned on: a stale list of active rows misses it
+        got = clt.decode(acts, 1)
+        dense = acts[0] @ clt.W_dec[0][:, 1] + acts[1] @ clt.W_dec[1][:, 0] + clt.b_dec[1]
+        exact = (
+            sum(acts[s].double() @ clt.W_dec[s][:, 1 - s].double() for s in (0, 1)) + clt.b_dec[1].double()
+        )
+        assert float((got.double() - exact).abs().max()) <= 2 * float32_rounding(dense, exact)
