@@ -25,6 +25,25 @@ from interp.sae.training.step import _JumpReLU, _Step, aux_k, batch_top_k
 from interp.sae.transcoder import CrossLayerTranscoder, Transcoder
 
 
+class _Shifted(torch.autograd.Function):
+    """A CLT's outputs ``[rows, n, d]`` from its biases ``[n, d]`` and the writes of each source layer ``src``
+    ``[rows, (n - src) * d]`` into layers ``src..n-1``; the gradient of a write is a view of the outputs'
+    gradient (adding into slices of one tensor under autograd would copy the whole gradient once a source)."""
+
+    @staticmethod
+    def forward(ctx: Any, bias: torch.Tensor, *writes: torch.Tensor) -> torch.Tensor:  # noqa: ANN205
+        n, d = bias.shape
+        out = bias.expand(writes[0].shape[0], n, d).clone()
+        for src, write in enumerate(writes):
+            out[:, src:] += write.view(-1, n - src, d)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor):  # noqa: ANN205
+        rows, n, d = grad.shape
+        return grad.sum(0), *(grad[:, src:].reshape(rows, (n - src) * d) for src in range(n))
+
+
 class TranscoderStep(nn.Module):
     """The transcoder being trained plus what only training needs (JumpReLU's log-thresholds)."""
 
@@ -93,11 +112,10 @@ class TranscoderStep(nn.Module):
         through :func:`~.selected.selected_pre_acts`, the decoder as embedding bags of k rows."""
         tc = self.tc
         n, f = len(tc.layers), tc.d_transcoder
-        with torch.no_grad():  # [n, rows, f] viewed as [rows, n, f]; the bias added in the product
-            pre = torch.baddbmm(tc.b_enc[:, None], x.transpose(0, 1), tc.W_enc.transpose(1, 2)).transpose(
-                0, 1
-            )
-            chosen = top_k(pre, self.s.k, rectify=tc.rectify).indices  # [rows, n, k]
+        with torch.no_grad():  # [n, rows, f], the bias added in the product; the top-k on it as it lies
+            by_layer = torch.baddbmm(tc.b_enc[:, None], x.transpose(0, 1), tc.W_enc.transpose(1, 2))
+            chosen = top_k(by_layer, self.s.k, rectify=tc.rectify).indices.transpose(0, 1)  # [rows, n, k]
+            pre = by_layer.transpose(0, 1)  # [rows, n, f]
         values = selected_pre_acts(pre, chosen, x, tc.W_enc, tc.b_enc)  # [rows, n, k], unrectified
         recons = self._decode_chosen(values, chosen, x)  # [rows, n, d]
         error = recons - y
@@ -132,11 +150,12 @@ class TranscoderStep(nn.Module):
             flat = Active(values.reshape(rows * n, k), latent.reshape(rows * n, k))
             recons = flat.decode(tc.W_dec.reshape(n * f, d)).view(rows, n, d) + tc.b_dec
         else:
-            recons = tc.b_dec.expand(rows, n, d).clone()
-            for src in range(n):
-                # [rows, (n - src) * d]: each row of W_dec[src] holds a feature's writes into every later layer
-                write = Active(values[:, src], chosen[:, src]).decode(tc.W_dec[src].reshape(f, -1))
-                recons[:, src:] += write.view(rows, n - src, d)
+            # [rows, (n - src) * d] each: a row of W_dec[src] holds a feature's writes into every later layer
+            writes = [
+                Active(values[:, src], chosen[:, src]).decode(tc.W_dec[src].reshape(f, -1))
+                for src in range(n)
+            ]
+            recons = _Shifted.apply(tc.b_dec, *writes)  # [rows, n, d]
         if tc.W_skip is not None:
             recons = recons + torch.einsum("rni,noi->rno", x, tc.W_skip)  # x @ W_skip.T per layer
         return recons
