@@ -58,6 +58,7 @@ import sys
 import time
 from pathlib import Path
 
+import provenance
 import torch
 import torch.nn.functional as F
 
@@ -367,7 +368,11 @@ def main() -> None:
         p.error(
             "--sparsify-python is needed for --only sparsify: the Python of an environment with eai-sparsify"
         )
-    results: dict = {"args": vars(args), "load_at_start": list(os.getloadavg())}
+    others = (
+        {args.sparsify_python: ["eai-sparsify", "schedulefree", "torch"]} if "sparsify" in args.only else None
+    )
+    env = provenance.environment(others=others)
+    results: dict = {"args": vars(args)}
     if "sparsify" in args.only:
         print(f"against sparsify: d={args.d}, {args.features} features, k={args.k}, batch {args.batch_size}, "
               f"{args.steps} steps, {args.threads} thread(s)")  # fmt: skip
@@ -384,10 +389,9 @@ def main() -> None:
         ratios = [round(r["ratio"], 2) for r in clt["rounds"]]
         print(f"CLT: {args.clt_layers} layers, d={args.clt_d}, {args.clt_features} features a layer: step over "
               f"cost model {ratios}, median {clt['ratio']['median']:.2f}x")  # fmt: skip
-    results["load_at_end"] = list(os.getloadavg())
-    print(f"load average at start {results['load_at_start'][0]:.2f}, at end {results['load_at_end'][0]:.2f}")
+    print(f"load average at start {env['load_start'][0]:.2f}, at end {os.getloadavg()[0]:.2f}")
     if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+        provenance.write_run(args.out, results, env)
 
 
 if __name__ == "__main__":
