@@ -1,0 +1,183 @@
+"""The whole folder: rows, resuming, what one feature's failure does, and the labels in graph files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from interp.sae.explanations import (
+    CachedBackend,
+    ChatFailure,
+    ChatReply,
+    DashboardFolder,
+    ResponseCache,
+    Settings,
+    add_labels,
+    autointerp,
+    read_rows,
+)
+from tests.sae.explanations.planted import PLANTED, write_folder
+from tests.sae.explanations.rule_model import RuleModel
+
+FAST = Settings(scorers=("detection", "fuzzing"), n_explain=6, n_test=10)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    return DashboardFolder.open(write_folder(tmp_path / "dash", n_examples=40))
+
+
+def _run(folder, backend, out, **kwargs):
+    return autointerp(
+        folder, backend, out, settings=kwargs.pop("settings", FAST), chunk=kwargs.pop("chunk", 2), **kwargs
+    )
+
+
+def test_rows_hold_explanations_scores_hashes_and_models(folder, tmp_path):
+    model = RuleModel()
+    summary = _run(folder, CachedBackend(model, ResponseCache(None)), tmp_path / "out.jsonl")
+    assert (summary.written, summary.failed, summary.skipped) == (3, 0, 0)
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["feature"] for r in rows] == [str(p.id) for p in PLANTED]
+    for row, planted in zip(rows, PLANTED, strict=True):
+        assert row["featureIndex"] == planted.id.index and row["scan"] == "planted"
+        assert row["explanation"] == planted.explanation
+        assert row["explainer"]["model"] == "rule-model" and row["explainer"]["answered_by"] == "rule-model"
+        asked = {r.key("rule-model") for r in model.requests}
+        assert row["explainer"]["prompt"] in asked
+        assert row["examples"] == {"explain": 6, "test": 10, "non_activating": 10}
+        for name in ("detection", "fuzzing"):
+            score = row["scores"][name]
+            assert (score["accuracy"], score["f1"], score["auc"], score["chance"]) == (1.0, 1.0, 1.0, 0.5)
+            assert (
+                len(score["prompts"]) == 4
+                and set(score["prompts"]) <= asked
+                and score["model"] == "rule-model"
+            )
+        assert row["settings"] == FAST.to_json() and "error" not in row
+
+
+def test_a_rerun_asks_nothing_and_an_interrupted_run_continues(folder, tmp_path):
+    out, cache = tmp_path / "out.jsonl", tmp_path / "cache.jsonl"
+    first = CachedBackend(RuleModel(), ResponseCache(cache))
+    assert _run(folder, first, out).asked == first.asked == 3 + 3 * 8
+    again = CachedBackend(RuleModel(), ResponseCache(cache))
+    summary = _run(folder, again, out)
+    assert (summary.skipped, summary.written, again.asked) == (3, 0, 0)
+
+    class Interrupting(RuleModel):
+        def complete(self, requests):
+            if self.requests:  # the first chunk's explanations went through; stop at its scorer prompts
+                raise KeyboardInterrupt
+            return super().complete(requests)
+
+    out2, cache2 = tmp_path / "out2.jsonl", tmp_path / "cache2.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        _run(folder, CachedBackend(Interrupting(), ResponseCache(cache2)), out2)
+    assert not out2.exists() and len(ResponseCache(cache2)) == 2  # the two explanations it received are kept
+    resumed = CachedBackend(RuleModel(), ResponseCache(cache2))
+    assert _run(folder, resumed, out2).written == 3 and resumed.asked == 1 + 3 * 8
+    assert read_rows(out2).keys() == read_rows(out).keys()
+    with open(out2, "a") as f:
+        f.write('{"featureIndex": 9, "cut sh')  # a row cut short by a stop
+    assert (
+        len(read_rows(out2)) == 3
+        and _run(folder, CachedBackend(RuleModel(), ResponseCache(cache2)), out2).written == 0
+    )
+
+
+def test_other_settings_make_the_rows_again(folder, tmp_path):
+    out = tmp_path / "out.jsonl"
+    backend = CachedBackend(RuleModel(), ResponseCache(None))
+    _run(folder, backend, out)
+    summary = _run(folder, backend, out, settings=Settings(scorers=("detection",), n_explain=6, n_test=10))
+    assert summary.written == 3 and backend.asked == 3 + 3 * 8  # the explanations come from the cache
+    rows = read_rows(out)
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 3  # one row per feature, the newest
+    assert all(list(r["scores"]) == ["detection"] for r in rows.values())
+
+
+class Failing(RuleModel):
+    """Answers nothing for one feature's explanation, and fails every request about another's."""
+
+    def complete(self, requests):
+        answers = super().complete(requests)
+        for i, request in enumerate(requests):
+            if request.messages[-1][1].startswith("Feature: names of colours"):
+                answers[i] = ChatFailure("APIConnectionError: Connection refused")
+            elif "Explanation:" in request.messages[0][1] and answers[i].text.endswith("animals"):
+                answers[i] = ChatReply("  \n ", self.name)
+        return answers
+
+
+def test_one_features_failure_is_its_own_one_line_error(folder, tmp_path):
+    summary = _run(folder, CachedBackend(Failing(), ResponseCache(None)), tmp_path / "out.jsonl")
+    assert (summary.written, summary.failed) == (3, 2)
+    rows = read_rows(tmp_path / "out.jsonl")
+    digits, colours, animals = (rows[p.id.index] for p in PLANTED)
+    assert "error" not in digits and digits["scores"]["detection"]["accuracy"] == 1.0
+    assert colours["error"] == (
+        "detection: no answer could be read (APIConnectionError: Connection refused; APIConnectionError: "
+        "Connection refused); fuzzing: no answer could be read (APIConnectionError: Connection refused; "
+        "APIConnectionError: Connection refused)"
+    )
+    assert animals["error"] == "the explainer's answer holds no explanation: '  \\n '"
+    assert summary.errors == [f"1:2: {colours['error']}", f"2:7: {animals['error']}"]
+
+
+def test_a_feature_without_zero_runs_cannot_be_scored(tmp_path):
+    root = write_folder(tmp_path, features=PLANTED[:1], n_examples=20)
+    path = root / "features" / "planted" / f"{PLANTED[0].id.index}.json"
+    data = json.loads(path.read_text())
+    for quantile in data["examples_quantiles"]:
+        for example in quantile["examples"]:
+            example["tokens_acts_list"] = [a or 0.5 for a in example["tokens_acts_list"]]  # fires everywhere
+    path.write_text(json.dumps(data))
+    summary = _run(DashboardFolder.open(root), RuleModel(), tmp_path / "out.jsonl")
+    (row,) = read_rows(tmp_path / "out.jsonl").values()
+    assert row["examples"]["non_activating"] == 0 and summary.failed == 1
+    assert row["error"].startswith(
+        "detection: no non-activating example: no run of 32 tokens where the feature is zero"
+    )
+
+
+def test_labels_go_into_the_graphs_feature_nodes(tmp_path):
+    nodes = [
+        {
+            "node_id": "0_5_1",
+            "feature": PLANTED[0].id.index,
+            "layer": "0",
+            "feature_type": "cross layer transcoder",
+        },
+        {
+            "node_id": "0_0_1",
+            "feature": PLANTED[0].id.index,
+            "layer": "0",
+            "feature_type": "mlp reconstruction error",
+        },
+        {"node_id": "E_9_5", "feature": PLANTED[0].id.index, "layer": "E", "feature_type": "embedding"},
+        {
+            "node_id": "1_9_1",
+            "feature": 999,
+            "layer": "1",
+            "feature_type": "cross layer transcoder",
+            "clerp": "kept",
+        },
+    ]
+    (tmp_path / "graph.json").write_text(
+        json.dumps({"metadata": {"scan": "tc/"}, "nodes": nodes, "links": []})
+    )
+    (tmp_path / "graph_data").mkdir()
+    other = {"metadata": {"scan": "./features/other"}, "nodes": [dict(nodes[0])], "links": []}
+    (tmp_path / "graph_data" / "g.json").write_text(json.dumps(other))
+    (tmp_path / "features" / "other").mkdir(parents=True)
+    (tmp_path / "graph-metadata.json").write_text(json.dumps({"graphs": []}))
+    results = add_labels(tmp_path, {PLANTED[0].id.index: "numbers"}, "planted")
+    assert [(r.path.name, r.labelled, r.skipped) for r in results] == [
+        ("graph.json", 1, None),
+        ("g.json", 0, "its metadata names scan './features/other', not 'planted'"),
+    ]
+    got = json.loads((tmp_path / "graph.json").read_text())["nodes"]
+    assert [n.get("clerp") for n in got] == ["numbers", None, None, "kept"]
+    assert json.loads((tmp_path / "graph_data" / "g.json").read_text()) == other
