@@ -10,10 +10,10 @@ Both follow delphi's definitions (eai-delphi 0.1.3, ``scorers/classifier``):
   (wrongly marked); the scorer answers for each whether every marked token fits the explanation.
 
 The examples are shuffled (seeded), cut into prompts of ``per_prompt`` examples (delphi's default is 5), and
-each prompt's answer is read as a Python list with one 0 or 1 per example, the first ``[...]`` in the answer.
+each prompt's answer is read as a Python list with one 0 or 1 per example: the first ``[...]`` within a line.
 An answer that does not hold such a list leaves its prompt's examples unread: they are counted as failed and
 left out of the metrics, as delphi leaves them out. With ``probabilities``, the likeliest tokens at each step of
-the answer give each example a probability of "1" (see
+a readable answer give each example a probability of "1" (see
 :func:`~interp.sae.explanations.chat.binary_probabilities`), from which the AUC is computed.
 
 Where this differs from delphi, deliberately: a prompt's list must have one entry per example *in that prompt*
@@ -37,7 +37,7 @@ from interp.sae.explanations.metrics import ClassifierMetrics, classifier_metric
 from interp.sae.explanations.prompts import one_line, request
 from interp.sae.explanations.records import Example
 
-_LIST = re.compile(r"\[.*?\]", flags=re.S)
+_LIST = re.compile(r"\[.*?\]")  # within one line, as delphi reads it
 TOP_LOGPROBS = 5
 
 
@@ -155,7 +155,7 @@ class ClassifierScorer:
                 answers = read_answer(reply.text, len(batch))
                 if answers is None:
                     failures.append(f"unreadable answer {reply.text[:80]!r}")
-                if reply.tokens is not None:
+                if answers is not None and reply.tokens is not None:
                     found = binary_probabilities(reply.tokens)
                     probabilities = found if len(found) == len(batch) else None
             for i, sample in enumerate(batch):

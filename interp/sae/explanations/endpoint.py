@@ -8,8 +8,10 @@ the client's asynchronous API), so a server that batches (vLLM, llama.cpp with s
 
 :meth:`EndpointBackend.check` is the pre-flight: it lists the server's models and asks for one token, so an
 address where nothing answers, or where something answers that is not an OpenAI-compatible chat endpoint, is
-refused in one line before any feature is read. A request that still fails after the retries becomes a
-:class:`~interp.sae.explanations.chat.ChatFailure` for its feature alone.
+refused in one line before any feature is read; one more token, asked with ``logprobs``, finds whether the
+server accepts them (a server that refuses them is then asked without, and its scores have no AUC). A request
+that still fails after the retries becomes a :class:`~interp.sae.explanations.chat.ChatFailure` for its
+feature alone.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class EndpointBackend:
         self.timeout = timeout
         self.max_retries = max_retries
         self.timeline: list[tuple[float, float]] = []
+        self.logprobs = True
 
     @property
     def name(self) -> str:
@@ -124,6 +127,8 @@ class EndpointBackend:
         answer = self.complete([probe])[0]
         if isinstance(answer, ChatFailure):
             raise ValueError(f"--explainer {self.url}: a one-token chat request failed: {answer.reason}")
+        with_logprobs = ChatRequest(probe.messages, max_tokens=1, top_logprobs=5)
+        self.logprobs = not isinstance(self.complete([with_logprobs])[0], ChatFailure)
         return self.name
 
     def complete(self, requests: Sequence[ChatRequest]) -> list[ChatReply | ChatFailure]:
@@ -155,7 +160,7 @@ class EndpointBackend:
 
     async def _ask(self, client: Any, request: ChatRequest) -> ChatReply | ChatFailure:
         extra: dict[str, Any] = {}
-        if request.top_logprobs > 0:
+        if request.top_logprobs > 0 and self.logprobs:
             extra = {"logprobs": True, "top_logprobs": request.top_logprobs}
         response = await client.chat.completions.create(
             model=self.name,

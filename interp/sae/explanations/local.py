@@ -94,10 +94,17 @@ class LocalBackend:
     def complete(self, requests: Sequence[ChatRequest]) -> list[ChatReply | ChatFailure]:
         prompts = [self.render(r) for r in requests]
         lengths = [len(self.model.tokenizer.backend.encode(p, add_special_tokens=False).ids) for p in prompts]
-        groups: dict[tuple, list[int]] = {}
-        for i, r in enumerate(requests):
-            groups.setdefault((r.max_tokens, r.temperature, r.top_logprobs), []).append(i)
         replies: list[ChatReply | ChatFailure | None] = [None] * len(requests)
+        groups: dict[tuple, list[int]] = {}
+        n_ctx = self.model.cfg.n_ctx
+        for i, r in enumerate(requests):
+            if lengths[i] + r.max_tokens > n_ctx:
+                replies[i] = ChatFailure(
+                    f"the prompt is {lengths[i]} tokens; with {r.max_tokens} to generate it exceeds the model's "
+                    f"context of {n_ctx}; show fewer or shorter examples (--n-explain, --per-prompt, --context)"
+                )
+                continue
+            groups.setdefault((r.max_tokens, r.temperature, r.top_logprobs), []).append(i)
         for (max_tokens, temperature, top), rows in groups.items():
             rows.sort(key=lambda i: lengths[i])
             for start in range(0, len(rows), self.batch_size):

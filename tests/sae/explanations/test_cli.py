@@ -1,0 +1,96 @@
+"""``interp autointerp``: its pre-flight, and a whole run with a model interp loads.
+
+The explainer here is a tiny random Llama: it writes noise, which is the point. Its "explanations" are read as
+such, the scorers cannot read its answers, and each feature's row says so in one line while the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from interp.cli import main
+from tests.load.builders import byte_level_bpe, save_folder
+from tests.load.families import tiny_llama
+from tests.sae.explanations.planted import PLANTED, write_folder
+
+
+@pytest.fixture(scope="module")
+def explainer(tmp_path_factory):
+    model = tiny_llama(300, num_hidden_layers=2, max_position_embeddings=4096)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(4.0)
+    return save_folder(model, byte_level_bpe(), tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture
+def dashboards(tmp_path):
+    return write_folder(tmp_path / "dash", features=PLANTED[:2], n_examples=16)
+
+
+def command(dashboards, explainer, *more):
+    return ["autointerp", str(dashboards), "--explainer", str(explainer), "--scorer", "detection,fuzzing",
+            "--n-explain", "3", "--n-test", "2", "--per-prompt", "2", "--quiet", *more]  # fmt: skip
+
+
+def test_a_run_writes_one_row_per_feature_and_a_rerun_asks_nothing(dashboards, explainer, capsys):
+    assert main(command(dashboards, explainer)) == 0
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in (dashboards / "explanations.jsonl").read_text().splitlines()]
+    assert [r["feature"] for r in rows] == ["0:5", "1:2"]
+    for row in rows:
+        assert row["explainer"]["model"] == str(explainer) and row["explainer"]["answer"] is not None
+        assert set(row.get("scores", {})) <= {"detection", "fuzzing"}
+    failed = [r for r in rows if r.get("error")]
+    assert err.splitlines() == [f"interp: feature {r['feature']}: {r['error']}" for r in failed]
+    assert out.rstrip().endswith(f"requests sent to {explainer}")
+    cache = (dashboards / "explanations-cache.jsonl").read_text().splitlines()
+    assert main(command(dashboards, explainer)) == 0
+    assert capsys.readouterr().out.rstrip().endswith(f"0 requests sent to {explainer}")
+    assert (dashboards / "explanations-cache.jsonl").read_text().splitlines() == cache
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (["--scorer", "detection,bogus"], "scorers bogus: choose from detection, fuzzing, embedding"),
+        (["--features", "0:5,7:7"], "--features 7:7: not in "),
+        (["--features", "0-5"], "feature '0-5' is not LAYER:FEATURE; write it as 3:17"),
+        (
+            ["--explainer-model", "m"],
+            "--explainer-model names a model served at a URL; give --explainer a URL",
+        ),
+        (["--n-test", "0"], "argument --n-test: 0; it must be at least 1"),
+        (["--scan", "nope"], "scan 'nope' is not in "),
+    ],
+)
+def test_mistakes_are_one_line_before_anything_loads(dashboards, explainer, capsys, change, message):
+    assert main(command(dashboards, explainer, *change)) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (dashboards / "explanations.jsonl").exists()
+
+
+def test_a_prompt_longer_than_the_context_fails_its_feature_alone(dashboards, tmp_path, capsys):
+    short = save_folder(
+        tiny_llama(300, num_hidden_layers=1), byte_level_bpe(), tmp_path / "short"
+    )  # n_ctx 128
+    capsys.readouterr()
+    assert main(command(dashboards, short)) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(
+        "the explainer's request failed: the prompt is " in line
+        and "exceeds the model's context of 128" in line
+        for line in err
+    )
+
+
+def test_a_missing_model_and_a_bad_output_are_refused(dashboards, explainer, capsys, tmp_path):
+    assert main(command(dashboards, tmp_path / "no-such-model")) == 2
+    assert "no-such-model" in capsys.readouterr().err
+    (tmp_path / "dir.jsonl").mkdir()
+    assert main(command(dashboards, explainer, "--out", str(tmp_path / "dir.jsonl"))) == 2
+    assert "--out" in capsys.readouterr().err and not (dashboards / "explanations-cache.jsonl").exists()
