@@ -25,8 +25,32 @@ from tests.load.llama_cpp import cache_root, required
 TORCH = "torch==2.13.0"
 ENVS: dict[str, tuple[str, ...]] = {
     "circuit-tracer": ("circuit-tracer==0.5.0", "nnsight==0.6.*"),
+    # What eai-delphi's scorer modules import, without vLLM (which needs a GPU toolchain; see NO_DEPS).
+    "delphi": (
+        "sentence-transformers>=3",
+        "scikit-learn",
+        "pandas",
+        "plotly",
+        "datasets",
+        "faiss-cpu",
+        "orjson",
+        "simple_parsing",
+        "jaxtyping",
+        "blobfile",
+        "aiofiles",
+        "httpx",
+        "tiktoken",
+        "beartype",
+        "asyncer",
+    ),
 }
 """Name -> the requirements installed after torch."""
+
+NO_DEPS: dict[str, tuple[str, ...]] = {
+    "delphi": ("eai-delphi==0.1.3", "eai-sparsify==1.3.*"),
+}
+"""Name -> requirements installed last, without their declared dependencies (eai-delphi declares vLLM, which its
+scorers never call; the test stands an empty module in for it)."""
 
 
 class Unavailable(RuntimeError):
@@ -35,7 +59,7 @@ class Unavailable(RuntimeError):
 
 def env_dir(name: str) -> Path:
     """Where ``name``'s environment lives; the folder name changes with its requirements."""
-    digest = hashlib.sha256(" ".join((TORCH, *ENVS[name])).encode()).hexdigest()[:10]
+    digest = hashlib.sha256(" ".join((TORCH, *ENVS[name], *NO_DEPS.get(name, ()))).encode()).hexdigest()[:10]
     return cache_root() / f"venv-{name}-{digest}"
 
 
@@ -59,7 +83,9 @@ def python(name: str) -> Path:
     pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     _run([*pip, TORCH], name)
     _run([*pip, *ENVS[name]], name)
-    (target / ".complete").write_text(" ".join((TORCH, *ENVS[name])) + "\n")
+    if name in NO_DEPS:
+        _run([*pip, "--no-deps", *NO_DEPS[name]], name)
+    (target / ".complete").write_text(" ".join((TORCH, *ENVS[name], *NO_DEPS.get(name, ()))) + "\n")
     return target / "bin" / "python"
 
 
