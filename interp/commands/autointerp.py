@@ -64,6 +64,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--per-prompt", type=positive_int, default=5, help="examples per scorer prompt")
     p.add_argument("--context", type=positive_int, default=32, help="tokens per example shown")
+    p.add_argument(
+        "--min-context",
+        type=positive_int,
+        default=8,
+        help="shortest examples scored, where the files hold no zero runs of --context tokens",
+    )
     p.add_argument("--seed", type=int, default=0, help="the split, order and marks of the examples")
     p.add_argument(
         "--embedding-model", default="minilm-l6", help="the sentence encoder of the embedding score"
@@ -120,6 +126,7 @@ def preflight(args: argparse.Namespace) -> dict:
         n_explain=args.n_explain,
         n_test=args.n_test,
         context=args.context,
+        min_context=args.min_context,
         per_prompt=args.per_prompt,
         seed=args.seed,
     )

@@ -6,7 +6,8 @@ each a list of examples with ``tokens``, ``tokens_acts_list`` and ``train_token_
 ``act_min``, ``act_max``, ``quantile_values``, ``histogram``, ``activation_frequency``). An ``index.json``
 (in the folder, in ``features/`` or beside the files) lists the features as ``{"layer", "feature",
 "featureIndex", "density"}`` objects, either as a list or under ``"features"``; without one, the file names
-are the list and each ``featureIndex`` is unpaired into its layer and feature.
+are the list and each ``featureIndex`` is unpaired into its layer and feature (but a folder that ``interp
+dashboards`` is still writing, with its ``run.json`` and no index yet, is refused: its files are not all there).
 
 Files are read one at a time, when a feature's turn comes, so a folder of a hundred thousand features costs
 nothing to open; a file that is not a feature file is reported for that feature alone.
@@ -72,6 +73,11 @@ class DashboardFolder:
         if scan not in scans:
             raise ValueError(f"scan {scan!r} is not in {base}; it holds {', '.join(scans)}")
         entries = _index_entries(root, scan)
+        if entries is None and (base / scan / "run.json").is_file():
+            raise ValueError(
+                f"{base / scan} is still being written by interp dashboards (no index.json yet); let it finish, or "
+                "run it again to continue"
+            )
         if entries is None:
             files = sorted((base / scan).glob("*.json"), key=lambda p: (len(p.stem), p.stem))
             entries = [{"featureIndex": int(p.stem)} for p in files if p.stem.isdigit()]

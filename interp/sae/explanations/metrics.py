@@ -11,7 +11,8 @@ positives and negatives with "activating" as the positive class, and reports:
 - ``auc``: the area under the ROC curve of the probability the scorer gave to "1", where the backend returns
   probabilities (chance 0.5);
 - ``interval``: a 95% percentile bootstrap interval of the balanced accuracy, resampling whole prompts (the
-  examples one prompt shows are judged together, so they are not independent).
+  examples one prompt shows are judged together, so they are not independent); ``None`` unless answers about
+  both kinds of example were read.
 
 The embedding score is the AUC of the explanation's similarity to activating against non-activating examples
 (chance 0.5), with a bootstrap interval that resamples the two classes separately.
@@ -40,14 +41,14 @@ class ClassifierMetrics:
     recall: float
     f1: float
     auc: float | None
-    interval: tuple[float, float]
+    interval: tuple[float, float] | None
     n_positive: int
     n_negative: int
     n_failed: int
     chance: float = CHANCE
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "interval": list(self.interval)}
+        return {**asdict(self), "interval": None if self.interval is None else list(self.interval)}
 
 
 def classifier_metrics(
@@ -76,7 +77,7 @@ def classifier_metrics(
     tnr = tn / neg if neg else 0.0
     precision = tp / (tp + fp) if tp + fp else 0.0
     f1 = 2 * precision * tpr / (precision + tpr) if precision + tpr else 0.0
-    interval = (float("nan"), float("nan"))
+    interval = None
     if pos and neg:
         # Balanced accuracy is the mean of correct / (2 * the example's class count) * n: resampling prompts
         # resamples that mean.

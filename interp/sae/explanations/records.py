@@ -8,7 +8,8 @@ activation quantile it was drawn from) and examples where it does not fire at al
 Examples are cut to a window of ``context`` tokens (32 by default, as delphi cuts them, so that a small scorer
 reads short texts): an activating example keeps its chosen token three quarters of the way in, so that most of
 the window is the context that led up to it; a non-activating window is a stretch of tokens where the feature is
-zero at every token, activations read in the example's own, longer context.
+zero at every token, activations read in the example's own, longer context. Where the examples hold no such
+stretch of ``context`` tokens, both kinds are cut shorter, to the same length (:meth:`FeatureRecord.scoring_length`).
 """
 
 from __future__ import annotations
@@ -106,20 +107,25 @@ class Example:
         start = min(max(self.position - (length - length // 4), 0), len(self.tokens) - length)
         return self._cut(start, start + length)
 
+    def zero_runs(self) -> list[tuple[int, int]]:
+        """The maximal ``(start, end)`` runs of tokens where the activation is zero."""
+        runs, start = [], None
+        for i, a in enumerate((*self.activations, 1.0)):  # a sentinel closes the last run
+            if a == 0 and start is None:
+                start = i
+            elif a != 0 and start is not None:
+                runs.append((start, i))
+                start = None
+        return runs
+
     def zero_windows(self, length: int) -> list[Example]:
-        """Non-overlapping runs of ``length`` tokens where the activation is zero at every token (all of a
-        shorter example that is zero throughout), from the start."""
-        if not self.active:
-            return [Example(self.tokens[:length], self.activations[:length])] if self.tokens else []
-        found, start = [], 0
-        while start + length <= len(self.tokens):
-            nonzero = [i for i in range(start, start + length) if self.activations[i] != 0]
-            if nonzero:
-                start = nonzero[-1] + 1
-                continue
-            found.append(self._cut(start, start + length))
-            start += length
-        return found
+        """Non-overlapping windows of ``length`` tokens where the activation is zero at every token, each run
+        cut from its start."""
+        return [
+            self._cut(start + k * length, start + (k + 1) * length)
+            for start, end in self.zero_runs()
+            for k in range((end - start) // length)
+        ]
 
     def _cut(self, start: int, end: int) -> Example:
         return Example(
@@ -191,6 +197,22 @@ class FeatureRecord:
         explain = _round_robin(pools, n_explain)
         explain.sort(key=lambda e: (e.quantile or 0, -e.max_activation))
         return explain, test
+
+    def scoring_length(self, n: int, context: int, minimum: int) -> int | None:
+        """The longest window, from ``context`` down to ``minimum`` tokens, of which ``n`` can be cut where the
+        feature is zero (else the length that gives the most such windows; ``None`` if none of even ``minimum``
+        tokens exists). Examples kept short around their token (a dashboard's 16 tokens before it and 4 after)
+        hold shorter zero runs than delphi's 32; activating and non-activating examples are then cut to the same
+        shorter length, so that length says nothing about which is which."""
+        runs = [end - start for e in (*self.non_activating, *self.activating) for start, end in e.zero_runs()]
+        best: tuple[int, int] | None = None
+        for length in range(context, minimum - 1, -1):
+            count = sum(r // length for r in runs)
+            if count >= n:
+                return length
+            if count and (best is None or count > best[0]):
+                best = (count, length)
+        return None if best is None else best[1]
 
     def negatives(self, n: int, context: int, seed: int) -> list[Example]:
         """``n`` examples of ``context`` tokens (or fewer, if fewer exist) where the feature is zero throughout:

@@ -42,6 +42,8 @@ class Settings:
         n_explain: activating examples shown to the explainer.
         n_test: activating examples scored, with as many non-activating ones.
         context: tokens per example shown (delphi's 32).
+        min_context: the shortest examples scored, where the feature files hold no runs of ``context`` tokens
+            where the feature is zero (see :meth:`~interp.sae.explanations.records.FeatureRecord.scoring_length`).
         per_prompt: examples per scorer prompt (delphi's 5).
         threshold: fraction of an example's largest activation from which a token is marked.
         probabilities: ask the scorer model for its likeliest tokens, for the AUC.
@@ -52,6 +54,7 @@ class Settings:
     n_explain: int = 20
     n_test: int = 20
     context: int = 32
+    min_context: int = 8
     per_prompt: int = 5
     threshold: float = 0.3
     probabilities: bool = True
@@ -61,9 +64,13 @@ class Settings:
         unknown = [s for s in self.scorers if s not in SCORERS]
         if unknown or not self.scorers:
             raise ValueError(f"scorers {', '.join(unknown) or 'none'}: choose from {', '.join(SCORERS)}")
-        for name in ("n_explain", "n_test", "context", "per_prompt"):
+        for name in ("n_explain", "n_test", "context", "min_context", "per_prompt"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}; give 1 or more")
+        if self.min_context > self.context:
+            raise ValueError(
+                f"min_context={self.min_context} is more than context={self.context}; give at most it"
+            )
         if not 0 < self.threshold <= 1:
             raise ValueError(f"threshold={self.threshold}; give a fraction in (0, 1]")
 
@@ -217,12 +224,17 @@ def _prepare(folder: DashboardFolder, fid: FeatureId, settings: Settings) -> _Fe
     row["density"] = record.density
     explain, test = record.split(settings.n_explain, settings.n_test, settings.seed)
     feature.explain = [e.window(settings.context) for e in explain]
-    feature.test = [e.window(settings.context) for e in test]
-    feature.negatives = record.negatives(len(feature.test), settings.context, settings.seed)
+    length = record.scoring_length(len(test), settings.context, settings.min_context)
+    if length is not None:
+        feature.test = [e.window(length) for e in test]
+        feature.negatives = record.negatives(len(feature.test), length, settings.seed)
+    else:
+        feature.test = [e.window(settings.context) for e in test]
     row["examples"] = {
         "explain": len(feature.explain),
         "test": len(feature.test),
         "non_activating": len(feature.negatives),
+        "tokens": length,
     }
     if not feature.explain:
         row["error"] = _too_few(record, settings)
@@ -282,8 +294,8 @@ def _no_examples(f: _Feature) -> str:
     if not f.test:
         return "no activating example is left for scoring after those shown to the explainer"
     return (
-        f"no non-activating example: no run of {f.row['settings']['context']} tokens where the feature is zero "
-        "in its feature file; write examples with more context, or a quantile of examples where it does not fire"
+        f"no non-activating example: no run of {f.row['settings']['min_context']} tokens where the feature is "
+        "zero in its feature file; write examples with more context, or a quantile of examples where it does not fire"
     )
 
 

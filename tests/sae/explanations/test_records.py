@@ -11,7 +11,14 @@ import interp.sae.explanations.classifier as classifier_module
 import interp.sae.explanations.metrics as metrics_module
 import interp.sae.explanations.records as records_module
 from interp.circuits.features.neuronpedia import _cantor
-from interp.sae.explanations import DashboardFolder, Example, FeatureFileError, FeatureId, read_feature_file
+from interp.sae.explanations import (
+    DashboardFolder,
+    Example,
+    FeatureFileError,
+    FeatureId,
+    FeatureRecord,
+    read_feature_file,
+)
 from tests.reference_envs import require
 from tests.sae.explanations.planted import PLANTED, SCAN, feature_file, write_folder
 
@@ -96,9 +103,10 @@ def test_folder_without_index_lists_the_files(tmp_path):
 
 def test_examples_that_never_fire_are_non_activating(tmp_path):
     data = feature_file(PLANTED[0])
+    words = [f" z{i}" for i in range(40)]
     zero = {
-        "tokens": [" a", " b"],
-        "tokens_acts_list": [0.0, 0.0],
+        "tokens": words,
+        "tokens_acts_list": [0.0] * 40,
         "train_token_ind": 0,
         "is_repeated_datapoint": False,
     }
@@ -106,8 +114,30 @@ def test_examples_that_never_fire_are_non_activating(tmp_path):
     path = tmp_path / "x.json"
     path.write_text(json.dumps(data))
     record = read_feature_file(path, PLANTED[0].id)
-    assert record.non_activating == (Example((" a", " b"), (0.0, 0.0), 4, 0),)
-    assert record.negatives(3, 32, 0)[0].text == " a b"  # given non-activating examples come first
+    assert record.non_activating == (Example(tuple(words), (0.0,) * 40, 4, 0),)
+    assert record.negatives(3, 32, 0)[0].text == "".join(
+        words[:32]
+    )  # given non-activating examples come first
+
+
+def test_short_examples_are_scored_at_the_length_their_zero_runs_allow():
+    """A dashboard keeps 16 tokens before an example's token and 4 after: no zero run of 32 tokens exists, so both
+    kinds of example are cut to the longest length that gives enough non-activating windows."""
+    examples = []
+    for i in range(12):
+        acts = [0.0] * 21
+        acts[16] = 3.0
+        if i % 2:
+            acts[5] = 1.0  # a second, weaker token: zero runs of 10 and 5 tokens before the chosen one
+        examples.append(Example(tuple(f" w{i}_{j}" for j in range(21)), tuple(acts), 0, 16))
+    record = FeatureRecord(FeatureId(0, 1), tuple(examples))
+    assert record.scoring_length(6, 32, 8) == 16  # the six examples with a clean run of 16
+    assert record.scoring_length(12, 32, 8) == 10  # 6 runs of 16 and 6 of 10
+    assert record.scoring_length(30, 32, 8) == 8  # the most windows: 6 x 2 + 6 x 1 = 18 < 30
+    assert record.scoring_length(1, 32, 17) is None
+    negatives = record.negatives(12, 10, seed=0)
+    assert len(negatives) == 12 and all(len(e.tokens) == 10 and not e.active for e in negatives)
+    assert [len(e.window(10).tokens) for e in examples[:2]] == [10, 10]
 
 
 def test_bad_folders_and_files_are_refused_in_one_line(tmp_path):
@@ -135,6 +165,12 @@ def test_bad_folders_and_files_are_refused_in_one_line(tmp_path):
     folder.path(PLANTED[2].id).unlink()
     with pytest.raises(FeatureFileError, match="no such feature file, though the index lists 2:7"):
         folder.record(PLANTED[2].id)
+    (tmp_path / "index.json").unlink()
+    (tmp_path / "features" / "planted" / "run.json").write_text("{}")
+    with pytest.raises(
+        ValueError, match=r"is still being written by interp dashboards \(no index.json yet\)"
+    ):
+        DashboardFolder.open(tmp_path, "planted")
 
 
 def test_planted_files_are_circuit_tracer_feature_files(tmp_path):

@@ -46,7 +46,7 @@ def test_rows_hold_explanations_scores_hashes_and_models(folder, tmp_path):
         assert row["explainer"]["model"] == "rule-model" and row["explainer"]["answered_by"] == "rule-model"
         asked = {r.key("rule-model") for r in model.requests}
         assert row["explainer"]["prompt"] in asked
-        assert row["examples"] == {"explain": 6, "test": 10, "non_activating": 10}
+        assert row["examples"] == {"explain": 6, "test": 10, "non_activating": 10, "tokens": 32}
         for name in ("detection", "fuzzing"):
             score = row["scores"][name]
             assert (score["accuracy"], score["f1"], score["auc"], score["chance"]) == (1.0, 1.0, 1.0, 0.5)
@@ -138,7 +138,7 @@ def test_a_feature_without_zero_runs_cannot_be_scored(tmp_path):
     (row,) = read_rows(tmp_path / "out.jsonl").values()
     assert row["examples"]["non_activating"] == 0 and summary.failed == 1
     assert row["error"].startswith(
-        "detection: no non-activating example: no run of 32 tokens where the feature is zero"
+        "detection: no non-activating example: no run of 8 tokens where the feature is zero"
     )
 
 
