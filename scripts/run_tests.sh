@@ -14,8 +14,9 @@ source scripts/setup.sh test
 # tests/load/llama_cpp.py). Without network access those tests are skipped, saying why; under CI (CI set) a
 # failed fetch fails the run instead.
 python -m tests.load.llama_cpp
-# The reference libraries that need pins of their own (circuit-tracer), each in a virtual environment in the
-# same cache folder (tests/reference_envs.py); built once, then found there.
+# The reference libraries that need pins of their own (circuit-tracer; eai-delphi without vLLM), each in a
+# virtual environment in the same cache folder (tests/reference_envs.py); built once, then found there (delphi's
+# took 7 and 23 minutes in two builds on a shared 2-core machine).
 python -m tests.reference_envs
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # The page JavaScript (reports, the graph viewer, the dashboards) is linted with the eslint pinned in package-lock.json:

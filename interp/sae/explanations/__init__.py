@@ -37,7 +37,7 @@ from interp.sae.explanations.labels import add_labels
 from interp.sae.explanations.local import LocalBackend, chat_template_of
 from interp.sae.explanations.metrics import ClassifierMetrics, auc
 from interp.sae.explanations.records import Example, FeatureId, FeatureRecord
-from interp.sae.explanations.run import SCORERS, Settings, Summary, autointerp, read_rows
+from interp.sae.explanations.run import SCORERS, Settings, Summary, autointerp, examples_of, read_rows
 
 __all__ = [
     "SCORERS",
@@ -64,6 +64,7 @@ __all__ = [
     "add_labels",
     "auc",
     "autointerp",
+    "examples_of",
     "chat_template_of",
     "read_feature_file",
     "read_rows",

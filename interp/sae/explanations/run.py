@@ -222,14 +222,7 @@ def _prepare(folder: DashboardFolder, fid: FeatureId, settings: Settings) -> _Fe
         row["error"] = str(err)
         return feature
     row["density"] = record.density
-    explain, test = record.split(settings.n_explain, settings.n_test, settings.seed)
-    feature.explain = [e.window(settings.context) for e in explain]
-    length = record.scoring_length(len(test), settings.context, settings.min_context)
-    if length is not None:
-        feature.test = [e.window(length) for e in test]
-        feature.negatives = record.negatives(len(feature.test), length, settings.seed)
-    else:
-        feature.test = [e.window(settings.context) for e in test]
+    feature.explain, feature.test, feature.negatives, length = examples_of(record, settings)
     row["examples"] = {
         "explain": len(feature.explain),
         "test": len(feature.test),
@@ -239,6 +232,23 @@ def _prepare(folder: DashboardFolder, fid: FeatureId, settings: Settings) -> _Fe
     if not feature.explain:
         row["error"] = _too_few(record, settings)
     return feature
+
+
+def examples_of(
+    record: FeatureRecord, settings: Settings
+) -> tuple[list[Example], list[Example], list[Example], int | None]:
+    """A feature's examples as :func:`autointerp` uses them: those shown to the explainer, the activating and
+    the non-activating ones scored, and the scored examples' length in tokens (``None`` where the file holds no
+    run of ``settings.min_context`` tokens where the feature is zero, and so no non-activating example).
+
+    Scoring another explanation on the same examples (a shuffled-explanation baseline) starts here."""
+    explain, test = record.split(settings.n_explain, settings.n_test, settings.seed)
+    shown = [e.window(settings.context) for e in explain]
+    length = record.scoring_length(len(test), settings.context, settings.min_context)
+    if length is None:
+        return shown, [e.window(settings.context) for e in test], [], None
+    scored = [e.window(length) for e in test]
+    return shown, scored, record.negatives(len(scored), length, settings.seed), length
 
 
 def _too_few(record: FeatureRecord, settings: Settings) -> str:

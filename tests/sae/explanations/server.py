@@ -77,8 +77,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(folder: Path, log: Path) -> Iterator[str]:
-    """Run ``transformers serve FOLDER`` on loopback; yields the API root (``http://127.0.0.1:PORT/v1``)."""
+def serve(folder: Path, log: Path, *options: str) -> Iterator[str]:
+    """Run ``transformers serve FOLDER`` on loopback, with more ``options`` if given; yields the API root
+    (``http://127.0.0.1:PORT/v1``)."""
     port = free_port()
     command = [
         str(Path(sys.executable).with_name("transformers")),
@@ -92,6 +93,7 @@ def serve(folder: Path, log: Path) -> Iterator[str]:
         "cpu",
         "--dtype",
         "float32",
+        *options,
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     with open(log, "w") as out:
