@@ -196,6 +196,9 @@ def _run_chunk(
         _classify(scorer, explained, backend)
     if embedding is not None and "embedding" in settings.scorers:
         for f in explained:
+            if not f.test or not f.negatives:
+                f.row["scores"]["embedding"] = {"error": _no_examples(f)}
+                continue
             f.row["scores"]["embedding"] = embedding.score(
                 f.row["explanation"], f.test, f.negatives
             ).to_json()

@@ -11,6 +11,7 @@ from interp.sae.explanations import (
     ChatFailure,
     ChatReply,
     DashboardFolder,
+    EmbeddingScorer,
     ResponseCache,
     Settings,
     add_labels,
@@ -134,12 +135,26 @@ def test_a_feature_without_zero_runs_cannot_be_scored(tmp_path):
         for example in quantile["examples"]:
             example["tokens_acts_list"] = [a or 0.5 for a in example["tokens_acts_list"]]  # fires everywhere
     path.write_text(json.dumps(data))
-    summary = _run(DashboardFolder.open(root), RuleModel(), tmp_path / "out.jsonl")
+    every = Settings(n_explain=6, n_test=10)
+    embedding = EmbeddingScorer(NoEmbedder())
+    summary = _run(
+        DashboardFolder.open(root), RuleModel(), tmp_path / "out.jsonl", settings=every, embedding=embedding
+    )
     (row,) = read_rows(tmp_path / "out.jsonl").values()
     assert row["examples"]["non_activating"] == 0 and summary.failed == 1
     assert row["error"].startswith(
         "detection: no non-activating example: no run of 8 tokens where the feature is zero"
     )
+    assert row["scores"]["embedding"]["error"].startswith("no non-activating example: no run of 8 tokens")
+
+
+class NoEmbedder:
+    """An embedder that must not be asked (there is nothing to compare the explanation with)."""
+
+    name = "none"
+
+    def encode(self, texts):
+        raise AssertionError(f"asked to embed {len(texts)} texts")
 
 
 def test_labels_go_into_the_graphs_feature_nodes(tmp_path):
