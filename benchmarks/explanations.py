@@ -31,9 +31,9 @@ import torch
 
 import interp
 from interp.sae.explanations import (
-    DashboardFolder,
     DetectionScorer,
     EndpointBackend,
+    FeatureFiles,
     LocalBackend,
     chat_template_of,
 )
@@ -48,7 +48,7 @@ from tests.sae.explanations.server import hf_folder, serve  # noqa: E402
 def requests(n: int) -> list:
     """``n`` detection requests of one example each, over the planted features."""
     with tempfile.TemporaryDirectory() as root:
-        folder = DashboardFolder.open(write_folder(Path(root)))
+        folder = FeatureFiles.open(write_folder(Path(root)))
         found = []
         for planted in PLANTED:
             record = folder.record(planted.id)

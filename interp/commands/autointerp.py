@@ -113,11 +113,11 @@ def run(args: argparse.Namespace) -> int:
 def preflight(args: argparse.Namespace) -> dict:
     """Everything that can be checked before a model loads or a feature is read."""
     from interp.preflight import check_command, check_output_file, check_placement
-    from interp.sae.explanations import DashboardFolder, FeatureId, Settings
+    from interp.sae.explanations import FeatureFiles, FeatureId, Settings
     from interp.sae.explanations.endpoint import EndpointBackend, is_url
 
     placement = check_placement(args)
-    folder = DashboardFolder.open(args.dir, args.scan)
+    folder = FeatureFiles.open(args.dir, args.scan)
     features = None
     if args.features is not None:
         features = folder.select([FeatureId.parse(part) for part in args.features.split(",") if part.strip()])

@@ -32,7 +32,7 @@ from interp.sae.explanations.classifier import DetectionScorer, FuzzingScorer
 from interp.sae.explanations.embedding import EmbeddingScorer, SentenceEmbedder
 from interp.sae.explanations.endpoint import EndpointBackend
 from interp.sae.explanations.explainer import Explainer
-from interp.sae.explanations.folder import DashboardFolder, FeatureFileError, read_feature_file
+from interp.sae.explanations.folder import FeatureFileError, FeatureFiles, read_feature_file
 from interp.sae.explanations.labels import add_labels
 from interp.sae.explanations.local import LocalBackend, chat_template_of
 from interp.sae.explanations.metrics import ClassifierMetrics, auc
@@ -46,7 +46,7 @@ __all__ = [
     "ChatReply",
     "ChatRequest",
     "ClassifierMetrics",
-    "DashboardFolder",
+    "FeatureFiles",
     "DetectionScorer",
     "EmbeddingScorer",
     "EndpointBackend",

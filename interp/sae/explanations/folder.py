@@ -31,7 +31,7 @@ class FeatureFileError(ValueError):
 
 
 @dataclass(frozen=True)
-class DashboardFolder:
+class FeatureFiles:
     """The feature files of one scan in a dashboards folder.
 
     Attributes:
@@ -47,7 +47,7 @@ class DashboardFolder:
     density: dict[int, float]
 
     @classmethod
-    def open(cls, root: str | Path, scan: str | None = None) -> DashboardFolder:
+    def open(cls, root: str | Path, scan: str | None = None) -> FeatureFiles:
         """Find the scan's feature files and their index under ``root``.
 
         Raises:

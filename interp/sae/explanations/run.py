@@ -27,7 +27,7 @@ from interp.sae.explanations.chat import Backend, ChatFailure
 from interp.sae.explanations.classifier import ClassifierScorer, DetectionScorer, FuzzingScorer
 from interp.sae.explanations.embedding import EmbeddingScorer
 from interp.sae.explanations.explainer import Explainer
-from interp.sae.explanations.folder import DashboardFolder, FeatureFileError
+from interp.sae.explanations.folder import FeatureFileError, FeatureFiles
 from interp.sae.explanations.records import Example, FeatureId, FeatureRecord
 
 SCORERS = ("detection", "fuzzing", "embedding")
@@ -115,7 +115,7 @@ def read_rows(path: Path) -> dict[int, dict[str, Any]]:
 
 
 def autointerp(
-    folder: DashboardFolder,
+    folder: FeatureFiles,
     backend: Backend,
     out: str | Path,
     *,
@@ -129,7 +129,7 @@ def autointerp(
     """Explain and score the features of ``folder``, appending one row per feature to ``out``.
 
     Args:
-        folder: the dashboards folder (:meth:`DashboardFolder.open`).
+        folder: the dashboards folder (:meth:`FeatureFiles.open`).
         backend: the model that explains and scores (wrap it in a
             :class:`~interp.sae.explanations.cache.CachedBackend` so that a rerun asks nothing twice).
         out: the JSON Lines file; rows already in it for the same settings and model are kept.
@@ -174,7 +174,7 @@ def autointerp(
 
 
 def _run_chunk(
-    folder: DashboardFolder,
+    folder: FeatureFiles,
     ids: Sequence[FeatureId],
     backend: Backend,
     settings: Settings,
@@ -209,7 +209,7 @@ def _run_chunk(
     return [f.row for f in features]
 
 
-def _prepare(folder: DashboardFolder, fid: FeatureId, settings: Settings) -> _Feature:
+def _prepare(folder: FeatureFiles, fid: FeatureId, settings: Settings) -> _Feature:
     row: dict[str, Any] = {
         "feature": str(fid),
         "layer": fid.layer,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from interp.sae.explanations import DashboardFolder, Example
+from interp.sae.explanations import Example, FeatureFiles
 from tests.sae.explanations.planted import PLANTED, Planted, write_folder
 
 N_TEST = 8
@@ -33,7 +33,7 @@ class Case:
 
 def cases(root: Path) -> list[Case]:
     """Each planted feature with its own explanation and with the next feature's."""
-    folder = DashboardFolder.open(write_folder(root))
+    folder = FeatureFiles.open(write_folder(root))
     found = []
     for i, feature in enumerate(PLANTED):
         record = folder.record(feature.id)

@@ -10,7 +10,7 @@ import torch
 
 import interp
 from interp.load.packaged import packaged_path
-from interp.sae.explanations import DashboardFolder, EmbeddingScorer, SentenceEmbedder
+from interp.sae.explanations import EmbeddingScorer, FeatureFiles, SentenceEmbedder
 from tests.sae.explanations.planted import PLANTED, write_folder
 
 TEXTS = [
@@ -54,7 +54,7 @@ def test_a_language_model_is_refused_as_encoder():
 
 @pytest.mark.slow
 def test_planted_true_explanations_embed_nearer_than_shuffled(tmp_path):
-    folder = DashboardFolder.open(write_folder(tmp_path, n_examples=80))
+    folder = FeatureFiles.open(write_folder(tmp_path, n_examples=80))
     scorer = EmbeddingScorer(embedder())
     for i, planted in enumerate(PLANTED):
         record = folder.record(planted.id)

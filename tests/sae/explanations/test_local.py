@@ -14,8 +14,8 @@ import interp
 from interp.sae.explanations import (
     CachedBackend,
     ChatRequest,
-    DashboardFolder,
     EmbeddingScorer,
+    FeatureFiles,
     LocalBackend,
     ResponseCache,
     SentenceEmbedder,
@@ -111,7 +111,7 @@ def test_the_chat_template_renders_as_transformers_renders_it():
 def test_smollm2_explains_and_scores_a_planted_feature_end_to_end(tmp_path):
     """The packaged models through the whole pipeline: SmolLM2 explains and scores, MiniLM embeds. What a 135M
     model writes is not checked for sense (it rarely makes any); that each step ran and was recorded is."""
-    folder = DashboardFolder.open(write_folder(tmp_path / "dash", features=PLANTED[:1], n_examples=16))
+    folder = FeatureFiles.open(write_folder(tmp_path / "dash", features=PLANTED[:1], n_examples=16))
     local = LocalBackend(
         smollm2(), name="smollm2-135m", chat_template=chat_template_of("smollm2-135m"), batch_size=8
     )

@@ -12,9 +12,9 @@ import interp.sae.explanations.metrics as metrics_module
 import interp.sae.explanations.records as records_module
 from interp.circuits.features.neuronpedia import _cantor
 from interp.sae.explanations import (
-    DashboardFolder,
     Example,
     FeatureFileError,
+    FeatureFiles,
     FeatureId,
     FeatureRecord,
     read_feature_file,
@@ -67,7 +67,7 @@ def test_marks_and_levels():
 
 
 def test_split_is_disjoint_spans_the_quantiles_and_is_seeded(tmp_path):
-    folder = DashboardFolder.open(write_folder(tmp_path))
+    folder = FeatureFiles.open(write_folder(tmp_path))
     record = folder.record(PLANTED[0].id)
     explain, test = record.split(12, 20, seed=0)
     assert len(explain) == 12 and len(test) == 20
@@ -79,7 +79,7 @@ def test_split_is_disjoint_spans_the_quantiles_and_is_seeded(tmp_path):
 
 
 def test_folder_reads_the_index_and_the_files(tmp_path):
-    folder = DashboardFolder.open(write_folder(tmp_path))
+    folder = FeatureFiles.open(write_folder(tmp_path))
     assert folder.scan == SCAN and folder.features == tuple(p.id for p in PLANTED)
     record = folder.record(PLANTED[1].id)
     assert len(record.activating) == 60 and record.non_activating == ()
@@ -96,7 +96,7 @@ def test_folder_reads_the_index_and_the_files(tmp_path):
 def test_folder_without_index_lists_the_files(tmp_path):
     write_folder(tmp_path)
     (tmp_path / "index.json").unlink()
-    assert DashboardFolder.open(tmp_path).features == tuple(
+    assert FeatureFiles.open(tmp_path).features == tuple(
         sorted((p.id for p in PLANTED), key=lambda f: f.index)
     )
 
@@ -142,16 +142,16 @@ def test_short_examples_are_scored_at_the_length_their_zero_runs_allow():
 
 def test_bad_folders_and_files_are_refused_in_one_line(tmp_path):
     with pytest.raises(FileNotFoundError, match="is not a folder"):
-        DashboardFolder.open(tmp_path / "missing")
+        FeatureFiles.open(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match=r"holds no feature files \(no features/<scan>/ folder\)"):
-        DashboardFolder.open(tmp_path)
+        FeatureFiles.open(tmp_path)
     (tmp_path / "features" / "empty").mkdir(parents=True)
     with pytest.raises(ValueError, match="lists no feature"):
-        DashboardFolder.open(tmp_path)
+        FeatureFiles.open(tmp_path)
     write_folder(tmp_path)
     with pytest.raises(ValueError, match=r"holds several scans \(empty, planted\); name one with --scan"):
-        DashboardFolder.open(tmp_path)
-    folder = DashboardFolder.open(tmp_path, "planted")
+        FeatureFiles.open(tmp_path)
+    folder = FeatureFiles.open(tmp_path, "planted")
     with pytest.raises(ValueError, match=r"--features 9:9: not in .*planted \(3 features, e.g. 0:5\)"):
         folder.select([FeatureId(0, 5), FeatureId(9, 9)])
     folder.path(PLANTED[0].id).write_text('{"index": 5}')
@@ -170,7 +170,7 @@ def test_bad_folders_and_files_are_refused_in_one_line(tmp_path):
     with pytest.raises(
         ValueError, match=r"is still being written by interp dashboards \(no index.json yet\)"
     ):
-        DashboardFolder.open(tmp_path, "planted")
+        FeatureFiles.open(tmp_path, "planted")
 
 
 def test_planted_files_are_circuit_tracer_feature_files(tmp_path):

@@ -10,8 +10,8 @@ from interp.sae.explanations import (
     CachedBackend,
     ChatFailure,
     ChatReply,
-    DashboardFolder,
     EmbeddingScorer,
+    FeatureFiles,
     ResponseCache,
     Settings,
     add_labels,
@@ -26,7 +26,7 @@ FAST = Settings(scorers=("detection", "fuzzing"), n_explain=6, n_test=10)
 
 @pytest.fixture
 def folder(tmp_path):
-    return DashboardFolder.open(write_folder(tmp_path / "dash", n_examples=40))
+    return FeatureFiles.open(write_folder(tmp_path / "dash", n_examples=40))
 
 
 def _run(folder, backend, out, **kwargs):
@@ -138,7 +138,7 @@ def test_a_feature_without_zero_runs_cannot_be_scored(tmp_path):
     every = Settings(n_explain=6, n_test=10)
     embedding = EmbeddingScorer(NoEmbedder())
     summary = _run(
-        DashboardFolder.open(root), RuleModel(), tmp_path / "out.jsonl", settings=every, embedding=embedding
+        FeatureFiles.open(root), RuleModel(), tmp_path / "out.jsonl", settings=every, embedding=embedding
     )
     (row,) = read_rows(tmp_path / "out.jsonl").values()
     assert row["examples"]["non_activating"] == 0 and summary.failed == 1

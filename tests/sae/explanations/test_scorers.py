@@ -14,7 +14,7 @@ import random
 import pytest
 import scipy.stats
 
-from interp.sae.explanations import DashboardFolder, DetectionScorer, Example, FuzzingScorer
+from interp.sae.explanations import DetectionScorer, Example, FeatureFiles, FuzzingScorer
 from interp.sae.explanations.chat import ChatFailure, ChatReply, TokenChoice, binary_probabilities
 from interp.sae.explanations.classifier import read_answer, wrong_marks
 from interp.sae.explanations.metrics import auc, auc_interval, classifier_metrics
@@ -26,7 +26,7 @@ N_TEST = 30
 
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory):
-    folder = DashboardFolder.open(write_folder(tmp_path_factory.mktemp("planted"), n_examples=80))
+    folder = FeatureFiles.open(write_folder(tmp_path_factory.mktemp("planted"), n_examples=80))
     found = {}
     for planted in PLANTED:
         record = folder.record(planted.id)
