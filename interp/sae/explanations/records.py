@@ -38,9 +38,10 @@ class FeatureId:
     @property
     def index(self) -> int:
         """circuit-tracer's ``featureIndex``: the Cantor pairing of layer and feature, as its graph files and
-        feature files number a feature."""
-        total = self.layer + self.feature
-        return total * (total + 1) // 2 + self.feature
+        feature files number a feature (:func:`interp.sae.dashboards.cantor`, which names the files)."""
+        from interp.sae.dashboards.dictionary import cantor
+
+        return cantor(self.layer, self.feature)
 
     @classmethod
     def from_index(cls, index: int) -> FeatureId:
