@@ -20,13 +20,13 @@ This is a measurement script, not a test; it uses the tests' helpers (the plante
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import provenance
 import torch
 
 import interp
@@ -116,6 +116,7 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    env = provenance.environment(["transformers", "openai"])
     asked = requests(args.requests)
     results: dict = {
         "requests": len(asked),
@@ -136,7 +137,7 @@ def main() -> None:
             asked, [int(c) for c in args.concurrency.split(",")], args.serve_options.split(), results
         )
     if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+        provenance.write_run(args.out, results, env)
 
 
 if __name__ == "__main__":
