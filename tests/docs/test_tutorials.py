@@ -34,7 +34,7 @@ nbclient = _need("nbclient")
 
 TUTORIALS = ROOT / "docs" / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb"))
-CELL_TIMEOUT_S = 300  # a bound, not a target: each notebook takes about a minute on one idle thread
+CELL_TIMEOUT_S = 900  # a bound against a hung kernel, not a target: a cell takes seconds to a few minutes
 _WORDS = (
     "three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundreds?|thousands?|"
     "millions?|billions?|twice|thrice|half|halves|thirds?|quarters?|tenths?|twentieth|dozens?"
