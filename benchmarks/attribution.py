@@ -1,4 +1,4 @@
-"""Wall time and peak memory of one attribution graph: interp against circuit-tracer 0.5.0, in one run.
+"""Wall time and peak memory of one attribution graph: interp against both of circuit-tracer 0.5.0's backends.
 
 Both build the graph of the same random checkpoint (Llama architecture; ``--size smollm2`` is SmolLM2-135M's
 shape: 30 layers, d_model 576, 9 heads of which 3 key/value, d_mlp 1536, 49152 tokens; ``--size tiny`` a
@@ -6,12 +6,18 @@ shape: 30 layers, d_model 576, 9 heads of which 3 key/value, d_mlp 1536, 49152 t
 layer, about 1% active), for prompts of each ``--prompt-lengths`` and each ``--max-feature-nodes``. Norm gains
 are 1, so circuit-tracer's ``mlp.hook_in`` and interp's ``ln2.hook_normalized`` hold the same tensor.
 
-Each graph is made in a child process of its own (interp's in this environment, circuit-tracer's with
-``--ct-python``, the interpreter of an environment with ``circuit-tracer==0.5.0`` and ``nnsight==0.6.*``), with
-``--threads`` threads; its wall time is that of the ``attribute`` call (after an untimed graph of the first
-four tokens, so one-time costs such as lazy imports are left out), its peak memory the largest resident
-set during the call minus that before it (on CUDA: ``torch.cuda.max_memory_allocated``). The script prints
-interp's time and memory over circuit-tracer's for every case, measured in the same run.
+circuit-tracer runs with each of ``--backends``: ``transformerlens`` (its default: a ``HookedTransformer``
+built from a hand-written ``HookedTransformerConfig`` with ``ReplacementModel.from_config``, the checkpoint's
+weights converted by TransformerLens's own Llama converter, offline) and ``nnsight`` (the checkpoint read by
+``from_pretrained_and_transcoders``). Each graph is made in a child process of its own (interp's in this
+environment, circuit-tracer's with ``--ct-python``, the interpreter of an environment with
+``circuit-tracer==0.5.0``, ``nnsight==0.6.*`` and ``transformer-lens``), with ``--threads`` threads; its wall
+time is that of the ``attribute`` call (after an untimed graph of the first four tokens, so one-time costs
+such as lazy imports are left out), its peak memory the largest resident set during the call minus that before
+it (on CUDA: ``torch.cuda.max_memory_allocated``). The script prints interp's time and memory over each
+backend's for every case, measured in the same run, and checks that each backend's adjacency equals interp's
+(``|A_backend - A_interp| <= 1e-4 max|A_interp|``, the golden tests' tolerance) where the matrix is at most
+``--compare-max-nodes`` nodes a side.
 
     python benchmarks/attribution.py --ct-python PATH --size smollm2 --prompt-lengths 8,32 --threads 1
     python benchmarks/attribution.py --ct-python PATH                      # tiny: a check that it runs
@@ -42,9 +48,9 @@ SIZES = {
 }  # fmt: skip
 ACTIVE = 0.01  # the share of features active at a position
 
-CT_BACKEND = "nnsight"
-"""circuit-tracer's backend in these runs; its default, and by its own README the faster and leaner, is
-TransformerLens (``"transformerlens"``), which this comparison has not run."""
+BACKENDS = ("transformerlens", "nnsight")
+"""circuit-tracer's backends: its default (by its own README the faster and leaner), then nnsight."""
+MAX_POSITIONS = 1024  # the checkpoint's context: room for the long prompt
 
 
 def build(folder: Path, size: str, d_transcoder: int) -> None:
@@ -53,7 +59,7 @@ def build(folder: Path, size: str, d_transcoder: int) -> None:
     from safetensors.torch import save_file
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    cfg = transformers.LlamaConfig(**SIZES[size], max_position_embeddings=256, bos_token_id=0, eos_token_id=1,
+    cfg = transformers.LlamaConfig(**SIZES[size], max_position_embeddings=MAX_POSITIONS, bos_token_id=0, eos_token_id=1,
                                    pad_token_id=2, tie_word_embeddings=True)  # fmt: skip
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(cfg)
@@ -112,21 +118,9 @@ def worker(args: argparse.Namespace) -> None:
                 model, tc, ids, batch_size=args.batch_size, max_feature_nodes=cap, progress=False
             )
     else:
-        from circuit_tracer import ReplacementModel, attribute
-        from circuit_tracer.transcoder.single_layer_transcoder import SingleLayerTranscoder, TranscoderSet
+        from circuit_tracer import attribute
 
-        layers = {}
-        for i in range(len(w["W_enc"])):
-            t = SingleLayerTranscoder(w["W_enc"].shape[2], w["W_enc"].shape[1], torch.nn.functional.relu, i,
-                                      device=torch.device(args.device), dtype=torch.float32)  # fmt: skip
-            with torch.no_grad():
-                for name in ("W_enc", "b_enc", "W_dec", "b_dec"):
-                    getattr(t, name).copy_(w[name][i])
-            layers[i] = t
-        tc = TranscoderSet(layers, feature_input_hook="mlp.hook_in", feature_output_hook="hook_mlp_out")
-        model = ReplacementModel.from_pretrained_and_transcoders(
-            str(folder), tc, backend=CT_BACKEND, device=torch.device(args.device), dtype=torch.float32
-        )
+        model = circuit_tracer_model(folder, _ct_transcoders(w, args.device), args.worker, args.device)
 
         def run(ids=prompt):
             return attribute(ids, model, batch_size=args.batch_size, max_feature_nodes=cap)
@@ -144,20 +138,102 @@ def worker(args: argparse.Namespace) -> None:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
     peak = (torch.cuda.max_memory_allocated() - before) / 2**20 if cuda else rss.peak - rss.start
-    n = graph.adjacency_matrix.shape[0] if hasattr(graph, "adjacency_matrix") else graph.adjacency.shape[0]
-    print(json.dumps({"seconds": seconds, "peak_mib": peak, "n_nodes": int(n)}))
+    adjacency = graph.adjacency_matrix if hasattr(graph, "adjacency_matrix") else graph.adjacency
+    if args.save and adjacency.shape[0] <= args.compare_max_nodes:
+        from safetensors.torch import save_file
+
+        save_file({"adjacency": adjacency.float().cpu().contiguous()}, args.save)
+    print(json.dumps({"seconds": seconds, "peak_mib": peak, "n_nodes": int(adjacency.shape[0])}))
+
+
+def _ct_transcoders(w: dict[str, torch.Tensor], device: str):
+    """circuit-tracer's per-layer transcoder set on the same weights."""
+    from circuit_tracer.transcoder.single_layer_transcoder import SingleLayerTranscoder, TranscoderSet
+
+    layers = {}
+    for i in range(len(w["W_enc"])):
+        t = SingleLayerTranscoder(w["W_enc"].shape[2], w["W_enc"].shape[1], torch.nn.functional.relu, i,
+                                  device=torch.device(device), dtype=torch.float32)  # fmt: skip
+        with torch.no_grad():
+            for name in ("W_enc", "b_enc", "W_dec", "b_dec"):
+                getattr(t, name).copy_(w[name][i])
+        layers[i] = t
+    return TranscoderSet(layers, feature_input_hook="mlp.hook_in", feature_output_hook="hook_mlp_out")
+
+
+def circuit_tracer_model(folder: Path, transcoders, backend: str, device: str):
+    """circuit-tracer's replacement model of the checkpoint in ``folder`` with ``backend``.
+
+    nnsight reads the checkpoint itself. TransformerLens knows models by hub name only, so its model is built
+    from a ``HookedTransformerConfig`` written from the checkpoint's ``config.json`` (the fields TransformerLens
+    sets for a Llama), and the weights are converted with TransformerLens's Llama converter and loaded into
+    circuit-tracer's wrapped modules (``mlp.old_mlp``, ``unembed.old_unembed``).
+    """
+    from circuit_tracer import ReplacementModel
+
+    if backend == "nnsight":
+        return ReplacementModel.from_pretrained_and_transcoders(
+            str(folder), transcoders, backend="nnsight", device=torch.device(device), dtype=torch.float32
+        )
+    import transformers
+    from transformer_lens import HookedTransformerConfig
+    from transformer_lens.pretrained.weight_conversions.llama import convert_llama_weights
+
+    hf = transformers.LlamaForCausalLM.from_pretrained(str(folder), torch_dtype=torch.float32)
+    c = hf.config
+    cfg = HookedTransformerConfig(
+        n_layers=c.num_hidden_layers, d_model=c.hidden_size, n_heads=c.num_attention_heads,
+        d_head=c.hidden_size // c.num_attention_heads, d_mlp=c.intermediate_size, d_vocab=c.vocab_size,
+        n_ctx=c.max_position_embeddings, eps=c.rms_norm_eps, act_fn=c.hidden_act,
+        n_key_value_heads=c.num_key_value_heads if c.num_key_value_heads != c.num_attention_heads else None,
+        normalization_type="RMS", positional_embedding_type="rotary", rotary_adjacent_pairs=False,
+        rotary_dim=c.hidden_size // c.num_attention_heads, rotary_base=c.rope_theta, final_rms=True,
+        gated_mlp=True, original_architecture="LlamaForCausalLM", default_prepend_bos=False,
+        device=device, dtype=torch.float32,
+    )  # fmt: skip
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))  # it reads the special ids
+    model = ReplacementModel.from_config(cfg, transcoders, backend="transformerlens", tokenizer=tokenizer)
+    wrapped = {".mlp.": ".mlp.old_mlp.", "unembed.": "unembed.old_unembed."}
+    state = {}
+    for key, value in convert_llama_weights(hf, cfg).items():
+        for old, new in wrapped.items():
+            if old in key:
+                key = key.replace(old, new)
+        state[key] = value.detach().clone()
+    del hf
+    result = model.load_state_dict(state, strict=False)
+    buffers = {name for name, _ in model.named_buffers(remove_duplicate=False)}  # shared between blocks
+    missing = [k for k in result.missing_keys if not k.startswith("transcoders.") and k not in buffers]
+    if missing or result.unexpected_keys:
+        raise RuntimeError(f"TransformerLens weights: missing {missing}, unexpected {result.unexpected_keys}")
+    return model.eval()
 
 
 def child(args: argparse.Namespace, which: str, folder: Path, length: int, cap: int) -> dict:
     python = sys.executable if which == "interp" else args.ct_python
     cmd = [python, __file__, "--worker", which, "--folder", str(folder), "--prompt-length", str(length),
            "--max-feature-nodes", str(cap), "--threads", str(args.threads), "--batch-size", str(args.batch_size),
-           "--device", args.device]  # fmt: skip
+           "--device", args.device, "--save", str(folder / f"{which}.safetensors"),
+           "--compare-max-nodes", str(args.compare_max_nodes)]  # fmt: skip
     env = {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(args.threads), "PATH": "/usr/bin:/bin"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the {which} worker failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def same_graph(folder: Path, backend: str) -> float | None:
+    """max |A_backend - A_interp| over max |A_interp|, or None where the graphs were too large to keep."""
+    from safetensors.torch import load_file
+
+    files = [folder / f"{which}.safetensors" for which in ("interp", backend)]
+    if not all(f.exists() for f in files):
+        return None
+    ours, theirs = (load_file(str(f))["adjacency"] for f in files)
+    files[1].unlink()  # interp's stays for the next backend
+    if ours.shape != theirs.shape:
+        raise RuntimeError(f"{backend}: adjacency {tuple(theirs.shape)}, interp's {tuple(ours.shape)}")
+    return float((ours - theirs).abs().max() / ours.abs().max())
 
 
 def main() -> None:
@@ -170,8 +246,13 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--backends", default=",".join(BACKENDS), help="circuit-tracer's backends, comma-separated"
+    )
+    p.add_argument("--compare-max-nodes", type=int, default=12000, help="compare adjacencies up to this size")
     p.add_argument("--out", default=None, help="write the results as JSON here")
-    p.add_argument("--worker", choices=("interp", "ct"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=("interp", *BACKENDS), help=argparse.SUPPRESS)
+    p.add_argument("--save", help=argparse.SUPPRESS)
     p.add_argument("--folder", help=argparse.SUPPRESS)
     p.add_argument("--prompt-length", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -184,28 +265,40 @@ def main() -> None:
         ["transformers"],
         others={args.ct_python: ["circuit-tracer", "nnsight", "transformer-lens", "transformers", "torch"]},
     )
+    backends = args.backends.split(",")
+    if unknown := set(backends) - set(BACKENDS):
+        p.error(f"--backends: unknown {sorted(unknown)}; circuit-tracer's backends are {', '.join(BACKENDS)}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         build(folder, args.size, args.d_transcoder)
         for length in (int(x) for x in args.prompt_lengths.split(",")):
             for cap in (int(x) for x in args.max_feature_nodes.split(",")):
-                ours, theirs = (
-                    child(args, "interp", folder, length, cap),
-                    child(args, "ct", folder, length, cap),
-                )
-                row = {"prompt_length": length, "max_feature_nodes": cap or None, "interp": ours,
-                       "circuit_tracer": theirs, "time_ratio": ours["seconds"] / theirs["seconds"],
-                       "memory_ratio": ours["peak_mib"] / max(theirs["peak_mib"], 1e-9)}  # fmt: skip
-                rows.append(row)
-                print(
+                ours = child(args, "interp", folder, length, cap)
+                row = {"prompt_length": length, "max_feature_nodes": cap or None, "interp": ours}
+                line = (
                     f"{args.size} pos={length} cap={cap or 'all'}: {ours['n_nodes']} nodes; interp "
-                    f"{ours['seconds']:.2f}s {ours['peak_mib']:.0f} MiB, circuit-tracer {theirs['seconds']:.2f}s "
-                    f"{theirs['peak_mib']:.0f} MiB; time {row['time_ratio']:.2f}x, memory {row['memory_ratio']:.2f}x"
+                    f"{ours['seconds']:.2f}s {ours['peak_mib']:.0f} MiB"
                 )
+                for backend in backends:
+                    theirs = child(args, backend, folder, length, cap)
+                    row[backend] = {**theirs, "graph_difference": same_graph(folder, backend),
+                                    "time_ratio": ours["seconds"] / theirs["seconds"],
+                                    "memory_ratio": ours["peak_mib"] / max(theirs["peak_mib"], 1e-9)}  # fmt: skip
+                    diff = row[backend]["graph_difference"]
+                    line += (
+                        f"; {backend} {theirs['seconds']:.2f}s {theirs['peak_mib']:.0f} MiB "
+                        f"(time {row[backend]['time_ratio']:.2f}x, memory {row[backend]['memory_ratio']:.2f}x, "
+                        f"graph {'not compared' if diff is None else f'difference {diff:.1e}'})"
+                    )
+                    if diff is not None and (diff > 1e-4 or theirs["n_nodes"] != ours["n_nodes"]):
+                        raise RuntimeError(f"{line}: {backend}'s graph differs from interp's")
+                rows.append(row)
+                print(line, flush=True)
     if args.out:
         figures = {"size": args.size, "d_transcoder": args.d_transcoder, "threads": args.threads,
-                   "device": args.device, "circuit_tracer_backend": CT_BACKEND, "rows": rows}  # fmt: skip
+                   "device": args.device, "circuit_tracer_backends": backends, "batch_size": args.batch_size,
+                   "rows": rows}  # fmt: skip
         provenance.write_run(args.out, figures, env)
 
 
