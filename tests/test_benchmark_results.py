@@ -58,9 +58,19 @@ def test_every_stored_run_says_what_it_lacks(path):
         env = run["environment"]
         assert set(provenance.missing(run)) <= set(env.get("missing", []))
         if path.name.startswith("attribution"):
-            assert (
-                run.get("circuit_tracer_backend", run["figures"].get("circuit_tracer_backend")) == "nnsight"
-            )
+            assert set(_attribution_backends(run)) <= {"nnsight", "transformerlens"}
+
+
+def _attribution_backends(run: dict) -> list[str]:
+    """circuit-tracer's backends an attribution run compared: named in the run, and each row holds them."""
+    figures = run["figures"]
+    if "circuit_tracer_backends" in figures:  # runs with both backends
+        backends = figures["circuit_tracer_backends"]
+        assert backends and all(set(backends) <= set(row) for row in figures["rows"])
+        return backends
+    backend = run.get("circuit_tracer_backend", figures.get("circuit_tracer_backend"))
+    assert backend == "nnsight"  # every run before the TransformerLens backend was added
+    return [backend]
 
 
 def test_stored_runs_name_no_folder_of_the_machine_that_ran_them(tmp_path):
