@@ -41,9 +41,10 @@ def _cache(model, tc, tokens):
     return frozen, cache
 
 
-def _pushed_run(model, tc, tokens, frozen, cache, pushes):
+def _pushed_run(model, tc, tokens, frozen, cache, pushes, record=None, names=()):
     """Row 0 unchanged; row ``i + 1`` adds ``pushes[i] = (hook, position, vector)``. Returns the transcoder
-    inputs per layer and the unembedding's input, ``[rows, pos, d_model]``."""
+    inputs per layer and the unembedding's input, ``[rows, pos, d_model]``; the hooks ``names`` are kept in
+    ``record``."""
     rows = len(pushes) + 1
     deltas: dict[str, torch.Tensor] = {}
     for i, (name, pos, vec) in enumerate(pushes):
@@ -69,14 +70,16 @@ def _pushed_run(model, tc, tokens, frozen, cache, pushes):
             )
             if live is not None:
                 x = x + (live - clean).to(x.dtype)
-        if name == "unembed.hook_in":
+        if name == "unembed.hook_in" or name in names:
             seen[name] = x
             return None
         return x + deltas[name].to(x.dtype) if name in deltas else x
 
-    names = [*frozen, *in_layer, *out_layer, "hook_embed", "unembed.hook_in"]
+    hooked = [*frozen, *in_layer, *out_layer, "hook_embed", "unembed.hook_in", *names]
     with torch.no_grad():
-        model.run_with_hooks(tokens[None].expand(rows, -1), fwd_hooks=[(n, hook) for n in names])
+        model.run_with_hooks(tokens[None].expand(rows, -1), fwd_hooks=[(n, hook) for n in hooked])
+    if record is not None:
+        record.update({n: seen[n] for n in names})
     return {layer: seen[name] for name, layer in in_layer.items()}, seen["unembed.hook_in"]
 
 

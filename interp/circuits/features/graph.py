@@ -137,6 +137,35 @@ class AttributionGraph:
             self.adjacency.float(), self.logit_weights, self.n_features, self.n_errors, self.n_pos
         )
 
+    def explain_attention(
+        self,
+        model: Any,
+        transcoders: SparseDictionary,
+        edge_or_node: str | tuple[str, str],
+        *,
+        top_heads: int = 3,
+        other_key: int | None = None,
+    ) -> Any:
+        """Why attention carries an edge: its heads, and each top head's score from the target's position to
+        the source's split into this graph's nodes (:mod:`~interp.circuits.features.attention`).
+
+        Args:
+            edge_or_node: ``(target, source)``, or a node (its strongest input from another position).
+            top_heads: the heads with the largest loadings to explain.
+            other_key: a second key position, for the difference of the two scores.
+
+        Returns:
+            An :class:`~interp.circuits.features.attention.AttentionExplanation`.
+        """
+        from interp.circuits.features.attention import explain_edges, strongest_input
+
+        if isinstance(edge_or_node, tuple):
+            edge = edge_or_node
+        else:
+            edge = (str(edge_or_node), strongest_input(self, edge_or_node))
+        (found,) = explain_edges(model, transcoders, self, [edge], top_heads=top_heads, other_key=other_key)
+        return found
+
     # -- files ------------------------------------------------------------------------------------------
 
     def tensors(self) -> dict[str, torch.Tensor]:
