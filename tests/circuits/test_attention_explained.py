@@ -6,6 +6,8 @@ query and key; an edge's explanation picks its heads by their loadings; two keys
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -20,6 +22,7 @@ from interp.circuits.features.attention import (
     strongest_input,
 )
 from interp.circuits.features.heads import head_loadings
+from interp.circuits.features.subgraph import neuronpedia_ids
 from tests.analysis.qk_reference import embolden_gpt2_bert, reference_scores
 from tests.circuits.test_attribute_exact import _cache, _pushed_run, _source_pushes
 from tests.circuits.transcoders import input_site, tiny_transcoders
@@ -211,3 +214,27 @@ def test_a_node_is_explained_through_its_strongest_input_from_another_position()
     assert found.source == strongest_input(graph, "logit.0") and found.target == "logit.0"
     with pytest.raises(ValueError, match="token@0 has no input edge from another position"):
         strongest_input(graph, "token@0")
+
+
+def test_explained_edges_are_saved_in_the_extension(tmp_path):
+    _, model = _family("llama3-rope")
+    tc = tiny_transcoders(model.cfg, kind="skip", seed=3, input_site=input_site(model))
+    graph = attribute(model, tc, _tokens(), max_logits=1, progress=False)
+    explained = explain_edges(model, tc, graph, attention_edges(graph, 2), top_heads=2, other_key=1)
+    graph.save(tmp_path, model=model, attention=explained)
+    doc = json.loads((tmp_path / "graph.json").read_text())
+    records = doc["interp"]["attention"]
+    assert doc["interp"]["version"] == 1 and "subgraph" not in doc["interp"]
+    ids = neuronpedia_ids(graph, model.cfg.d_vocab)
+    for record, found in zip(records, explained, strict=True):
+        assert (record["target"], record["source"]) == (found.target, found.source)
+        assert record["target_id"] == ids[found.target] and record["edge"] == found.loadings.edge
+        for saved, head in zip(record["heads"], found.heads, strict=True):
+            assert (saved["layer"], saved["head"], saved["query"], saved["key"]) == (
+                head.layer, head.head, head.query, head.key
+            )  # fmt: skip
+            terms = [(saved["query_nodes"][i], saved["key_nodes"][j], v) for i, j, v in saved["terms"]]
+            assert terms == head.terms(40)
+            assert saved["query_ids"][: len(head.query_nodes) - 1] == [ids[n] for n in head.query_nodes[:-1]]
+            assert sum(v for _, _, v in terms) + saved["rest"] == pytest.approx(head.score, rel=1e-6)
+        assert [d["second_key"] for d in record["differences"]] == [1] * len(found.heads)

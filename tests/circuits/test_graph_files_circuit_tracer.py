@@ -18,6 +18,7 @@ import tokenizers
 import torch
 
 from interp.circuits import Target, attribute
+from interp.circuits.features.attention import attention_edges, explain_edges
 from interp.tokens import Tokenizer
 from tests.circuits.transcoders import family_model, tiny_transcoders
 from tests.reference_envs import require
@@ -56,8 +57,10 @@ def written(tmp_path_factory):
     model.tokenizer = _tokenizer(root / "tokenizer", cfg.d_vocab)
     tc = tiny_transcoders(cfg, kind="skip", seed=3)
     prompt = " ".join(f"t{t}" for t in TOKENS.tolist())
+    plain = attribute(model, tc, TOKENS, max_logits=3, progress=False)
     graphs = {
-        "tokens": attribute(model, tc, TOKENS, max_logits=3, progress=False),
+        "tokens": plain,
+        "explained": plain,
         "direction": attribute(
             model,
             tc,
@@ -69,7 +72,15 @@ def written(tmp_path_factory):
     out = {}
     for name, graph in graphs.items():
         graph.metadata["prompt"] = prompt
-        ours = graph.save(root / name, model=model, slug=name)
+        extra = {}
+        if name == "explained":  # the same graph with explained edges and a subgraph in the extension
+            extra["attention"] = explain_edges(model, tc, graph, attention_edges(graph, 2), top_heads=2)
+            shown = json.loads((root / "tokens" / "graph.json").read_text())["nodes"]
+            features = [n["uid"] for n in shown if n["feature_type"] not in ("embedding", "logit")]
+            graph = graph.subgraph(
+                pinned=["token@2"], supernodes={"first": features[:2], "second": features[2:3]}
+            )
+        ours = graph.save(root / name, model=model, slug=name, **extra)
         settings = {
             "graph": str(ours / "graph.safetensors"),
             "tokenizer": str(root / "tokenizer"),
@@ -93,11 +104,21 @@ def written(tmp_path_factory):
     return python, out
 
 
-@pytest.mark.parametrize("name", ["tokens", "direction"])
+@pytest.mark.parametrize("name", ["tokens", "direction", "explained"])
 def test_graph_json_is_circuit_tracers_node_for_node_and_link_for_link(written, name):
     _, out = written
     graph, ours_file, theirs_file = out[name]
     ours, theirs = json.loads(ours_file.read_text()), json.loads(theirs_file.read_text())
+    if name == "explained":  # outside the extension and the subgraph, the file is circuit-tracer's
+        assert set(ours) == {*theirs, "interp"}
+        assert len(ours["interp"]["attention"]) == 2 and ours["interp"]["subgraph"]["pinned"]
+        pinned, supernodes = ours["qParams"].pop("pinnedIds"), ours["qParams"].pop("supernodes")
+        assert theirs["qParams"].pop("pinnedIds") == [] and theirs["qParams"].pop("supernodes") == []
+        drawn = {n["node_id"]: n["uid"] for n in ours["nodes"]}
+        assert [drawn[i] for i in pinned] == ours["interp"]["subgraph"]["pinned"]
+        assert [[s[0], *(drawn[i] for i in s[1:])] for s in supernodes] == ours["interp"]["subgraph"][
+            "supernodes"
+        ]
     assert [n["node_id"] for n in ours["nodes"]] == [n["node_id"] for n in theirs["nodes"]]
     assert len(ours["nodes"]) > graph.n_pos + graph.n_logits  # features and errors kept, not only the ends
     for a, b in zip(ours["nodes"], theirs["nodes"], strict=True):
@@ -117,7 +138,7 @@ def test_graph_json_is_circuit_tracers_node_for_node_and_link_for_link(written, 
         assert ours["metadata"][key] == theirs["metadata"][key], key
 
 
-@pytest.mark.parametrize("name", ["tokens", "direction"])
+@pytest.mark.parametrize("name", ["tokens", "direction", "explained"])
 def test_graph_json_validates_against_circuit_tracers_schema(written, name):
     python, out = written
     result = subprocess.run(

@@ -9,6 +9,7 @@ model. Rows of errors and tokens are zero (nothing is attributed into them).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -22,6 +23,7 @@ from safetensors.torch import load_file, save_file
 
 from interp.analysis.node import Node
 from interp.circuits.features import influence as inf
+from interp.circuits.features.subgraph import Subgraph, make_subgraph
 from interp.dictionary import SparseDictionary
 
 GRAPH_FILE = "graph.safetensors"
@@ -42,6 +44,7 @@ class AttributionGraph:
         n_layers: layers of the model (one error node per layer and position).
         logit_labels: the targets' labels.
         metadata: model, transcoders, prompt (strings).
+        selection: pinned nodes and supernodes (:meth:`subgraph`), saved in the file's ``qParams``.
     """
 
     adjacency: torch.Tensor
@@ -53,6 +56,7 @@ class AttributionGraph:
     n_layers: int
     logit_labels: tuple[str, ...] = ()
     metadata: dict[str, str] = field(default_factory=dict)
+    selection: Subgraph | None = None
 
     def __post_init__(self) -> None:
         n = len(self.features) + (self.n_layers + 1) * self.n_pos + self.n_logits
@@ -166,6 +170,54 @@ class AttributionGraph:
         (found,) = explain_edges(model, transcoders, self, [edge], top_heads=top_heads, other_key=other_key)
         return found
 
+    def subgraph(
+        self,
+        pinned: Sequence[str] = (),
+        supernodes: Mapping[str, Sequence[str]] | Sequence[Sequence[str]] = (),
+    ) -> AttributionGraph:
+        """This graph with ``pinned`` nodes and named ``supernodes`` (``{name: nodes}`` or Neuronpedia's
+        ``[[name, node, ...], ...]``), which :meth:`save` writes into the file's ``qParams``
+        (:mod:`~interp.circuits.features.subgraph`); members of a supernode are pinned too."""
+        return dataclasses.replace(self, selection=make_subgraph(self, pinned, supernodes))
+
+    def intervene(
+        self,
+        model: Any,
+        transcoders: SparseDictionary,
+        edits: Sequence[Any] = (),
+        *,
+        supernode: str | None = None,
+        scale: float | None = None,
+        value: float | None = None,
+        frozen: bool = False,
+    ) -> Any:
+        """Run this graph's prompt with ``edits`` (:class:`~interp.circuits.features.intervene.FeatureEdit`)
+        and, with ``supernode``, every feature of that supernode of :attr:`selection` multiplied by ``scale``
+        (``0`` ablates) or set to ``value`` at its position: frozen or free, in one call
+        (:func:`~interp.circuits.features.intervene.intervene`)."""
+        from interp.circuits.features.intervene import FeatureEdit, intervene
+
+        edits = [edits] if isinstance(edits, FeatureEdit) else list(edits)
+        if supernode is not None:
+            groups = dict(self.selection.supernodes) if self.selection is not None else {}
+            if supernode not in groups:
+                raise KeyError(
+                    f"the graph has no supernode {supernode!r}; it has {sorted(groups) or 'none'} "
+                    "(make them with graph.subgraph(supernodes=...))"
+                )
+            if (scale is None) == (value is None):
+                raise ValueError(
+                    f"an intervention on supernode {supernode!r} sets scale or value, exactly one"
+                )
+            for name in groups[supernode]:
+                node = Node.parse(name)
+                if node.kind != "feature":
+                    raise ValueError(
+                        f"supernode {supernode!r} holds {name} ({node.kind}); only feature nodes can be edited"
+                    )
+                edits.append(FeatureEdit(node.layer, node.feature, node.position, value=value, scale=scale))
+        return intervene(model, transcoders, self.input_tokens, edits, frozen=frozen)
+
     # -- files ------------------------------------------------------------------------------------------
 
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -190,6 +242,8 @@ class AttributionGraph:
         contexts: Mapping[tuple[int, int], Sequence[str]] | Any = None,
         slug: str = "graph",
         dashboards: str | os.PathLike[str] | None = None,
+        attention: Sequence[Any] = (),
+        supernode_report: Mapping[str, Any] | None = None,
     ) -> Path:
         """Write ``graph.safetensors``, the pruned Neuronpedia-schema ``{slug}.json`` (``graph.json``), its entry
         in ``graph-metadata.json`` and the viewer ``index.html``: the folder circuit-tracer's local server serves.
@@ -208,6 +262,9 @@ class AttributionGraph:
             dashboards: a folder of feature dashboards (``interp dashboards``; the dictionary's
                 ``features/SCAN`` or the folder holding it): linked as ``features/SCAN`` beside the graph,
                 named in its ``metadata.scan`` (``./data/features/SCAN``), and shown by the viewer.
+            attention: explained edges (:meth:`explain_attention`), saved in the file's ``interp`` extension
+                (:mod:`~interp.circuits.features.extension`) and shown by the viewer.
+            supernode_report: how proposed supernodes were found and what they keep, saved beside them.
         """
         from interp.circuits.features.neuronpedia import graph_json
         from interp.circuits.features.viewer import write_viewer
@@ -228,6 +285,7 @@ class AttributionGraph:
             **self.metadata,
             "n_layers": str(self.n_layers),
             "logit_labels": json.dumps(self.logit_labels),
+            **({"subgraph": json.dumps(self.selection.to_json())} if self.selection is not None else {}),
         }
         save_file(self.tensors(), str(out / GRAPH_FILE), metadata=meta)
         tokens = _token_texts(model, self.input_tokens)
@@ -240,6 +298,7 @@ class AttributionGraph:
             vocab=getattr(getattr(model, "cfg", None), "d_vocab", None),
             scan=scan,
         )
+        doc = _extended(self, doc, model, attention, supernode_report)
         (out / f"{slug}.json").write_text(json.dumps(doc) + "\n")
         _list_graph(out, doc["metadata"])
         if contexts is not None and not isinstance(contexts, Mapping):
@@ -273,13 +332,28 @@ class AttributionGraph:
         t = load_file(str(path))
         n_layers = int(meta.pop("n_layers"))
         labels = tuple(json.loads(meta.pop("logit_labels", "[]")))
-        return cls(**t, n_layers=n_layers, logit_labels=labels, metadata=meta)
+        graph = cls(**t, n_layers=n_layers, logit_labels=labels, metadata=meta)
+        if "subgraph" in meta:
+            saved = json.loads(meta.pop("subgraph"))
+            graph = graph.subgraph(saved["pinned"], saved["supernodes"])
+        return graph
 
     def __repr__(self) -> str:
         return (
             f"AttributionGraph({self.n_features} features, {self.n_layers} layers x {self.n_pos} positions, "
             f"{self.n_logits} logits)"
         )
+
+
+def _extended(graph: AttributionGraph, doc: dict, model: Any, attention: Any, report: Any) -> dict:
+    """``doc`` with the subgraph, explained edges and supernode report (:mod:`.extension`), where given."""
+    if graph.selection is None and not attention and report is None:
+        return doc
+    from interp.circuits.features.extension import extend
+    from interp.circuits.features.subgraph import neuronpedia_ids
+
+    ids = neuronpedia_ids(graph, getattr(getattr(model, "cfg", None), "d_vocab", None))
+    return extend(doc, ids, subgraph=graph.selection, attention=attention, criterion=report)
 
 
 def _list_graph(out: Path, metadata: dict[str, Any]) -> None:
