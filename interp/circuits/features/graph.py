@@ -180,6 +180,14 @@ class AttributionGraph:
         (:mod:`~interp.circuits.features.subgraph`); members of a supernode are pinned too."""
         return dataclasses.replace(self, selection=make_subgraph(self, pinned, supernodes))
 
+    def supernodes(self, transcoders: SparseDictionary, **criterion: Any) -> Any:
+        """Proposed groups of feature nodes that play one role, with the criterion and the influence the
+        collapsed graph keeps (:func:`~interp.circuits.features.supernodes.propose_supernodes`; ``criterion``:
+        its keyword arguments). ``graph.subgraph(supernodes=proposal.groups)`` adopts them."""
+        from interp.circuits.features.supernodes import propose_supernodes
+
+        return propose_supernodes(self, transcoders, **criterion)
+
     def intervene(
         self,
         model: Any,
