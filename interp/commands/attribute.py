@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from interp.arguments import add_command, add_device_arguments, positive_int
+from interp.arguments import add_command, add_device_arguments, non_negative_int, positive_int
 
 EXAMPLE = 'interp attribute smollm2-135m --transcoders tc/ --prompt "The cat sat on the" --out graph/'
 
@@ -83,6 +83,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the transcoders' dashboards (interp dashboards --out DIR): linked, shown per feature (default: none)",
     )
     p.add_argument("--slug", default="graph", help="the graph's name: its file is SLUG.json")
+    p.add_argument(
+        "--explain-attention",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="explain the N strongest edges between positions: their heads and why each attends (default: 0)",
+    )
+    p.add_argument(
+        "--supernodes",
+        choices=("auto",),
+        default=None,
+        help="propose supernodes among the kept feature nodes, saved in SLUG.json's qParams",
+    )
+    p.add_argument(
+        "--subgraph",
+        default=None,
+        metavar="FILE",
+        help="pinned nodes and supernodes to save with the graph: a graph file or a qParams JSON file",
+    )
     add_device_arguments(p)
     p.set_defaults(fn=run)
 
@@ -111,8 +130,13 @@ def run(args: argparse.Namespace) -> int:
         from interp.sae.dashboards.link import resolve
 
         resolve(args.dashboards)
+    if args.subgraph is not None:
+        from interp.circuits.features.subgraph import subgraph_file
+
+        subgraph_file(args.subgraph)  # readable and holding a subgraph, before the model loads
 
     from interp.circuits.features import attribute
+    from interp.circuits.features.reading import readable
     from interp.load import load
     from interp.sae import load_transcoders
 
@@ -130,6 +154,17 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
     )
     graph.metadata.update(model=str(args.model), transcoders=str(folder))
+
+    graph, explained, report = readable(
+        graph,
+        model,
+        tc,
+        explain=args.explain_attention,
+        supernodes=args.supernodes,
+        subgraph=args.subgraph,
+        node_threshold=args.node_threshold,
+        edge_threshold=args.edge_threshold,
+    )
     contexts = None
     if store is not None:
         from interp.store import ActivationStore
@@ -144,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
         contexts=contexts,
         slug=args.slug,
         dashboards=args.dashboards,
+        attention=explained,
+        supernode_report=report,
     )
     replacement, completeness = graph.scores()
     linked = "" if args.dashboards is None else ", with the dashboards in features/"

@@ -127,9 +127,11 @@ def id_names(graph: Any, vocab: int | None = None) -> dict[str, list[str]]:
     return names
 
 
-def read_subgraph(path: str | os.PathLike[str], graph: Any, vocab: int | None = None) -> Subgraph:
-    """The subgraph in a JSON file: a graph file (its ``interp`` extension, else its ``qParams``), or an object
-    with ``pinnedIds`` and ``supernodes`` (Neuronpedia's ``qParams``, by either naming)."""
+def subgraph_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The pinned nodes and supernodes a JSON file holds, by the names it uses: ``{"pinned": [...],
+    "supernodes": [...], "own": bool}`` (``own``: interp's names, from a graph file's extension). A graph file's
+    extension is read first, then its ``qParams``; an object with ``pinnedIds`` and ``supernodes`` is
+    Neuronpedia's ``qParams`` itself. Raises one line on a file that holds neither."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(
@@ -137,17 +139,23 @@ def read_subgraph(path: str | os.PathLike[str], graph: Any, vocab: int | None = 
         )
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"--subgraph {path} is not JSON ({e.msg} at line {e.lineno})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"--subgraph {path} is not JSON ({e})") from None
     if not isinstance(doc, dict):
         raise ValueError(f"--subgraph {path} holds a {type(doc).__name__}; expected an object with pinnedIds")
     own = doc.get("interp", {}).get("subgraph") if isinstance(doc.get("interp"), dict) else None
     if own is not None:
-        return make_subgraph(graph, own.get("pinned", []), own.get("supernodes", []))
+        return {"pinned": own.get("pinned", []), "supernodes": own.get("supernodes", []), "own": True}
     params = doc.get("qParams", doc)
-    if "pinnedIds" not in params and "supernodes" not in params:
+    if not isinstance(params, dict) or ("pinnedIds" not in params and "supernodes" not in params):
         raise ValueError(
             f"--subgraph {path} has neither pinnedIds nor supernodes (nor a graph file's qParams)"
         )
-    ids = id_names(graph, vocab)
-    return make_subgraph(graph, params.get("pinnedIds", []), params.get("supernodes", []), ids=ids)
+    return {"pinned": params.get("pinnedIds", []), "supernodes": params.get("supernodes", []), "own": False}
+
+
+def read_subgraph(path: str | os.PathLike[str], graph: Any, vocab: int | None = None) -> Subgraph:
+    """The subgraph of ``graph`` a JSON file holds (:func:`subgraph_file`), by either naming."""
+    found = subgraph_file(path)
+    ids = None if found["own"] else id_names(graph, vocab)
+    return make_subgraph(graph, found["pinned"], found["supernodes"], ids=ids)

@@ -1,0 +1,97 @@
+"""``interp attribute --explain-attention N --supernodes auto --subgraph FILE``: the files hold what the library
+computes for the same graph, and a bad subgraph file is refused in one line before the model loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import interp
+from interp.circuits import AttributionGraph, attribute
+from interp.circuits.features.attention import attention_edges, explain_edges
+from interp.circuits.features.subgraph import neuronpedia_ids
+from interp.cli import main
+from interp.sae import load_transcoders, save_transcoders
+from tests.circuits.transcoders import tiny_transcoders
+
+LLAMA = Path(__file__).parent / "golden" / "llama"
+PROMPT = "w17 w33 w5 w48 w9 w33"
+
+
+@pytest.fixture(scope="module")
+def tc_folder(tmp_path_factory):
+    model = interp.load(str(LLAMA))
+    folder = tmp_path_factory.mktemp("tc")
+    save_transcoders(tiny_transcoders(model.cfg, d_transcoder=16, seed=7), folder)
+    return folder
+
+
+def _run(tmp_path, tc_folder, *extra) -> Path:
+    out = tmp_path / "graph"
+    argv = ["attribute", str(LLAMA), "--transcoders", str(tc_folder), "--prompt", PROMPT, "--out", str(out),
+            "--max-logits", "2", "--quiet", *extra]  # fmt: skip
+    assert main(argv) == 0
+    return out
+
+
+def test_explained_edges_and_a_subgraph_from_a_file(tmp_path, tc_folder):
+    model = interp.load(str(LLAMA))
+    tc = load_transcoders(tc_folder, model=model)
+    graph = attribute(model, tc, PROMPT, max_logits=2, progress=False)
+    features = [str(n) for n in graph.nodes if n.kind == "feature"]
+    ids = neuronpedia_ids(graph, model.cfg.d_vocab)
+    wanted = tmp_path / "sub.json"
+    wanted.write_text(json.dumps({"pinnedIds": [ids["token@2"]], "supernodes": [["mine", features[-1]]]}))
+    out = _run(tmp_path, tc_folder, "--explain-attention", "2", "--subgraph", str(wanted))
+    doc = json.loads((out / "graph.json").read_text())
+    expected = explain_edges(model, tc, graph, attention_edges(graph, 2), top_heads=3)
+    saved = doc["interp"]["attention"]
+    assert [(r["target"], r["source"]) for r in saved] == [(e.target, e.source) for e in expected]
+    for record, found in zip(saved, expected, strict=True):
+        assert [h["score"] for h in record["heads"]] == pytest.approx(
+            [h.score for h in found.heads], rel=1e-6
+        )
+    assert doc["interp"]["subgraph"] == {
+        "pinned": ["token@2", features[-1]],
+        "supernodes": [["mine", features[-1]]],
+    }
+    assert doc["qParams"]["supernodes"] == [["mine", ids[features[-1]]]]
+    back = AttributionGraph.load(out)
+    assert back.selection.supernodes == (("mine", (features[-1],)),)
+    # the saved graph.json is itself a subgraph file: a second run reads it back to the same subgraph
+    again = _run(tmp_path / "again", tc_folder, "--subgraph", str(out / "graph.json"))
+    assert AttributionGraph.load(again).selection == back.selection
+
+
+def test_proposed_supernodes_are_saved_with_their_report(tmp_path, tc_folder):
+    out = _run(tmp_path, tc_folder, "--supernodes", "auto")
+    doc = json.loads((out / "graph.json").read_text())
+    report = doc["interp"]["supernode_criterion"]
+    assert report["influence_kept"] >= 1 - report["tolerance"]
+    assert report["n_groups"] == len(doc["qParams"]["supernodes"])
+    assert report["n_units"] == report["n_nodes"] - sum(len(s) - 2 for s in doc["qParams"]["supernodes"])
+    drawn = {n["node_id"] for n in doc["nodes"]}
+    assert all(set(s[1:]) <= drawn for s in doc["qParams"]["supernodes"])  # groups of nodes the file draws
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "is not a file"),
+        ("{", "is not JSON"),
+        ("[1]", "holds a list; expected an object with pinnedIds"),
+        ("{}", "has neither pinnedIds nor supernodes"),
+    ],
+)
+def test_a_bad_subgraph_file_is_one_line(tmp_path, tc_folder, capsys, content, message):
+    path = tmp_path / "sub.json"
+    if content is not None:
+        path.write_text(content)
+    argv = ["attribute", str(LLAMA), "--transcoders", str(tc_folder), "--prompt", PROMPT,
+            "--out", str(tmp_path / "g"), "--subgraph", str(path), "--quiet"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "g").exists()
