@@ -1,15 +1,16 @@
 """The offline viewer of an attribution graph: ``index.html`` beside ``graph.json``, one self-contained file.
 
-The markup, CSS and JavaScript are package data files here (``graph.html``, ``graph.css``, ``graph.js``, and
-the dashboard's script and style from :mod:`interp.sae.dashboards`), read with :mod:`importlib.resources` and
-inlined, with the reports' Content-Security-Policy (inline code only, nothing from the network) except that it
+The markup, CSS and JavaScript are package data files here (``graph.html``, ``graph.css``, ``graph.js``,
+``attention.js``, the panel of explained attention edges, and the dashboard's script and style from
+:mod:`interp.sae.dashboards`), read with :mod:`importlib.resources` and inlined, with the reports' Content-Security-Policy (inline code only, nothing from the network) except that it
 may read files of its own origin when served. The data is the pruned Neuronpedia document plus, per feature
 node, the tokens its decoder promotes, its top activating contexts and its dashboard when given, embedded once
 with :func:`interp.report.json_for_script`; the script puts every string in with ``textContent``. The page is
 bounded: at most :data:`MAX_LINKS` links (the strongest) and the nodes they touch, with every token and logit,
 and compact dashboards up to :data:`DASHBOARD_BYTES`. Opened from a file, a clicked feature shows its embedded
 dashboard; served over http (``python -m http.server`` in the graph's folder), it reads the feature's full
-file from ``features/SCAN/``.
+file from ``features/SCAN/``. The file's ``interp`` extension (explained attention, the saved subgraph) is
+embedded with the data.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def viewer_data(
         "sizes": {str(graph.nodes[i]): float(influence[i]) for i in rows},
         "features": features,
         "scores": {"replacement": replacement, "completeness": completeness},
+        "interp": doc.get("interp", {}),  # explained attention and the saved subgraph (extension.py)
     }
 
 
@@ -125,7 +127,7 @@ def render_viewer(data: dict[str, Any]) -> str:
             "prompt": escape(prompt),
             "data": json_for_script(data, digits=4),
             "dashboard": dashboard_asset("dashboard.js"),
-            "script": asset("graph.js"),
+            "script": asset("graph.js") + asset("attention.js"),
         },
     )
 

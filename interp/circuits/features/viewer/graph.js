@@ -40,9 +40,14 @@
     try {
       const fromHash = decodeURIComponent(location.hash.slice(1));
       const saved = fromHash ? JSON.parse(fromHash) : JSON.parse(localStorage.getItem(stateKey) || "null");
-      if (saved && Array.isArray(saved.pinned) && Array.isArray(saved.supernodes)) {
-        state.pinned = saved.pinned.filter((id) => byId.has(id));
-        state.supernodes = saved.supernodes.filter((s) => s && Array.isArray(s.members));
+      const file = data.interp && data.interp.subgraph;  // the subgraph saved in the graph file
+      const seed = saved || (file && {
+        pinned: file.pinned,
+        supernodes: file.supernodes.map((s) => ({ name: s[0], members: s.slice(1) })),
+      });
+      if (seed && Array.isArray(seed.pinned) && Array.isArray(seed.supernodes)) {
+        state.pinned = seed.pinned.filter((id) => byId.has(id));
+        state.supernodes = seed.supernodes.filter((s) => s && Array.isArray(s.members));
       }
     } catch (e) {
       state = { pinned: [], supernodes: [] };
@@ -93,6 +98,7 @@
     const line = el("svg:line", {
       x1: a[0], y1: a[1], x2: b[0], y2: b[1],
       class: "link " + (link.weight >= 0 ? "pos" : "neg"),
+      "data-source": link.source, "data-target": link.target,
       "stroke-width": (0.3 + 3 * Math.abs(link.weight) / maxW).toFixed(2),
       "stroke-opacity": (0.15 + 0.7 * Math.abs(link.weight) / maxW).toFixed(2),
     });
@@ -240,6 +246,21 @@
     draw();
   });
 
+  // the subgraph as a file `interp attribute --subgraph FILE` reads (Neuronpedia's qParams, interp's names)
+  function subgraphJson() {
+    return JSON.stringify({
+      pinnedIds: state.pinned,
+      supernodes: state.supernodes.map((s) => [s.name].concat(s.members)),
+    });
+  }
+  const exportButton = el("button", { id: "export" }, "download subgraph");
+  exportButton.addEventListener("click", () => {
+    const a = el("a", { href: "data:application/json," + encodeURIComponent(subgraphJson()),
+      download: (data.metadata.slug || "graph") + "-subgraph.json" });
+    a.click();
+  });
+  document.getElementById("clear").after(exportButton);
+
   const m = data.metadata;
   document.getElementById("summary").textContent =
     nodes.length + " nodes, " + data.links.length + " links (pruned at node threshold " + m.node_threshold +
@@ -247,5 +268,5 @@
     data.scores.completeness.toFixed(3);
   loadState();
   draw();
-  window.graphViewer = { select: select, togglePin: togglePin, state: () => state };
+  window.graphViewer = { select: select, togglePin: togglePin, state: () => state, subgraphJson: subgraphJson };
 })();
