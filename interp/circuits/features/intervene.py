@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from interp.circuits.features.direct_effects import check_fit, prompt_ids
 from interp.circuits.features.held import Held
+from interp.circuits.features.inputs import check_fit, prompt_ids
 from interp.dictionary import SparseDictionary, written_layers
 from interp.sae.transcoder import Transcoder, spliced_transcoders
 
