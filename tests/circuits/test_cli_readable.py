@@ -13,22 +13,13 @@ from interp.circuits import AttributionGraph, attribute
 from interp.circuits.features.attention import attention_edges, explain_edges
 from interp.circuits.features.subgraph import neuronpedia_ids
 from interp.cli import main
-from interp.sae import load_transcoders, save_transcoders
-from tests.circuits.transcoders import tiny_transcoders
+from interp.sae import load_transcoders
+from tests.circuits.test_cli_attribute import LLAMA, tc_folder  # noqa: F401  (the fixture)
 
-LLAMA = Path(__file__).parent / "golden" / "llama"
 PROMPT = "w17 w33 w5 w48 w9 w33"
 
 
-@pytest.fixture(scope="module")
-def tc_folder(tmp_path_factory):
-    model = interp.load(str(LLAMA))
-    folder = tmp_path_factory.mktemp("tc")
-    save_transcoders(tiny_transcoders(model.cfg, d_transcoder=16, seed=7), folder)
-    return folder
-
-
-def _run(tmp_path, tc_folder, *extra) -> Path:
+def _run(tmp_path, tc_folder, *extra) -> Path:  # noqa: F811
     out = tmp_path / "graph"
     argv = ["attribute", str(LLAMA), "--transcoders", str(tc_folder), "--prompt", PROMPT, "--out", str(out),
             "--max-logits", "2", "--quiet", *extra]  # fmt: skip
@@ -36,7 +27,7 @@ def _run(tmp_path, tc_folder, *extra) -> Path:
     return out
 
 
-def test_explained_edges_and_a_subgraph_from_a_file(tmp_path, tc_folder):
+def test_explained_edges_and_a_subgraph_from_a_file(tmp_path, tc_folder):  # noqa: F811
     model = interp.load(str(LLAMA))
     tc = load_transcoders(tc_folder, model=model)
     graph = attribute(model, tc, PROMPT, max_logits=2, progress=False)
@@ -65,7 +56,7 @@ def test_explained_edges_and_a_subgraph_from_a_file(tmp_path, tc_folder):
     assert AttributionGraph.load(again).selection == back.selection
 
 
-def test_proposed_supernodes_are_saved_with_their_report(tmp_path, tc_folder):
+def test_proposed_supernodes_are_saved_with_their_report(tmp_path, tc_folder):  # noqa: F811
     out = _run(tmp_path, tc_folder, "--supernodes", "auto")
     doc = json.loads((out / "graph.json").read_text())
     report = doc["interp"]["supernode_criterion"]
@@ -85,7 +76,7 @@ def test_proposed_supernodes_are_saved_with_their_report(tmp_path, tc_folder):
         ("{}", "has neither pinnedIds nor supernodes"),
     ],
 )
-def test_a_bad_subgraph_file_is_one_line(tmp_path, tc_folder, capsys, content, message):
+def test_a_bad_subgraph_file_is_one_line(tmp_path, tc_folder, capsys, content, message):  # noqa: F811
     path = tmp_path / "sub.json"
     if content is not None:
         path.write_text(content)
