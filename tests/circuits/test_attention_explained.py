@@ -150,10 +150,16 @@ def test_an_edge_is_explained_by_its_top_heads_and_two_keys_by_their_difference(
         t, s = graph.nodes[graph.index(target)], graph.nodes[graph.index(source)]
         query = graph.n_pos - 1 if t.kind == "logit" else t.position
         assert s.position != query
-    (explained,) = explain_edges(model, tc, graph, edges[:1], top_heads=2, other_key=1)
+    explained, *others = explain_edges(model, tc, graph, edges, top_heads=2, other_key=1)
+    for found, (target, source) in zip(others, edges[1:], strict=True):  # edges batched: as one at a time
+        alone = head_loadings(model, tc, graph, target, source)
+        bound = stages(model.cfg.n_layers) * EPS32 * float(alone.heads.abs().sum() + abs(alone.edge))
+        assert float((found.loadings.heads - alone.heads).abs().max()) <= bound
+        assert found.loadings.edge == alone.edge
     target, source = edges[0]
     loads = head_loadings(model, tc, graph, target, source)
-    torch.testing.assert_close(explained.loadings.heads, loads.heads, rtol=0, atol=0)
+    bound = stages(model.cfg.n_layers) * EPS32 * float(loads.heads.abs().sum() + abs(loads.edge))
+    assert float((explained.loadings.heads - loads.heads).abs().max()) <= bound
     top = loads.heads.flatten().abs().argsort(descending=True)[:2].tolist()
     n_heads = model.cfg.n_heads
     assert [(h.layer, h.head) for h in explained.heads] == [(i // n_heads, i % n_heads) for i in top]

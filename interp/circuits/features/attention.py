@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from interp.circuits.features.frozen import Held
-from interp.circuits.features.heads import HeadLoadings, head_loadings
+from interp.circuits.features.heads import HeadLoadings, edges_head_loadings
 from interp.circuits.node import Node
 from interp.dictionary import SparseDictionary
 
@@ -194,11 +194,15 @@ def explain_edges(
             raise ValueError(f"other_key {other_key} is the edge's own key; choose another position")
         if model.cfg.causal and other_key is not None and other_key > query:
             raise ValueError(f"other_key {other_key} comes after the query {query}; the model is causal")
-        loads = head_loadings(model, transcoders, graph, t, s)
+        chosen.append((str(t), str(s), query, key))
+    loadings = (
+        edges_head_loadings(model, transcoders, graph, [(t, s) for t, s, _, _ in chosen]) if chosen else []
+    )
+    for i, (loads, (t, s, query, key)) in enumerate(zip(loadings, chosen, strict=True)):
         order = loads.heads.flatten().abs().argsort(descending=True)[:top_heads].tolist()
         n_heads = loads.heads.shape[1]
-        heads = [(i // n_heads, i % n_heads) for i in order if float(loads.heads.flatten()[i]) != 0.0]
-        chosen.append((str(t), str(s), query, key, loads, heads))
+        heads = [(j // n_heads, j % n_heads) for j in order if float(loads.heads.flatten()[j]) != 0.0]
+        chosen[i] = (t, s, query, key, loads, heads)
     wanted = {}
     for _, _, query, key, _, heads in chosen:
         for layer, head in heads:

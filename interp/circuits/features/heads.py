@@ -11,6 +11,7 @@ the only writes that change are the source's own, the skip connections' and the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,23 +39,40 @@ def head_loadings(
     model: Any, transcoders: SparseDictionary, graph: Any, target: str, source: str
 ) -> HeadLoadings:
     """The loadings of edge ``source -> target`` of ``graph`` (see the module docstring)."""
+    return edges_head_loadings(model, transcoders, graph, [(target, source)])[0]
+
+
+def edges_head_loadings(
+    model: Any, transcoders: SparseDictionary, graph: Any, edges: Sequence[tuple[str, str]]
+) -> list[HeadLoadings]:
+    """The loadings of each ``(target, source)`` edge: one clean run, one forward pass with a batch row per
+    source, and one forward and batched backward pass for every target at once."""
     tc, tokens = transcoders, graph.input_tokens.to(model.embed.W_E.device)
-    t, s = Node.parse(target), Node.parse(source)
-    if t.kind not in ("feature", "logit") or s.kind not in ("feature", "error", "token"):
-        raise ValueError(f"an edge runs from a feature, error or token to a feature or logit; got {s} -> {t}")
-    edge = graph.edge(t, s)
-    if t.kind == "logit" and int(graph.logit_tokens[t.target]) < 0:
-        raise ValueError("head loadings of a custom-direction target need its token; give a token target")
+    parsed = [(Node.parse(t), Node.parse(s)) for t, s in edges]
+    for t, s in parsed:
+        if t.kind not in ("feature", "logit") or s.kind not in ("feature", "error", "token"):
+            raise ValueError(
+                f"an edge runs from a feature, error or token to a feature or logit; got {s} -> {t}"
+            )
+        graph.edge(t, s)  # the graph has both nodes
+        if t.kind == "logit" and int(graph.logit_tokens[t.target]) < 0:
+            raise ValueError("head loadings of a custom-direction target need its token; give a token target")
     held = Held.run(model, tc, tokens)
     results = [f"blocks.{layer}.attn.hook_result" for layer in range(model.cfg.n_layers)]
+    sources = list(dict.fromkeys(s for _, s in parsed))
+    targets = list(dict.fromkeys(t for t, _ in parsed))
     with torch.no_grad():
-        pushes = _source_writes(graph, tc, held.clean, s)
+        pushes = [_source_writes(graph, tc, held.clean, s) for s in sources]
         moved = _pushed(model, tc, tokens, held, pushes, record=results)
-    change = {name: moved[name][1] - moved[name][0] for name in results}  # [pos, head, d_model]
-    grads = _direct_gradients(model, tc, tokens, held, results, graph, t)
-    heads = torch.stack([(grads[name] * change[name]).sum((0, 2)) for name in results]).float()
-    direct = sum(float((grads[name][pos] * vec).sum()) for name, pos, vec in pushes)
-    return HeadLoadings(edge=edge, direct=direct, heads=heads.cpu())
+    grads = _direct_gradients(model, tc, tokens, held, results, graph, targets)
+    out = []
+    for t, s in parsed:
+        row, g = sources.index(s) + 1, grads[targets.index(t)]
+        change = {name: moved[name][row] - moved[name][0] for name in results}  # [pos, head, d_model]
+        heads = torch.stack([(g[name] * change[name]).sum((0, 2)) for name in results]).float()
+        direct = sum(float((g[name][pos] * vec).sum()) for name, pos, vec in pushes[row - 1])
+        out.append(HeadLoadings(edge=graph.edge(t, s), direct=direct, heads=heads.cpu()))
+    return out
 
 
 def _source_writes(
@@ -76,12 +94,15 @@ def _source_writes(
 
 
 def _pushed(model, tc, tokens, held, pushes, record):
-    """Two rows held at the clean run, the second with the source's vectors added where it writes; returns
-    ``record``'s tensors."""
+    """Rows held at the clean run: the first as it is, row ``i + 1`` with ``pushes[i]``'s vectors added where
+    that source writes; returns ``record``'s tensors ``[rows, ...]``."""
     kept: dict[str, torch.Tensor] = {}
     add: dict[str, torch.Tensor] = {}
-    for name, pos, vec in pushes:
-        add.setdefault(name, torch.zeros(2, len(tokens), model.cfg.d_model, device=vec.device))[1, pos] += vec
+    rows = len(pushes) + 1
+    for i, writes in enumerate(pushes):
+        for name, pos, vec in writes:
+            add.setdefault(name, torch.zeros(rows, len(tokens), model.cfg.d_model, device=vec.device))
+            add[name][i + 1, pos] += vec
 
     def push(x: torch.Tensor, hook: Any) -> torch.Tensor:
         return x + add[hook.name].to(x.dtype)
@@ -90,13 +111,14 @@ def _pushed(model, tc, tokens, held, pushes, record):
         kept[hook.name] = x.detach()
 
     hooks = [*held.hooks(tc), *((name, push) for name in add), *((name, keep) for name in record)]
-    model.run_with_hooks(tokens[None].expand(2, -1), fwd_hooks=hooks)
+    model.run_with_hooks(tokens[None].expand(rows, -1), fwd_hooks=hooks)
     return kept
 
 
-def _direct_gradients(model, tc, tokens, held, results, graph, t):
-    """The gradient of the target's read with respect to every head's write and every write site, with every
-    attention path blocked (``hook_z`` detached): the attention-free part of the frozen model."""
+def _direct_gradients(model, tc, tokens, held, results, graph, targets):
+    """Per target, the gradient of its read with respect to every head's write and every write site, with
+    every attention path blocked (``hook_z`` detached): the attention-free part of the frozen model. One
+    forward pass; the reads' backward passes run batched."""
     seen = held.seen
     leaves: dict[str, torch.Tensor] = {}
 
@@ -115,20 +137,28 @@ def _direct_gradients(model, tc, tokens, held, results, graph, t):
     z = [(f"blocks.{layer}.attn.hook_z", block) for layer in range(model.cfg.n_layers)]
     with torch.enable_grad(), model.hooks([*held_hooks, *writes, *z, ("unembed.hook_in", unembed_in)]):
         model(tokens[None])
-        if t.kind == "logit":
-            w_u = model.unembed.weight.float()
-            direction = w_u[:, int(graph.logit_tokens[t.target])] - w_u.mean(1)
-            if int(graph.logit_tokens[t.target]) < 0:
-                raise ValueError(
-                    "head loadings of a custom-direction target need its token; give a token target"
-                )
-            read = seen["unembed.hook_in"][0, -1].float() @ direction
-        else:
-            x = seen[tc.input_hook(t.layer)][0, t.position]
-            read = tc.encode(x[None], t.layer)[0][0, t.feature]
+        reads = []
+        for t in targets:
+            if t.kind == "logit":
+                w_u = model.unembed.weight.float()
+                direction = w_u[:, int(graph.logit_tokens[t.target])] - w_u.mean(1)
+                reads.append(seen["unembed.hook_in"][0, -1].float() @ direction)
+            else:
+                x = seen[tc.input_hook(t.layer)][0, t.position]
+                reads.append(tc.encode(x[None], t.layer)[0][0, t.feature])
         names = list(leaves)
-        grads = torch.autograd.grad(read, [leaves[n] for n in names], allow_unused=True)
-    return {
-        n: (torch.zeros_like(leaves[n]) if g is None else g)[0].float()
-        for n, g in zip(names, grads, strict=True)
-    }
+        reads = torch.stack(reads)  # [targets]
+        grads = torch.autograd.grad(
+            reads,
+            [leaves[n] for n in names],
+            torch.eye(len(reads), dtype=reads.dtype, device=reads.device),
+            allow_unused=True,
+            is_grads_batched=True,
+        )
+    return [
+        {
+            n: (torch.zeros_like(leaves[n][0]) if g is None else g[i, 0]).float()
+            for n, g in zip(names, grads, strict=True)
+        }
+        for i in range(len(targets))
+    ]
