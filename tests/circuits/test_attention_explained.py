@@ -200,6 +200,7 @@ def test_bad_requests_are_refused_before_any_work():
     _, model = _family("llama3-rope")
     tc = tiny_transcoders(model.cfg, kind="skip", seed=3, input_site=input_site(model))
     graph = attribute(model, tc, _tokens(), max_logits=1, progress=False)
+    assert explain_edges(model, tc, graph, []) == [] and head_scores(model, tc, graph, []) == {}
     with pytest.raises(KeyError, match="the graph has no node 'L9.F1@2'"):
         explain_edges(model, tc, graph, [("logit.0", "L9.F1@2")])
     with pytest.raises(ValueError, match="stays at position 8; explain an edge between two positions"):

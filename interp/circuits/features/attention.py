@@ -248,6 +248,8 @@ def head_scores(
 ) -> dict[tuple[int, int, int, int], HeadScore]:
     """``(layer, head, query, key) -> HeadScore`` for each case, in the graph's nodes (module docstring)."""
     cfg = model.cfg
+    if not cases:
+        return {}
     for layer, head, query, key in cases:
         if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
             raise ValueError(
