@@ -263,7 +263,9 @@ def main() -> None:
         p.error("--ct-python is needed: the interpreter of an environment with circuit-tracer 0.5.0")
     env = provenance.environment(
         ["transformers"],
-        others={args.ct_python: ["circuit-tracer", "nnsight", "transformer-lens", "transformers", "torch"]},
+        others={args.ct_python: ["circuit-tracer", "nnsight", "transformer-lens", "transformers", "torch"]}
+        if args.ct_python
+        else {},
     )
     backends = args.backends.split(",")
     if unknown := set(backends) - set(BACKENDS):
