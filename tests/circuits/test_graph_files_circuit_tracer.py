@@ -75,7 +75,7 @@ def written(tmp_path_factory):
         extra = {}
         if name == "explained":  # the same graph with explained edges and a subgraph in the extension
             extra["attention"] = explain_edges(model, tc, graph, attention_edges(graph, 2), top_heads=2)
-            shown = json.loads((root / "tokens" / "graph.json").read_text())["nodes"]
+            shown = json.loads((root / "tokens" / "tokens.json").read_text())["nodes"]
             features = [n["uid"] for n in shown if n["feature_type"] not in ("embedding", "logit")]
             graph = graph.subgraph(
                 pinned=["token@2"], supernodes={"first": features[:2], "second": features[2:3]}

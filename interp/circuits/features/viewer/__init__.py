@@ -2,8 +2,9 @@
 
 The markup, CSS and JavaScript are package data files here (``graph.html``, ``graph.css``, ``graph.js``,
 ``attention.js``, the panel of explained attention edges, and the dashboard's script and style from
-:mod:`interp.sae.dashboards`), read with :mod:`importlib.resources` and inlined, with the reports' Content-Security-Policy (inline code only, nothing from the network) except that it
-may read files of its own origin when served. The data is the pruned Neuronpedia document plus, per feature
+:mod:`interp.sae.dashboards`), read with :mod:`importlib.resources` and inlined, with the reports'
+Content-Security-Policy (inline code only, nothing from the network) except that it may read files of its own
+origin when served. The data is the pruned Neuronpedia document plus, per feature
 node, the tokens its decoder promotes, its top activating contexts and its dashboard when given, embedded once
 with :func:`interp.report.json_for_script`; the script puts every string in with ``textContent``. The page is
 bounded: at most :data:`MAX_LINKS` links (the strongest) and the nodes they touch, with every token and logit,
