@@ -71,9 +71,10 @@ def test_terms_sum_to_the_score_transformers_computes(name):
         found = scores[(layer, head, query, key)]
         matrix = found.matrix.double()
         want = float(expected[layer][head, query, key])
-        # the terms are float32 products of parts that carry the stream's rounding: the sum errs by up to
-        # one rounding of every term per stage of the computation that made them
-        bound = stages(layer + 1) * EPS32 * float(matrix.abs().sum())
+        # the terms are float32 dot products of parts that carry the stream's rounding: the sum errs by up to
+        # one rounding of every product's elementwise terms |q_n,e| |k_m,e| per stage that made them
+        inner = found.query_parts.abs().sum(0).double() @ found.key_parts.abs().sum(0).double()
+        bound = stages(layer + 1) * EPS32 * float(inner) * found.scale
         assert abs(float(matrix.sum()) - want) <= bound, (layer, head, query, key, float(matrix.sum()), want)
         assert abs(found.score - want) <= bound
         assert found.query_nodes[-1] == found.key_nodes[-1] == BIAS
