@@ -9,10 +9,10 @@ import json
 import pytest
 import torch
 
+from interp.analysis.node import Node
 from interp.circuits import AttributionGraph, attribute
 from interp.circuits.features import FeatureEdit, intervene
 from interp.circuits.features.subgraph import Subgraph, neuronpedia_ids, read_subgraph
-from interp.circuits.node import Node
 from tests.circuits.transcoders import family_model, input_site, tiny_transcoders
 
 TOKENS = torch.tensor([0, 5, 17, 9, 33, 2, 41])

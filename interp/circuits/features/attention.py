@@ -17,8 +17,9 @@ matrix ``q_n . k_m * scale``, exactly. For two keys the query parts are the same
 two scores is ``q_n . (k_m - k'_m) * scale`` over the graph's nodes.
 
 The parts come from batched backward passes: one row per query (key) dimension of each head asked for, the
-gradient contracted with each node's write where it writes, as :func:`~interp.circuits.features.attribute`
-does for the graph's own rows. The graph is not recomputed; one forward pass of the prompt serves every head.
+gradient contracted with each node's write where it writes, as
+:func:`~interp.circuits.features.direct_effects.attribute` does for the graph's own rows. The graph is not
+recomputed; one forward pass of the prompt serves every head.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from typing import Any
 
 import torch
 
-from interp.circuits.features.frozen import Held
+from interp.analysis.node import Node
 from interp.circuits.features.heads import HeadLoadings, edges_head_loadings
-from interp.circuits.node import Node
+from interp.circuits.features.held import Held
 from interp.dictionary import SparseDictionary
 
 BIAS = "bias"  # the row and column of what no node of the graph writes

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interp.circuits.node import Node
+from interp.analysis.node import Node
 
 
 @dataclass(frozen=True)
