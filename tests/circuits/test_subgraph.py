@@ -1,6 +1,6 @@
 """Subgraphs travel: pinned nodes and supernodes go into the file's qParams (Neuronpedia ids) and the interp
 extension (interp's names), load back identically, read back from either naming, and a supernode is ablated or
-scaled, frozen or free, in one call."""
+scaled, constrained or free, in one call."""
 
 from __future__ import annotations
 
@@ -91,18 +91,20 @@ def test_bad_subgraphs_are_refused(setup, tmp_path):
         read_subgraph(tmp_path / "empty.json", graph)
 
 
-@pytest.mark.parametrize("frozen", [True, False])
-def test_a_supernode_is_intervened_on_in_one_call(setup, frozen):
+@pytest.mark.parametrize("constrained", [True, False])
+def test_a_supernode_is_intervened_on_in_one_call(setup, constrained):
     model, tc, graph = setup
     members = _features(graph, 3, layer=0)
     sub = graph.subgraph(supernodes={"early": members})
     edits = [FeatureEdit(n.layer, n.feature, n.position, scale=0.0) for n in map(Node.parse, members)]
-    got = sub.intervene(model, tc, supernode="early", scale=0.0, frozen=frozen)
-    want = intervene(model, tc, TOKENS, edits, frozen=frozen)
+    got = sub.intervene(model, tc, supernode="early", scale=0.0, constrained=constrained)
+    want = intervene(model, tc, TOKENS, edits, constrained=constrained)
     assert torch.equal(got.logits, want.logits)
-    clean = intervene(model, tc, TOKENS, [], frozen=frozen)
+    clean = intervene(model, tc, TOKENS, [], constrained=constrained)
     assert not torch.allclose(got.logits, clean.logits)
-    if frozen:  # ablating the members moves each later feature's pre-activation by minus their edges into it
+    if (
+        constrained
+    ):  # ablating the members moves each later feature's pre-activation by minus their edges into it
         later = [i for i, n in enumerate(graph.nodes) if n.kind == "feature" and n.layer == 1]
         cols = [graph.index(n) for n in members]
         for i in later[:10]:
@@ -113,7 +115,7 @@ def test_a_supernode_is_intervened_on_in_one_call(setup, frozen):
             )
             expected = -graph.adjacency[i, cols].double().sum()
             assert float(moved) == pytest.approx(float(expected), abs=1e-5, rel=1e-4)
-    doubled = sub.intervene(model, tc, supernode="early", scale=2.0, frozen=frozen)
+    doubled = sub.intervene(model, tc, supernode="early", scale=2.0, constrained=constrained)
     assert not torch.equal(doubled.logits, got.logits)
     with pytest.raises(KeyError, match="the graph has no supernode 'late'; it has \\['early'\\]"):
         sub.intervene(model, tc, supernode="late", scale=0.0)

@@ -197,11 +197,11 @@ class AttributionGraph:
         supernode: str | None = None,
         scale: float | None = None,
         value: float | None = None,
-        frozen: bool = False,
+        constrained: bool = False,
     ) -> Any:
         """Run this graph's prompt with ``edits`` (:class:`~interp.circuits.features.intervene.FeatureEdit`)
         and, with ``supernode``, every feature of that supernode of :attr:`selection` multiplied by ``scale``
-        (``0`` ablates) or set to ``value`` at its position: frozen or free, in one call
+        (``0`` ablates) or set to ``value`` at its position: constrained or free, in one call
         (:func:`~interp.circuits.features.intervene.intervene`)."""
         from interp.circuits.features.intervene import FeatureEdit, intervene
 
@@ -224,7 +224,7 @@ class AttributionGraph:
                         f"supernode {supernode!r} holds {name} ({node.kind}); only feature nodes can be edited"
                     )
                 edits.append(FeatureEdit(node.layer, node.feature, node.position, value=value, scale=scale))
-        return intervene(model, transcoders, self.input_tokens, edits, frozen=frozen)
+        return intervene(model, transcoders, self.input_tokens, edits, constrained=constrained)
 
     # -- files ------------------------------------------------------------------------------------------
 
