@@ -21,6 +21,12 @@ backend's for every case, measured in the same run, and checks that each backend
 
     python benchmarks/attribution.py --ct-python PATH --size smollm2 --prompt-lengths 8,32 --threads 1
     python benchmarks/attribution.py --ct-python PATH                      # tiny: a check that it runs
+    python benchmarks/attribution.py --size smollm2 --prompt-lengths 8 --explain-attention 20
+
+With ``--explain-attention N`` only interp runs: after the timed graph, the same process times explaining the
+``N`` strongest edges between positions of the pruned graph (their head loadings and the top three heads'
+scores in graph nodes, :func:`interp.circuits.features.attention.explain_edges`) and prints that time over the
+graph's.
 
 This is a measurement script, not a test.
 """
@@ -143,7 +149,17 @@ def worker(args: argparse.Namespace) -> None:
         from safetensors.torch import save_file
 
         save_file({"adjacency": adjacency.float().cpu().contiguous()}, args.save)
-    print(json.dumps({"seconds": seconds, "peak_mib": peak, "n_nodes": int(adjacency.shape[0])}))
+    result = {"seconds": seconds, "peak_mib": peak, "n_nodes": int(adjacency.shape[0])}
+    if args.explain_attention:  # interp's graph only: its strongest edges between positions explained
+        from interp.circuits.features.attention import attention_edges, explain_edges
+
+        edges = attention_edges(graph, args.explain_attention)
+        start = time.perf_counter()
+        explain_edges(model, tc, graph, edges, top_heads=3)
+        if cuda:
+            torch.cuda.synchronize()
+        result.update(explain_seconds=time.perf_counter() - start, explained_edges=len(edges))
+    print(json.dumps(result))
 
 
 def _ct_transcoders(w: dict[str, torch.Tensor], device: str):
@@ -214,7 +230,8 @@ def child(args: argparse.Namespace, which: str, folder: Path, length: int, cap: 
     cmd = [python, __file__, "--worker", which, "--folder", str(folder), "--prompt-length", str(length),
            "--max-feature-nodes", str(cap), "--threads", str(args.threads), "--batch-size", str(args.batch_size),
            "--device", args.device, "--save", str(folder / f"{which}.safetensors"),
-           "--compare-max-nodes", str(args.compare_max_nodes)]  # fmt: skip
+           "--compare-max-nodes", str(args.compare_max_nodes),
+           "--explain-attention", str(args.explain_attention)]  # fmt: skip
     env = {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(args.threads), "PATH": "/usr/bin:/bin"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
@@ -251,6 +268,9 @@ def main() -> None:
     )
     p.add_argument("--compare-max-nodes", type=int, default=12000, help="compare adjacencies up to this size")
     p.add_argument("--out", default=None, help="write the results as JSON here")
+    p.add_argument(
+        "--explain-attention", type=int, default=0, metavar="N", help="interp only: also explain N edges"
+    )
     p.add_argument("--worker", choices=("interp", *BACKENDS), help=argparse.SUPPRESS)
     p.add_argument("--save", help=argparse.SUPPRESS)
     p.add_argument("--folder", help=argparse.SUPPRESS)
@@ -259,7 +279,9 @@ def main() -> None:
     if args.worker:
         args.max_feature_nodes = int(args.max_feature_nodes)
         return worker(args)
-    if not args.ct_python:
+    if args.explain_attention:
+        args.backends = ""  # interp alone: the explanation against its own graph
+    if not args.ct_python and not args.explain_attention:
         p.error("--ct-python is needed: the interpreter of an environment with circuit-tracer 0.5.0")
     env = provenance.environment(
         ["transformers"],
@@ -267,7 +289,7 @@ def main() -> None:
         if args.ct_python
         else {},
     )
-    backends = args.backends.split(",")
+    backends = [b for b in args.backends.split(",") if b]
     if unknown := set(backends) - set(BACKENDS):
         p.error(f"--backends: unknown {sorted(unknown)}; circuit-tracer's backends are {', '.join(BACKENDS)}")
     rows = []
@@ -295,6 +317,12 @@ def main() -> None:
                     )
                     if diff is not None and (diff > 1e-4 or theirs["n_nodes"] != ours["n_nodes"]):
                         raise RuntimeError(f"{line}: {backend}'s graph differs from interp's")
+                if args.explain_attention:
+                    row["explain_ratio"] = ours["explain_seconds"] / ours["seconds"]
+                    line += (
+                        f"; {ours['explained_edges']} edges explained in {ours['explain_seconds']:.2f}s: "
+                        f"{row['explain_ratio']:.2f}x the graph's time"
+                    )
                 rows.append(row)
                 print(line, flush=True)
     if args.out:
