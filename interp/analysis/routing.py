@@ -172,7 +172,7 @@ def routing_statistics(
     >>> cfg = interp.TransformerConfig(n_layers=1, d_model=16, n_heads=2, d_vocab=20, n_ctx=8, n_experts=4,
     ...                                experts_per_token=2, seed=0)
     >>> stats = routing_statistics(interp.HookedTransformer(cfg), [torch.tensor([[1, 2, 3]])])
-    >>> stats.n_tokens, int(stats.counts.sum()), stats.frame()["share"].sum()
+    >>> stats.n_tokens, int(stats.counts.sum()), float(stats.frame()["share"].sum())
     (3, 6, 1.0)
     """
     chosen = moe_layers(model) if layers is None else sorted({check_moe_layer(model, l) for l in layers})
