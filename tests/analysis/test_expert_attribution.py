@@ -1,0 +1,121 @@
+"""Each expert's write and direct logit effect against a computation made here from the reference model:
+its MoE input, its router's choice and its final norm come from ``transformers`` (hooks on its modules), each
+expert's output from the expert's weights by hand, in float64."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from interp.analysis import direct_logit_attribution, dla_names
+from interp.analysis.checks import MissingHooksError
+from interp.analysis.expert_attribution import expert_logit_attribution, expert_names, expert_writes
+from tests.analysis.moe_models import pair, tokens
+
+
+def _reference_inputs(reference, ids: torch.Tensor, layers: list[int]):
+    """The reference's MoE input at ``layers`` and its final norm's input, captured by module hooks."""
+    seen: dict[str, torch.Tensor] = {}
+    modules = {f"moe{l}": reference.model.layers[l].post_attention_layernorm for l in layers}
+    handles = [
+        m.register_forward_hook(lambda _m, _i, out, k=k: seen.__setitem__(k, out)) for k, m in modules.items()
+    ]
+    handles.append(
+        reference.model.norm.register_forward_hook(lambda _m, inp, _o: seen.__setitem__("final", inp[0]))
+    )
+    try:
+        with torch.no_grad():
+            out = reference(input_ids=ids, output_router_logits=True)
+    finally:
+        for h in handles:
+            h.remove()
+    return seen, out.router_logits
+
+
+def _naive_writes(model, x: torch.Tensor, router_logits: torch.Tensor, layer: int) -> torch.Tensor:
+    """``[expert (+ shared), batch, pos, d_model]`` float64: each expert's weighted output at its tokens."""
+    cfg, mlp = model.cfg, model.blocks[layer].mlp
+    x = x.detach().double()
+    probs = router_logits.view(*x.shape[:2], -1).double().softmax(-1)
+    top = probs.topk(cfg.experts_per_token, dim=-1)
+    w = top.values / top.values.sum(-1, keepdim=True) if cfg.expert_weights == "softmax_topk" else top.values
+    writes = torch.zeros(cfg.n_experts + (cfg.d_shared_expert is not None), *x.shape, dtype=torch.float64)
+    for b in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for e, weight in zip(top.indices[b, p].tolist(), w[b, p], strict=True):
+                h = F.silu(x[b, p] @ mlp.W_gate[e].double()) * (x[b, p] @ mlp.W_in[e].double())
+                writes[e, b, p] = weight * (h @ mlp.W_out[e].double())
+    if cfg.d_shared_expert is not None:
+        s = mlp.shared_expert
+        h = F.silu(x @ s.W_gate.double()) * (x @ s.W_in.double())
+        writes[-1] = torch.sigmoid(x @ mlp.W_shared_gate.double()) * (h @ s.W_out.double())
+    return writes
+
+
+@pytest.mark.parametrize("name", ["mixtral", "qwen2-moe"])
+@torch.no_grad()
+def test_writes_and_values_match_a_naive_computation(name):
+    reference, model = pair(name)
+    ids = tokens(2, 6)
+    layers = [l for l, kind in enumerate(model.cfg.mlp_types) if kind == "moe"]
+    names = expert_names(model) + [f"blocks.{l}.hook_mlp_out" for l in layers]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(ids, names_filter=names)
+    seen, routers = _reference_inputs(reference, ids, layers)
+    final = seen["final"].double()
+    scale = (final.pow(2).mean(-1, keepdim=True) + reference.config.rms_norm_eps).sqrt()  # [batch, pos, 1]
+    gain = reference.model.norm.weight.double()
+    targets = torch.roll(ids, -1, dims=1)  # the next token at each position
+    w_u = reference.lm_head.weight.double()[targets]  # [batch, pos, d_model]
+    table = expert_logit_attribution(model, cache, targets)
+    for layer, router in zip(layers, routers, strict=True):
+        experts, writes = expert_writes(model, cache, layer)
+        torch.testing.assert_close(writes.sum(0), cache[f"blocks.{layer}.hook_mlp_out"], atol=1e-5, rtol=1e-5)
+        expected = _naive_writes(model, seen[f"moe{layer}"], router, layer)
+        torch.testing.assert_close(writes.double(), expected, atol=2e-5, rtol=1e-5)
+        values = torch.einsum("tbpd,bpd->tbp", expected / scale * gain, w_u)  # [term, batch, pos]
+        rows = table[table.layer == layer]
+        assert len(rows) == 2 * 6 * (model.cfg.experts_per_token + (model.cfg.d_shared_expert is not None))
+        for row in rows.itertuples():
+            term = experts.index(None if pd.isna(row.expert) else row.expert)
+            assert row.value == pytest.approx(float(values[term, row.batch, row.position]), abs=1e-5)
+        routed = values[: model.cfg.n_experts].ne(0)
+        assert int(routed.sum()) == 2 * 6 * model.cfg.experts_per_token  # only routed tokens carry a value
+
+
+def test_experts_sum_to_the_layers_direct_attribution():
+    """At each position, a layer's experts (and shared expert) add up to its ``L{l}_mlp`` DLA term."""
+    _, model = pair("qwen2-moe")
+    ids = tokens(2, 6, seed=2)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(ids, names_filter=sorted(set(expert_names(model) + dla_names(model))))
+    for position in range(6):
+        dla = direct_logit_attribution(model, cache, (5, 7), position, reduce="none")
+        ours = expert_logit_attribution(model, cache, (5, 7))
+        ours = ours[ours.position == position].groupby(["layer", "batch"])["value"].sum()
+        for layer in (0, 2):
+            for b in range(2):
+                expected = dla[(dla.component == f"L{layer}_mlp") & (dla.batch == b)].value.item()
+                assert ours[layer, b] == pytest.approx(expected, abs=1e-5)
+
+
+def test_bad_input():
+    _, model = pair("qwen2-moe")
+    ids = tokens(1, 3)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(ids, names_filter=expert_names(model))
+    idle = next(e for e in range(8) if not bool((cache["blocks.0.mlp.hook_expert_indices"] == e).any()))
+    with pytest.raises(ValueError, match=f"expert {idle} of layer 0 received no token in this cache"):
+        expert_logit_attribution(model, cache, 5, layers=[0], experts=[idle])
+    with pytest.raises(IndexError, match="expert 8 is out of range for layer 0: its experts are 0 to 7"):
+        expert_logit_attribution(model, cache, 5, layers=[0], experts=[8])
+    with pytest.raises(ValueError, match="layer 1 has a dense MLP"):
+        expert_writes(model, cache, 1)
+    with pytest.raises(ValueError, match=r"per-token targets must be \[batch, pos\] = \[1, 3\]"):
+        expert_logit_attribution(model, cache, torch.zeros(2, 3, dtype=torch.long))
+    with torch.no_grad():
+        _, partial = model.run_with_cache(ids, names_filter="blocks.0.mlp.hook_expert_*")
+    with pytest.raises(MissingHooksError, match="names_filter=expert_names"):
+        expert_writes(model, partial, 0)
