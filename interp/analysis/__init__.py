@@ -1,5 +1,6 @@
 """Analysis over a model and its activations: decompositions, attribution, patching, head scores, probes,
-steering, and QK attribution (why a head attends where it does).
+steering, QK attribution (why a head attends where it does), and mixture-of-experts routing (statistics, each
+expert's direct effect, routing patching).
 
 The statistics reports put next to these numbers (Wilson intervals, the exact binomial test, Holm's
 correction) are in :mod:`interp.analysis.stats`.
@@ -18,6 +19,7 @@ from interp.analysis.attribution_patching import attribution_patch, verify_top_k
 from interp.analysis.checks import MissingHooksError
 from interp.analysis.decompose import decompose_names, decompose_resid, decompose_stream
 from interp.analysis.effect import normalised_effect
+from interp.analysis.expert_attribution import expert_logit_attribution, expert_names, expert_writes
 from interp.analysis.head_scores import (
     duplicate_token_scores,
     first_token_scores,
@@ -41,6 +43,8 @@ from interp.analysis.qk import (
     qk_names,
     qk_twin_difference,
 )
+from interp.analysis.routing import RoutingStats, routing_statistics
+from interp.analysis.routing_patching import RoutingEdit, routing_effects, routing_patch
 from interp.analysis.source_contributions import attention_norms, source_contributions
 from interp.analysis.stats import (
     binomial_test,
@@ -66,6 +70,8 @@ __all__ = [
     "ProbeResult",
     "QKAttribution",
     "QKDifference",
+    "RoutingEdit",
+    "RoutingStats",
     "Slot",
     "Steer",
     "SteeringVector",
@@ -84,6 +90,9 @@ __all__ = [
     "direct_logit_attribution",
     "dla_names",
     "duplicate_token_scores",
+    "expert_logit_attribution",
+    "expert_names",
+    "expert_writes",
     "first_token_scores",
     "head_table",
     "holm",
@@ -104,6 +113,9 @@ __all__ = [
     "qk_names",
     "qk_twin_difference",
     "repeated_tokens",
+    "routing_effects",
+    "routing_patch",
+    "routing_statistics",
     "run_patched",
     "source_contributions",
     "span_attention",
