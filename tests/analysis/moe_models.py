@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 
 import torch
+import torch.nn.functional as F
 
 import interp
 from tests.load.families import build
@@ -35,3 +36,26 @@ def padded(batch: int = 3, n: int = 7, seed: int = 0) -> tuple[torch.Tensor, tor
     ids = tokens(batch, n, seed)
     mask = (torch.arange(n)[None] < torch.tensor([n - i for i in range(batch)])[:, None]).long()
     return ids.masked_fill(mask == 0, 1), mask
+
+
+def naive_moe_writes(model: interp.HookedTransformer, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """``[expert (+ shared), batch, pos, d_model]`` float64: each expert's weighted write from the MoE input
+    ``x [batch, pos, d_model]`` (the normed stream), token by token, from the weights alone (gated SiLU experts,
+    the router's top k of its softmax, renormalised where the family renormalises)."""
+    cfg, mlp = model.cfg, model.blocks[layer].mlp
+    x = x.detach().double()
+    probs = (x @ mlp.W_router.double()).softmax(-1)  # [batch, pos, expert]
+    top = probs.topk(cfg.experts_per_token, dim=-1)
+    w = top.values / top.values.sum(-1, keepdim=True) if cfg.expert_weights == "softmax_topk" else top.values
+    writes = torch.zeros(cfg.n_experts + (cfg.d_shared_expert is not None), *x.shape, dtype=torch.float64)
+    with torch.no_grad():
+        for b in range(x.shape[0]):
+            for p in range(x.shape[1]):
+                for e, weight in zip(top.indices[b, p].tolist(), w[b, p], strict=True):
+                    h = F.silu(x[b, p] @ mlp.W_gate[e].double()) * (x[b, p] @ mlp.W_in[e].double())
+                    writes[e, b, p] = weight * (h @ mlp.W_out[e].double())
+        if cfg.d_shared_expert is not None:
+            s = mlp.shared_expert
+            h = F.silu(x @ s.W_gate.double()) * (x @ s.W_in.double())
+            writes[-1] = torch.sigmoid(x @ mlp.W_shared_gate.double()) * (h @ s.W_out.double())
+    return writes

@@ -1,18 +1,17 @@
-"""Each expert's write and direct logit effect against a computation made here from the reference model:
-its MoE input, its router's choice and its final norm come from ``transformers`` (hooks on its modules), each
-expert's output from the expert's weights by hand, in float64."""
+"""Each expert's write and direct logit effect against a computation made here: the MoE input and the final
+norm come from ``transformers`` (hooks on the reference's modules), the router's choice and each expert's output
+from the weights by hand, in float64."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 import torch
-import torch.nn.functional as F
 
 from interp.analysis import direct_logit_attribution, dla_names
 from interp.analysis.checks import MissingHooksError
 from interp.analysis.expert_attribution import expert_logit_attribution, expert_names, expert_writes
-from tests.analysis.moe_models import pair, tokens
+from tests.analysis.moe_models import naive_moe_writes, pair, tokens
 
 
 def _reference_inputs(reference, ids: torch.Tensor, layers: list[int]):
@@ -27,31 +26,11 @@ def _reference_inputs(reference, ids: torch.Tensor, layers: list[int]):
     )
     try:
         with torch.no_grad():
-            out = reference(input_ids=ids, output_router_logits=True)
+            reference(input_ids=ids)
     finally:
         for h in handles:
             h.remove()
-    return seen, out.router_logits
-
-
-def _naive_writes(model, x: torch.Tensor, router_logits: torch.Tensor, layer: int) -> torch.Tensor:
-    """``[expert (+ shared), batch, pos, d_model]`` float64: each expert's weighted output at its tokens."""
-    cfg, mlp = model.cfg, model.blocks[layer].mlp
-    x = x.detach().double()
-    probs = router_logits.view(*x.shape[:2], -1).double().softmax(-1)
-    top = probs.topk(cfg.experts_per_token, dim=-1)
-    w = top.values / top.values.sum(-1, keepdim=True) if cfg.expert_weights == "softmax_topk" else top.values
-    writes = torch.zeros(cfg.n_experts + (cfg.d_shared_expert is not None), *x.shape, dtype=torch.float64)
-    for b in range(x.shape[0]):
-        for p in range(x.shape[1]):
-            for e, weight in zip(top.indices[b, p].tolist(), w[b, p], strict=True):
-                h = F.silu(x[b, p] @ mlp.W_gate[e].double()) * (x[b, p] @ mlp.W_in[e].double())
-                writes[e, b, p] = weight * (h @ mlp.W_out[e].double())
-    if cfg.d_shared_expert is not None:
-        s = mlp.shared_expert
-        h = F.silu(x @ s.W_gate.double()) * (x @ s.W_in.double())
-        writes[-1] = torch.sigmoid(x @ mlp.W_shared_gate.double()) * (h @ s.W_out.double())
-    return writes
+    return seen
 
 
 @pytest.mark.parametrize("name", ["mixtral", "qwen2-moe"])
@@ -63,17 +42,17 @@ def test_writes_and_values_match_a_naive_computation(name):
     names = expert_names(model) + [f"blocks.{l}.hook_mlp_out" for l in layers]
     with torch.no_grad():
         _, cache = model.run_with_cache(ids, names_filter=names)
-    seen, routers = _reference_inputs(reference, ids, layers)
+    seen = _reference_inputs(reference, ids, layers)
     final = seen["final"].double()
     scale = (final.pow(2).mean(-1, keepdim=True) + reference.config.rms_norm_eps).sqrt()  # [batch, pos, 1]
     gain = reference.model.norm.weight.double()
     targets = torch.roll(ids, -1, dims=1)  # the next token at each position
     w_u = reference.lm_head.weight.double()[targets]  # [batch, pos, d_model]
     table = expert_logit_attribution(model, cache, targets)
-    for layer, router in zip(layers, routers, strict=True):
+    for layer in layers:
         experts, writes = expert_writes(model, cache, layer)
         torch.testing.assert_close(writes.sum(0), cache[f"blocks.{layer}.hook_mlp_out"], atol=1e-5, rtol=1e-5)
-        expected = _naive_writes(model, seen[f"moe{layer}"], router, layer)
+        expected = naive_moe_writes(model, layer, seen[f"moe{layer}"])
         torch.testing.assert_close(writes.double(), expected, atol=2e-5, rtol=1e-5)
         values = torch.einsum("tbpd,bpd->tbp", expected / scale * gain, w_u)  # [term, batch, pos]
         rows = table[table.layer == layer]
