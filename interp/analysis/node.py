@@ -1,10 +1,10 @@
 """Nodes as values: one small type names every part of the residual stream and every node of a graph.
 
 A :class:`Node` is a string (so it prints, sorts, compares with a plain name and goes into JSON unchanged) that
-carries its parts: ``kind``, ``layer``, ``head``, ``group``, ``position``, ``source``, ``feature``, ``target`` and
-``name``. Code reasons about the parts; the text is formatted once, by the constructors, and parsed once, by
-:meth:`Node.parse`, at the edge (a file, a command-line flag, a name a user typed). Nothing else in the package
-matches node names.
+carries its parts: ``kind``, ``layer``, ``head``, ``group``, ``position``, ``source``, ``feature``, ``target``,
+``expert`` and ``name``. Code reasons about the parts; the text is formatted once, by the constructors, and parsed
+once, by :meth:`Node.parse`, at the edge (a file, a command-line flag, a name a user typed). Nothing else in the
+package matches node names.
 
 The same values name the components of a decomposed stream (:mod:`interp.analysis.decompose`, QK attribution),
 the component graph's nodes and node inputs (:mod:`interp.circuits.graph`) and an attribution graph's nodes
@@ -20,7 +20,12 @@ kind           text                            label                    what
 ``head``       ``L3.H2``, ``L3.H2@5``,         ``L3H2@"it"``            an attention head's write (at position 5;
                ``L3.H2@5<-1``                                           the part it carried from key 1)
 ``attn_bias``  ``L3.b_O``                      ``L3 b_O``               layer 3's attention output bias
-``mlp``        ``L3.MLP``, ``L3.MLP@5``        ``MLP3@"it"``            an MLP's write, and the MLP's input
+``mlp``        ``L3.MLP``, ``L3.MLP@5``        ``MLP3@"it"``            an MLP's write, and the MLP's input (a
+                                                                        mixture of experts' too)
+``expert``     ``L3.E5``                       ``L3E5``                 routed expert 5's write (its weighted
+                                                                        output at its tokens)
+``shared``     ``L3.SE``                       ``L3SE``                 the shared expert's write (Qwen2-MoE),
+                                                                        gate included
 ``query``      ``L3.H2.q``                     ``L3.H2.q``              a head's query input
 ``key``        ``L3.KV1.k``                    ``L3.KV1.k``             the key input of key/value head 1
 ``value``      ``L3.KV1.v``                    ``L3.KV1.v``             the value input of key/value head 1
@@ -63,6 +68,8 @@ Kind = Literal[
     "head",
     "attn_bias",
     "mlp",
+    "expert",
+    "shared",
     "query",
     "key",
     "value",
@@ -75,14 +82,14 @@ Kind = Literal[
     "bias",
     "logit",
 ]
-_FIELDS = ("layer", "head", "group", "position", "source", "feature", "target", "name")
+_FIELDS = ("layer", "head", "group", "position", "source", "feature", "target", "expert", "name")
 
 # the one pattern: every name a Node formats, and nothing else
 _PATTERN = re.compile(
     r"(?P<input>input)|(?P<output>logits)|logit\.(?P<logit>\d+)"
     r"|(?P<token>token)(?:@(?P<token_pos>\d+))?|(?P<pos>pos)(?:@(?P<pos_pos>\d+))?"
     r"|(?:L(?P<bias_layer>\d+)\.)?(?P<bias>\w+\.b|b_[QK])"
-    r"|L(?P<layer>\d+)\.(?:MLP(?:@(?P<mlp_pos>\d+))?"
+    r"|L(?P<layer>\d+)\.(?:MLP(?:@(?P<mlp_pos>\d+))?|E(?P<expert>\d+)|(?P<shared>SE)"
     r"|H(?P<head>\d+)(?:(?P<q>\.q)|@(?P<head_pos>\d+)(?:<-(?P<source>\d+))?)?"
     r"|KV(?P<group>\d+)\.(?P<kv>[kv])|F(?P<feature>\d+)@(?P<feature_pos>\d+)|error@(?P<error_pos>\d+)"
     r"|skip@(?P<skip_pos>\d+)|(?P<b_O>b_O)|(?P<b_dec>b_dec))"
@@ -108,6 +115,7 @@ class Node(str):
         source: for a head's write split by key, the key position it read.
         feature: the feature index.
         target: the attribution target's index (``logit``).
+        expert: the routed expert (``expert``).
         name: a bias's name (``ln1.b``, ``b_Q``...).
         shown: the token :attr:`label` shows (not part of the name).
     """
@@ -120,6 +128,7 @@ class Node(str):
     source: int | None
     feature: int | None
     target: int | None
+    expert: int | None
     name: str | None
     shown: str
 
@@ -158,6 +167,8 @@ class Node(str):
             "head": f"L{layer}H{self.head}{at}",
             "attn_bias": f"L{layer} b_O",
             "mlp": f"MLP{layer}{at}",
+            "expert": f"L{layer}E{self.expert}",
+            "shared": f"L{layer}SE",
             "feature": f"feature {layer}/{self.feature}{at}",
             "error": f"MLP{layer} error{at}",
             "tc_bias": f"MLP{layer} b_dec",
@@ -192,6 +203,14 @@ class Node(str):
     @classmethod
     def mlp(cls, layer: int, position: int | None = None, *, shown: str = "") -> Node:
         return cls(f"L{layer}.MLP{_at(position)}", "mlp", layer=layer, position=position, shown=shown)
+
+    @classmethod
+    def expert_node(cls, layer: int, expert: int) -> Node:
+        return cls(f"L{layer}.E{expert}", "expert", layer=layer, expert=expert)
+
+    @classmethod
+    def shared_expert(cls, layer: int) -> Node:
+        return cls(f"L{layer}.SE", "shared", layer=layer)
 
     @classmethod
     def query(cls, layer: int, head: int) -> Node:
@@ -259,7 +278,7 @@ class Node(str):
         if m is None:
             raise ValueError(
                 f"{text!r} names no node; nodes are 'input', 'logits', 'L3.H2' ('L3.H2@5', 'L3.H2@5<-1'), "
-                "'L3.b_O', 'L3.MLP' ('L3.MLP@5'), 'L3.H2.q', 'L3.KV1.k', 'L3.KV1.v', 'L3.F417@5', "
+                "'L3.b_O', 'L3.MLP' ('L3.MLP@5'), 'L3.E5', 'L3.SE', 'L3.H2.q', 'L3.KV1.k', 'L3.KV1.v', 'L3.F417@5', "
                 "'L3.error@5', 'L3.b_dec', 'L3.skip@5', 'token' ('token@5'), 'pos' ('pos@5'), 'L3.ln1.b', "
                 "'b_Q' and 'logit.0'"
             )
@@ -286,6 +305,10 @@ class Node(str):
             if g["q"]:
                 return cls.query(layer, g["head"])
             return cls.head_node(layer, g["head"], g["head_pos"], g["source"])
+        if g["expert"] is not None:
+            return cls.expert_node(layer, g["expert"])
+        if g["shared"]:
+            return cls.shared_expert(layer)
         if g["group"] is not None:
             return (cls.key if g["kv"] == "k" else cls.value)(layer, g["group"])
         if g["feature"] is not None:

@@ -2,9 +2,9 @@
 
 One concern per module:
 
-- :mod:`~interp.circuits.graph`: nodes (``input``, ``L{l}.H{h}``, ``L{l}.MLP``, ``logits``), their inputs
-  (``L{l}.H{h}.q``, ``L{l}.KV{g}.k``, ``L{l}.KV{g}.v``, ``L{l}.MLP``, ``logits``) and the edges between them, as
-  data; :mod:`~interp.circuits.circuit`: a set of edges.
+- :mod:`~interp.circuits.graph`: nodes (``input``, ``L{l}.H{h}``, ``L{l}.MLP``, or a mixture of experts'
+  ``L{l}.E{e}`` and ``L{l}.SE``, ``logits``), their inputs (``L{l}.H{h}.q``, ``L{l}.KV{g}.k``, ``L{l}.KV{g}.v``,
+  ``L{l}.MLP``, ``logits``) and the edges between them, as data; :mod:`~interp.circuits.circuit`: a set of edges.
 - :mod:`~interp.circuits.pairs`: clean and corrupted inputs, the batch a metric sees (the metric type and
   :func:`logit_difference` are :mod:`interp.analysis.metric`'s, one for every caller).
 - :mod:`~interp.circuits.run`: the model with every edge outside a circuit patched from the corrupted input.

@@ -1,7 +1,8 @@
 """Drawing a circuit as a layered graph (matplotlib, offline).
 
 Layers run bottom to top (``input`` at the bottom, ``logits`` at the top; only layers the circuit touches get
-a row), heads sit left to right in head order with the layer's MLP on the right. An edge ends where it is read:
+a row), heads sit left to right in head order with the layer's MLP on the right (a mixture of experts' experts
+in expert order, then its shared expert). An edge ends where it is read:
 at the head for a query, at the key/value head's marker below the row for keys and values (a diamond when
 several query heads share it), at the MLP or the logits. Colour says which input the edge feeds (query, key,
 value, MLP or logits), a dashed line that its score is negative, and the width ``|score|``.
@@ -19,6 +20,7 @@ from interp.circuits.edge_attribution import EdgeScores
 
 KIND_COLOURS = {"q": "#1f77b4", "k": "#2ca02c", "v": "#ff7f0e", "mlp": "#7f7f7f", "logits": "#9467bd"}
 KV_DROP = 0.32  # how far below its layer's row a key/value head's marker sits
+EXPERT_STEP = 0.8  # the distance between the experts of a layer, right of its heads
 
 
 _INPUT_KIND = {"query": "q", "key": "k", "value": "v", "mlp": "mlp", "output": "logits"}
@@ -36,13 +38,20 @@ def draw_circuit(circuit: Circuit, scores: EdgeScores | None = None, *, title: s
     top = len(layers) + 1
     centre = (graph.n_heads - 1) / 2
     mlp_x = graph.n_heads + 0.4
+    n_experts = max(graph.experts, default=0)
+    right = mlp_x + (n_experts - 1 + graph.shared_expert) * EXPERT_STEP if n_experts else mlp_x
+
+    def mlp_node_x(node: Node) -> float:
+        if node.kind == "expert":
+            return mlp_x + node.expert * EXPERT_STEP
+        return mlp_x + n_experts * EXPERT_STEP if node.kind == "shared" else mlp_x
 
     def node_xy(node: Node) -> tuple[float, float]:
         if node.kind == "input":
             return centre, 0.0
         if node.kind == "output":
             return centre, float(top)
-        return (float(node.head) if node.kind == "head" else mlp_x), float(row[node.layer])
+        return (float(node.head) if node.kind == "head" else mlp_node_x(node)), float(row[node.layer])
 
     def target_xy(node: Node) -> tuple[float, float]:
         if node.kind not in ("key", "value"):
@@ -54,7 +63,7 @@ def draw_circuit(circuit: Circuit, scores: EdgeScores | None = None, *, title: s
     edges = circuit.edges
     values = [scores[e] if scores is not None else 1.0 for e in edges]
     biggest = max((abs(v) for v in values), default=1.0) or 1.0
-    fig = Figure(figsize=(max(6.0, 0.75 * (graph.n_heads + 2)), max(3.0, 0.62 * (top + 1))))
+    fig = Figure(figsize=(max(6.0, 0.75 * (right + 2)), max(3.0, 0.62 * (top + 1))))
     ax = fig.add_subplot()
     for (source, target), value in zip(edges, values, strict=True):
         (x0, y0), (x1, y1) = node_xy(source), target_xy(target)
@@ -75,7 +84,7 @@ def draw_circuit(circuit: Circuit, scores: EdgeScores | None = None, *, title: s
         )
     for name in circuit.nodes:
         x, y = node_xy(name)
-        marker = {"mlp": "s", "head": "o"}.get(name.kind, "D")
+        marker = {"mlp": "s", "expert": "s", "shared": "s", "head": "o"}.get(name.kind, "D")
         ax.scatter([x], [y], s=260, marker=marker, color="white", edgecolor="black", zorder=3)
         label = name.split(".", 1)[1] if name.layer is not None else name
         ax.annotate(label, (x, y), ha="center", va="center", fontsize=6, zorder=4)
@@ -86,7 +95,7 @@ def draw_circuit(circuit: Circuit, scores: EdgeScores | None = None, *, title: s
             ax.scatter([x], [y], s=40, marker="D", color="#dddddd", edgecolor="black", zorder=3)
     ax.set_yticks([0, *row.values(), top], ["input", *(f"L{layer}" for layer in layers), "logits"])
     ax.set_xticks(range(graph.n_heads), [f"H{h}" for h in range(graph.n_heads)], fontsize=7)
-    ax.set_xlim(-0.8, mlp_x + 0.8)
+    ax.set_xlim(-0.8, right + 0.8)
     ax.set_ylim(-0.6, top + 0.6)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

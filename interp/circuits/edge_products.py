@@ -42,7 +42,7 @@ import torch
 
 from interp.circuits.graph import Graph
 from interp.circuits.pairs import Pairs
-from interp.circuits.wiring import InputHook, as_rows, input_hooks, source_hooks
+from interp.circuits.wiring import InputHook, as_rows, input_hooks, source_hooks, source_recorders
 
 LAYERS_PER_PRODUCT = 4  # 60-70 columns for SmolLM2: twice the throughput of one layer's 16, little waste
 
@@ -120,26 +120,36 @@ class Differences:
 
     def corrupt_hooks(self) -> list:
         """Forward hooks for the corrupted run."""
-        return [(self._name(spec), self._record(spec, attn, clean=False)) for spec, attn in self.specs]
+        return [hook for spec, attn in self.specs for hook in self._hooks(spec, attn, clean=False)]
 
     def clean_hooks(self) -> list:
         """Forward hooks for the clean run (after the corrupted one): the rows become the differences."""
-        return [(self._name(spec), self._record(spec, attn, clean=True)) for spec, attn in self.specs]
+        return [hook for spec, attn in self.specs for hook in self._hooks(spec, attn, clean=True)]
 
-    @staticmethod
-    def _name(spec) -> str:  # heads are read at blocks.L.attn.hook_z, not at hook_result
-        return spec.name.rpartition(".")[0] + ".hook_z" if spec.heads else spec.name
+    def _hooks(self, spec, attn, *, clean: bool) -> list:
+        if attn is None:  # the input, an MLP, a mixture of experts' experts: rows [rows, batch, pos, d_model]
+            return source_recorders(spec, self._record_rows(spec, clean=clean))
+        # heads are read at blocks.L.attn.hook_z, not at hook_result
+        return [(spec.name.rpartition(".")[0] + ".hook_z", self._record(spec, attn, clean=clean))]
+
+    def _record_rows(self, spec, *, clean: bool):
+        target = self.store[spec.rows]  # [rows, positions, d_model]
+
+        def record(rows: torch.Tensor) -> None:
+            rows = rows.to(target.device).flatten(1, 2)  # [rows, batch * pos, d_model]
+            if clean:
+                torch.sub(_gather(rows, 1, self.positions, None).float(), target, out=target)
+            else:
+                _gather(rows, 1, self.positions, target)
+
+        return record
 
     def _record(self, spec, attn, *, clean: bool):
         target = self.store[spec.rows]  # [rows, positions, d_model]
 
         def record(x: torch.Tensor, hook) -> None:
             x = x.detach().to(target.device)  # a block placed on another device than the store
-            if attn is None and clean:
-                torch.sub(_select(x, self.positions).float(), target[0], out=target[0])
-            elif attn is None:
-                _select(x, self.positions, out=target[0])
-            elif not clean:
+            if not clean:
                 self.corrupt_z[hook.name] = _select(x, self.positions)  # [positions, head, d_head]
             else:
                 dz = _select(x, self.positions).float() - self.corrupt_z.pop(hook.name).float()

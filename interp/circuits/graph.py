@@ -15,7 +15,13 @@ the stream as it is. A norm applied to the *sum* of the heads' outputs before th
 norms, OLMo 2's output norms) or after it (post-norm BERT) leaves no per-head term in the stream, so such
 models are refused with a message rather than approximated.
 
-The graph is plain data: its structure is four numbers, its names and edges are derived from them, it prints,
+In a mixture-of-experts layer the MLP node is split into its experts: routed expert ``e`` is the node
+``L{l}.E{e}``, whose write is its weighted output at the tokens routed to it (0 elsewhere), and a shared expert
+(Qwen2-MoE) is ``L{l}.SE``, gate included; their writes sum to the layer's output. They all read one input, the
+layer's ``L{l}.MLP``, which also feeds the router: an edge into it is scored through the router's choice and
+weights as well as through the experts.
+
+The graph is plain data: its structure is a few numbers, its names and edges are derived from them, it prints,
 compares and round-trips through JSON, and scores and circuits are ``[n_sources, n_inputs]`` matrices over it.
 
 >>> g = Graph(n_layers=2, n_heads=2, n_kv_heads=1)
@@ -80,12 +86,16 @@ class Graph:
         n_kv_heads: key/value heads per layer (``n_heads`` without grouped-query attention).
         parallel_attn_mlp: the MLP reads the block's input, not the stream after attention (GPT-NeoX), so
             there is no edge from a layer's heads to its own MLP.
+        experts: routed experts per layer, one node each (0: a dense MLP, one node); empty for a dense model.
+        shared_expert: each mixture-of-experts layer also has a shared expert node.
     """
 
     n_layers: int
     n_heads: int
     n_kv_heads: int
     parallel_attn_mlp: bool = False
+    experts: tuple[int, ...] = ()
+    shared_expert: bool = False
 
     def __post_init__(self) -> None:
         for name in ("n_layers", "n_heads", "n_kv_heads"):
@@ -97,6 +107,18 @@ class Graph:
                 f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}; each key/value "
                 "head serves an equal group of query heads"
             )
+        experts = tuple(self.experts)
+        object.__setattr__(self, "experts", experts)
+        if experts and (
+            len(experts) != self.n_layers
+            or any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in experts)
+        ):
+            raise ValueError(
+                f"Graph.experts must give a number of routed experts (0 for a dense MLP) for each of the "
+                f"{self.n_layers} layers, got {list(experts)}"
+            )
+        if self.shared_expert and not any(experts):
+            raise ValueError("Graph.shared_expert=True needs mixture-of-experts layers (Graph.experts)")
 
     @classmethod
     def from_model(cls, model: Any) -> Graph:
@@ -118,11 +140,14 @@ class Graph:
                 "cannot build an edge graph for a model with a norm on the embeddings (embed_norm=True) in a "
                 "pre-norm stack; the graph's input node is the stream entering block 0"
             )
+        moe = getattr(cfg, "is_moe", False)
         return cls(
             n_layers=cfg.n_layers,
             n_heads=cfg.n_heads,
             n_kv_heads=cfg.n_kv_heads,
             parallel_attn_mlp=cfg.parallel_attn_mlp,
+            experts=tuple(cfg.n_experts if t == "moe" else 0 for t in cfg.mlp_types) if moe else (),
+            shared_expert=moe and cfg.d_shared_expert is not None,
         )
 
     # -- names ------------------------------------------------------------------------------------------
@@ -132,13 +157,31 @@ class Graph:
         """Query heads per key/value head."""
         return self.n_heads // self.n_kv_heads
 
+    def mlp_nodes(self, layer: int) -> list[Node]:
+        """The nodes that write layer ``layer``'s MLP output: ``L{l}.MLP``, or its experts (and shared expert)."""
+        n = self.experts[layer] if self.experts else 0
+        if not n:
+            return [Node.mlp(layer)]
+        return [Node.expert_node(layer, e) for e in range(n)] + (
+            [Node.shared_expert(layer)] if self.shared_expert else []
+        )
+
     @functools.cached_property
     def sources(self) -> tuple[Node, ...]:
-        """Nodes that write into the stream, in forward order: ``input``, then per layer its heads and MLP."""
+        """Nodes that write into the stream, in forward order: ``input``, then per layer its heads and its MLP
+        (or its experts)."""
         names = [Node.input()]
         for layer in range(self.n_layers):
-            names += [Node.head_node(layer, h) for h in range(self.n_heads)] + [Node.mlp(layer)]
+            names += [Node.head_node(layer, h) for h in range(self.n_heads)] + self.mlp_nodes(layer)
         return tuple(names)
+
+    @functools.cached_property
+    def layer_starts(self) -> tuple[int, ...]:
+        """The source row of each layer's first head, and, last, the number of sources."""
+        starts = [1]
+        for layer in range(self.n_layers):
+            starts.append(starts[-1] + self.n_heads + len(self.mlp_nodes(layer)))
+        return tuple(starts)
 
     @functools.cached_property
     def nodes(self) -> tuple[Node, ...]:
@@ -191,19 +234,20 @@ class Graph:
         if column == len(self.inputs) - 1:
             return len(self.sources)
         layer, offset = divmod(column, self.inputs_per_layer)
-        before = 1 + layer * (self.n_heads + 1)
+        before = self.layer_starts[layer]
         is_mlp = offset == self.inputs_per_layer - 1
         return before + self.n_heads if is_mlp and not self.parallel_attn_mlp else before
 
     def heads_of(self, input_name: str) -> list[Node]:
-        """The head or MLP nodes that read through an input (a KV input serves its whole group)."""
+        """The head or MLP nodes that read through an input (a KV input serves its whole group, a mixture of
+        experts' input all its experts)."""
         node = self.inputs[self.input_index(input_name)]  # raises on an unknown name
         if node.kind == "query":
             return [Node.head_node(node.layer, node.head)]
         if node.kind in ("key", "value"):
             size = self.group_size
             return [Node.head_node(node.layer, h) for h in range(node.group * size, (node.group + 1) * size)]
-        return [node]
+        return self.mlp_nodes(node.layer) if node.kind == "mlp" else [node]
 
     # -- edges ------------------------------------------------------------------------------------------
 
@@ -246,6 +290,8 @@ class Graph:
             "n_heads": self.n_heads,
             "n_kv_heads": self.n_kv_heads,
             "parallel_attn_mlp": self.parallel_attn_mlp,
+            "experts": list(self.experts),
+            "shared_expert": self.shared_expert,
             "n_nodes": len(self.nodes),
             "n_inputs": len(self.inputs),
             "n_edges": self.n_edges,
@@ -264,6 +310,8 @@ class Graph:
             n_heads=data["n_heads"],
             n_kv_heads=data["n_kv_heads"],
             parallel_attn_mlp=bool(data.get("parallel_attn_mlp", False)),
+            experts=tuple(data.get("experts", ())),
+            shared_expert=bool(data.get("shared_expert", False)),
         )
         for key in ("n_nodes", "n_inputs", "n_edges"):
             expected = graph.to_dict()[key]
@@ -282,6 +330,10 @@ class Graph:
     def __str__(self) -> str:
         kind = f", {self.n_kv_heads} key/value heads" if self.n_kv_heads != self.n_heads else ""
         par = ", parallel attention and MLP" if self.parallel_attn_mlp else ""
+        moe = [n for n in self.experts if n]
+        if moe:
+            shared = " and a shared expert" if self.shared_expert else ""
+            par += f", {len(moe)} mixture-of-experts layers of {max(moe)} experts{shared}"
         return (
             f"Graph({self.n_layers} layers x {self.n_heads} heads{kind}{par}: {len(self.nodes)} nodes, "
             f"{len(self.inputs)} inputs, {self.n_edges} edges)"

@@ -27,7 +27,15 @@ import torch
 from interp.circuits.circuit import Circuit
 from interp.circuits.graph import Graph
 from interp.circuits.pairs import Pairs
-from interp.circuits.wiring import InputHook, SourceHook, as_rows, forward, input_hooks, source_hooks, split
+from interp.circuits.wiring import (
+    InputHook,
+    SourceHook,
+    forward,
+    input_hooks,
+    source_hooks,
+    source_recorders,
+    split,
+)
 
 
 @dataclass
@@ -57,13 +65,13 @@ def record_sources(graph: Graph, store: torch.Tensor, minus: torch.Tensor | None
     """Forward hooks writing every source's output (minus ``minus``, when given) into ``store``'s rows."""
 
     def recorder(spec: SourceHook):
-        def record(x: torch.Tensor, hook) -> None:
-            rows = as_rows(x.detach(), spec.heads).float()
+        def record(rows: torch.Tensor) -> None:
+            rows = rows.float()
             store[spec.rows] = rows if minus is None else rows - minus[spec.rows]
 
         return record
 
-    return [(spec.name, recorder(spec)) for spec in source_hooks(graph)]
+    return [hook for spec in source_hooks(graph) for hook in source_recorders(spec, recorder(spec))]
 
 
 def new_store(graph: Graph, batch: Pairs, model) -> torch.Tensor:

@@ -8,26 +8,35 @@ before the norm while the model's inputs are split (:meth:`~interp.HookedTransfo
 kv_head, d_model]``, ``hook_mlp_in`` and, for the logits, the final stream ``blocks.{n-1}.hook_resid_post``
 (before ``ln_final``). Each hook covers a contiguous block of rows (sources) or columns (inputs) of the
 graph's matrices; that block, and how many sources its inputs read, is all the scoring and patching code needs.
+
+A mixture-of-experts layer's sources are its experts: no single hook holds them, so :func:`source_recorders`
+gathers them from the layer's routing hooks and each expert's ``hook_out`` (which makes the experts run one by
+one, each on its own tokens) and hands them over, weighted and put back at their tokens, when the forward
+reaches ``hook_mlp_out``; a shared expert's row is the rest of ``hook_mlp_out``.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from interp.circuits.graph import Graph
+from interp.model.moe import expert_tokens
 
 
 @dataclass(frozen=True)
 class SourceHook:
-    """A hook holding sources ``rows``; ``heads`` when it has a head axis (``[batch, pos, head, d_model]``)."""
+    """A hook holding sources ``rows``; ``heads`` when it has a head axis (``[batch, pos, head, d_model]``);
+    ``experts`` routed experts (and the shared expert, when ``rows`` has one more) when the hook is a mixture of
+    experts' ``hook_mlp_out``."""
 
     name: str
     rows: slice
     heads: bool
+    experts: int = 0
 
 
 @dataclass(frozen=True)
@@ -46,14 +55,45 @@ def source_hooks(graph: Graph) -> list[SourceHook]:
     """The hooks of every source, in forward order."""
     hooks = [SourceHook("blocks.0.hook_resid_pre", slice(0, 1), False)]
     for layer in range(graph.n_layers):
-        base = 1 + layer * (graph.n_heads + 1)
+        base, end = graph.layer_starts[layer], graph.layer_starts[layer + 1]
+        experts = graph.experts[layer] if graph.experts else 0
         hooks.append(SourceHook(f"blocks.{layer}.attn.hook_result", slice(base, base + graph.n_heads), True))
         hooks.append(
-            SourceHook(
-                f"blocks.{layer}.hook_mlp_out", slice(base + graph.n_heads, base + graph.n_heads + 1), False
-            )
+            SourceHook(f"blocks.{layer}.hook_mlp_out", slice(base + graph.n_heads, end), False, experts)
         )
     return hooks
+
+
+def source_recorders(spec: SourceHook, record: Callable[[torch.Tensor], None]) -> list:
+    """Forward hooks that call ``record(rows)`` with ``spec``'s sources, ``[rows, batch, pos, d_model]``
+    (detached), as the forward pass reaches them; for a mixture of experts, each expert's weighted write at its
+    tokens (see the module docstring)."""
+    if not spec.experts:
+        return [(spec.name, lambda x, hook: record(as_rows(x.detach(), spec.heads)))]
+    mlp = spec.name.rpartition(".")[0] + ".mlp"
+    n_rows = spec.rows.stop - spec.rows.start
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(x: torch.Tensor, hook) -> None:
+        seen[hook.name.rpartition(".")[2] if hook.name.endswith(("indices", "weights")) else hook.name] = (
+            x.detach()
+        )
+
+    def finish(x: torch.Tensor, hook) -> None:
+        indices, weights = seen.pop("hook_expert_indices"), seen.pop("hook_expert_weights")
+        rows = x.new_zeros((n_rows, *x.shape), dtype=torch.float32)  # [rows, batch, pos, d_model]
+        for e in range(spec.experts):
+            out = seen.pop(f"{mlp}.experts.{e}.hook_out")  # [n_routed, d_model], the tokens' flat order
+            batch, pos = expert_tokens(indices, e)
+            rows[e, batch, pos] = out.float() * weights[indices == e].float()[:, None]
+        if n_rows > spec.experts:  # the shared expert: the rest of the layer's output
+            rows[-1] = x.detach().float() - rows[:-1].sum(0)
+        record(rows)
+
+    routed = [f"{mlp}.experts.{e}.hook_out" for e in range(spec.experts)]
+    return [(f"{mlp}.hook_expert_indices", keep), (f"{mlp}.hook_expert_weights", keep), (routed, keep)] + [
+        (spec.name, finish)
+    ]
 
 
 def input_hooks(graph: Graph) -> list[InputHook]:

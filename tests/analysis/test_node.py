@@ -10,7 +10,7 @@ import pytest
 
 from interp.analysis.node import Kind, Node
 
-FIELDS = ("kind", "layer", "head", "group", "position", "source", "feature", "target", "name")
+FIELDS = ("kind", "layer", "head", "group", "position", "source", "feature", "target", "expert", "name")
 
 EXAMPLES = [
     (Node.input(), "input", {}),
@@ -21,6 +21,8 @@ EXAMPLES = [
     (Node.attn_bias(2), "L2.b_O", {"kind": "attn_bias", "layer": 2}),
     (Node.mlp(0), "L0.MLP", {"kind": "mlp", "layer": 0}),
     (Node.mlp(0, 4), "L0.MLP@4", {"kind": "mlp", "layer": 0, "position": 4}),
+    (Node.expert_node(3, 5), "L3.E5", {"kind": "expert", "layer": 3, "expert": 5, "position": None}),
+    (Node.shared_expert(3), "L3.SE", {"kind": "shared", "layer": 3, "expert": None}),
     (Node.query(1, 7), "L1.H7.q", {"kind": "query", "layer": 1, "head": 7}),
     (Node.key(2, 1), "L2.KV1.k", {"kind": "key", "layer": 2, "group": 1}),
     (Node.value(2, 0), "L2.KV0.v", {"kind": "value", "layer": 2, "group": 0}),
@@ -65,6 +67,8 @@ LABELS = [
     (Node.head_node(3, 4, 8), "L3H4"),
     (Node.attn_bias(3), "L3 b_O"),
     (Node.mlp(7, 2, shown=" it"), 'MLP7@" it"'),
+    (Node.expert_node(3, 5), "L3E5"),
+    (Node.shared_expert(3), "L3SE"),
     (Node.feature_node(3, 2, 417, shown="x"), 'feature 3/417@"x"'),
     (Node.error(3, 2, shown="x"), 'MLP3 error@"x"'),
     (Node.decoder_bias(3), "MLP3 b_dec"),
@@ -96,7 +100,20 @@ def test_immutable_and_bad_text():
     node = Node.head_node(0, 1)
     with pytest.raises(AttributeError, match="immutable"):
         node.layer = 3
-    for bad in ("L0.H", "L0.KV1.q", "blocks.0", "L1.F3", "token5", "L0.H1<-2", "L0.error", "pos@", "L0.b_X"):
+    for bad in (
+        "L0.H",
+        "L0.KV1.q",
+        "blocks.0",
+        "L1.F3",
+        "token5",
+        "L0.H1<-2",
+        "L0.error",
+        "pos@",
+        "L0.b_X",
+        "L0.E",
+        "L0.SE1",
+        "L0.E2@3",
+    ):
         with pytest.raises(ValueError, match="names no node"):
             Node.parse(bad)
     with pytest.raises(ValueError, match="needs the position"):
