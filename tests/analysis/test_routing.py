@@ -46,7 +46,7 @@ def _naive(name: str, batches: list[tuple[torch.Tensor, torch.Tensor]]):
     return moe, counts, weights, by_token, totals
 
 
-@pytest.mark.parametrize("name", ["mixtral", "qwen2-moe"])
+@pytest.mark.parametrize("name", ["mixtral", "qwen2-moe", "gpt-oss"])
 def test_counts_match_the_reference_routers(name):
     """Counts, shares, mean weights and per-token counts over two padded batches streamed one at a time; the
     dense layer of Qwen2-MoE is not among the layers."""
