@@ -206,7 +206,7 @@ def routing_effects(
     real = (
         torch.ones(run.tokens.shape, dtype=torch.bool)
         if run.attention_mask is None
-        else run.attention_mask.bool()
+        else run.attention_mask.cpu().bool()
     )
     chosen = {l: cache[f"blocks.{l}.mlp.hook_expert_indices"].cpu() for l in layers}
     _check_edits(model, edits, chosen, real)

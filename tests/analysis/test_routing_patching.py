@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from interp.analysis import Batch, logit_difference
 from interp.analysis.routing_patching import RoutingEdit, routing_effects, routing_patch
-from tests.analysis.moe_models import pair, tokens
+from tests.analysis.moe_models import padded, pair, tokens
 
 N_POS = 6
 
@@ -201,3 +201,25 @@ def test_bad_input_is_refused_before_an_edited_forward(monkeypatch):
     _, qwen = pair("qwen2-moe")
     with pytest.raises(ValueError, match="layer 1 has a dense MLP"):
         routing_effects(qwen, ids, [RoutingEdit.force(1, 0)], logit_difference, labels=labels)
+
+
+def test_padding_is_left_alone():
+    """A right-padded batch gives each row what it gives alone: the mask reaches every copy, and an edit at
+    padding reaches no real token."""
+    _, model = pair("mixtral")
+    ids, mask = padded(2, N_POS, seed=11)
+    labels = {"answer": torch.tensor([3, 9]), "foil": torch.tensor([7, 4])}
+    lengths = mask.sum(1).tolist()
+    both = [
+        sorted(set(_used(model, ids[:1], layer)[0]) & set(_used(model, ids[1:, : lengths[1]], layer)[0]))
+        for layer in (0, 1)
+    ]
+    edits = [RoutingEdit.remove(0, both[0][0]), RoutingEdit.remove(1, both[1][-1])]
+    frame = routing_effects(model, ids, edits, logit_difference, attention_mask=mask, labels=labels)
+    alone = []
+    for row, n in enumerate(lengths):
+        rows = {k: v[row : row + 1] for k, v in labels.items()}
+        alone.append(
+            routing_effects(model, ids[row : row + 1, :n], edits, logit_difference, labels=rows)["metric"]
+        )
+    assert frame["metric"].tolist() == pytest.approx(((alone[0] + alone[1]) / 2).tolist(), abs=1e-5)
