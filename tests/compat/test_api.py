@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 
@@ -179,3 +180,20 @@ def test_cfg_view(model):
     assert twin.cfg == model.cfg and twin.cfg._model_ref is twin
     with pytest.raises(AttributeError, match="frozen"):
         model.cfg.n_layers = 3
+
+
+def test_value_biases_are_not_folded_under_attention_sinks():
+    from tests.analysis.moe_models import model as moe_model
+
+    model = transformer_lens.HookedTransformer.from_interp(copy.deepcopy(moe_model("gpt-oss")))
+    before = {name: p.clone() for name, p in model.named_parameters()}
+    with pytest.raises(ValueError, match=r"attention sinks \(attn_sinks=True\).*fold_value_biases=False"):
+        model.process_weights(fold_value_biases=True)
+    assert all(
+        torch.equal(p, before[name]) for name, p in model.named_parameters()
+    )  # refused before any fold
+    # the sink takes a share of each row that depends on the input, so b_V's write is not constant
+    tokens = torch.randint(2, 60, (2, 7), generator=torch.Generator().manual_seed(0))
+    _, cache = model.run_with_cache(tokens, names_filter="blocks.0.attn.hook_pattern")
+    row_sums = cache["blocks.0.attn.hook_pattern"].sum(-1)  # [batch, head, query]
+    assert float(row_sums.min()) < 0.9 and float(row_sums.max() - row_sums.min()) > 0.1

@@ -13,7 +13,8 @@ These are TransformerLens's ``process_weights`` steps, on interp's parameters:
 - ``center_unembed``: ``W_U`` and ``b_U`` lose their mean over the vocabulary, which shifts every logit of a
   position by the same amount (log-probabilities are unchanged).
 - ``fold_value_biases``: each head's value bias is mixed by a pattern whose rows sum to 1, so its contribution
-  ``b_V @ W_O`` is constant and moves into ``b_O``.
+  ``b_V @ W_O`` is constant and moves into ``b_O``. With attention sinks (GPT-OSS) a row sums to less than 1,
+  by a share that depends on the input, so the fold would change the model: it is refused.
 
 Logits are unchanged up to the per-position shift of ``center_unembed``; activations between a fold and the
 next norm change as described (the normed stream, ``hook_normalized``, becomes the norm's output).
@@ -42,6 +43,11 @@ def process_weights(
         raise ValueError(
             f"fold_ln and center_writing_weights need norms before the sublayers; this model has "
             f"norm_placement={cfg.norm_placement!r}; pass fold_ln=False, center_writing_weights=False"
+        )
+    if fold_value_biases and cfg.attn_sinks:
+        raise ValueError(
+            "fold_value_biases needs attention patterns whose rows sum to 1; this model has attention sinks "
+            "(attn_sinks=True), whose rows sum to less; pass fold_value_biases=False"
         )
     if model.unembed is not None and (fold_ln or center_writing_weights or center_unembed):
         model.unembed.untie()  # the folds below must not change W_E through a tied W_U

@@ -47,7 +47,8 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
     ) -> HookedTransformer:
         """``interp.load(model_name)`` (a packaged name, a folder or a GGUF file), with TransformerLens's weight
         processing applied by default, as its ``from_pretrained`` does
-        (see :mod:`interp.compat.transformer_lens.fold`)."""
+        (see :mod:`interp.compat.transformer_lens.fold`): writing weights are centred only after LayerNorm,
+        and value biases are not folded in a model with attention sinks, where the fold would change it."""
         unknown = set(kwargs) - {"move_to_device", "default_prepend_bos", "default_padding_side", "n_devices"}
         if unknown:
             raise TypeError(
@@ -63,7 +64,7 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
             fold_ln=fold_ln,
             center_writing_weights=center_writing_weights and model.cfg.norm == "layernorm",
             center_unembed=center_unembed,
-            fold_value_biases=fold_value_biases,
+            fold_value_biases=fold_value_biases and not model.cfg.attn_sinks,
         )
 
     @classmethod

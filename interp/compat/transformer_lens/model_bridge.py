@@ -24,4 +24,6 @@ class TransformerBridge(HookedTransformer):
     def enable_compatibility_mode(self, disable_warnings: bool = False, no_processing: bool = False) -> None:
         """Fold LayerNorm and centre the weights (unless ``no_processing``), as HookedTransformer's loader does."""
         if not no_processing:
-            self.process_weights(center_writing_weights=self.cfg.norm == "layernorm")
+            self.process_weights(
+                center_writing_weights=self.cfg.norm == "layernorm", fold_value_biases=not self.cfg.attn_sinks
+            )
