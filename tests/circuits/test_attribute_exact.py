@@ -27,6 +27,7 @@ FAMILIES = [
     "phi3",
     "olmo2",
     "mistral-sliding",
+    "gpt-oss",  # attention sinks: each pattern row sums to less than 1, held at its value like any other
 ]
 N_POS = 7
 
