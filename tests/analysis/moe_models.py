@@ -41,19 +41,36 @@ def padded(batch: int = 3, n: int = 7, seed: int = 0) -> tuple[torch.Tensor, tor
 def naive_moe_writes(model: interp.HookedTransformer, layer: int, x: torch.Tensor) -> torch.Tensor:
     """``[expert (+ shared), batch, pos, d_model]`` float64: each expert's weighted write from the MoE input
     ``x [batch, pos, d_model]`` (the normed stream), token by token, from the weights alone (gated SiLU experts,
-    the router's top k of its softmax, renormalised where the family renormalises)."""
+    or GPT-OSS's clamped unit with biases; the router's top k of its softmax, with the router's bias where it
+    has one, renormalised where the family renormalises)."""
     cfg, mlp = model.cfg, model.blocks[layer].mlp
     x = x.detach().double()
-    probs = (x @ mlp.W_router.double()).softmax(-1)  # [batch, pos, expert]
-    top = probs.topk(cfg.experts_per_token, dim=-1)
+    logits = x @ mlp.W_router.double()  # [batch, pos, expert]
+    if getattr(mlp, "b_router", None) is not None:
+        logits = logits + mlp.b_router.double()
+    top = logits.softmax(-1).topk(cfg.experts_per_token, dim=-1)
     w = top.values / top.values.sum(-1, keepdim=True) if cfg.expert_weights == "softmax_topk" else top.values
     writes = torch.zeros(cfg.n_experts + (cfg.d_shared_expert is not None), *x.shape, dtype=torch.float64)
+
+    def bias(name: str, e: int) -> torch.Tensor | float:
+        b = getattr(mlp, name, None)
+        return 0.0 if b is None else b[e].double()
+
+    def unit(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        if cfg.glu_clamp is None:
+            return F.silu(gate) * up
+        c = cfg.glu_clamp  # GPT-OSS: x * sigmoid(1.702 x) of the gate clamped above, times the clamped up + 1
+        gate = gate.clamp(max=c)
+        return gate * torch.sigmoid(1.702 * gate) * (up.clamp(-c, c) + 1)
+
     with torch.no_grad():
         for b in range(x.shape[0]):
             for p in range(x.shape[1]):
                 for e, weight in zip(top.indices[b, p].tolist(), w[b, p], strict=True):
-                    h = F.silu(x[b, p] @ mlp.W_gate[e].double()) * (x[b, p] @ mlp.W_in[e].double())
-                    writes[e, b, p] = weight * (h @ mlp.W_out[e].double())
+                    gate = x[b, p] @ mlp.W_gate[e].double() + bias("b_gate", e)
+                    up = x[b, p] @ mlp.W_in[e].double() + bias("b_in", e)
+                    out = unit(gate, up) @ mlp.W_out[e].double() + bias("b_out", e)
+                    writes[e, b, p] = weight * out
         if cfg.d_shared_expert is not None:
             s = mlp.shared_expert
             h = F.silu(x @ s.W_gate.double()) * (x @ s.W_in.double())

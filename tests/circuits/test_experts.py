@@ -20,8 +20,8 @@ N_POS = 6
 
 
 @functools.cache
-def model64():
-    return copy.deepcopy(pair("qwen2-moe")[1]).double().eval()
+def model64(name: str = "qwen2-moe"):
+    return copy.deepcopy(pair(name)[1]).double().eval()
 
 
 def pairs() -> Pairs:
@@ -59,7 +59,8 @@ def _naive_outputs(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
         writes = naive_moe_writes(model, l, _moe_input(model, cache[f"blocks.{l}.hook_resid_mid"], l))
         for e in range(model.cfg.n_experts):
             out[Node.expert_node(l, e)] = writes[e]
-        out[Node.shared_expert(l)] = writes[-1]
+        if model.cfg.d_shared_expert is not None:
+            out[Node.shared_expert(l)] = writes[-1]
     return out
 
 
@@ -247,3 +248,42 @@ def test_a_drawn_circuit_places_experts_right_of_the_heads():
     where = {t.get_text(): t.xy for t in fig.axes[0].texts}
     assert where["E5"] == (4 + 0.4 + 5 * 0.8, 1.0) and where["SE"] == (4 + 0.4 + 8 * 0.8, 1.0)
     assert where["H1"] == (1.0, 2.0) and fig.axes[0].get_xlim()[1] == pytest.approx(4 + 0.4 + 8 * 0.8 + 0.8)
+
+
+GPT_OSS_EDGES = [
+    ("L0.E{a}", "L1.MLP"),
+    ("L0.E{a}", "L2.H1.q"),
+    ("L1.E{b}", "L2.KV0.v"),
+    ("L1.E{b}", "logits"),
+    ("L2.E{c}", "logits"),
+    ("L0.H2", "L2.MLP"),
+]
+
+
+def test_gpt_oss_experts_sum_to_the_layer_and_score_as_patching_says():
+    """GPT-OSS (a router with a bias, the clamped unit with biases, attention sinks): each expert's write by hand
+    sums to ``hook_mlp_out``; EAP is the autograd gradient at the input times the source's difference; exact
+    scores match edges patched by hand."""
+    model, batch = model64("gpt-oss"), pairs()
+    clean, corrupt = _naive_outputs(model, batch.clean), _naive_outputs(model, batch.corrupt)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(batch.clean, names_filter="blocks.*.hook_mlp_out")
+    for l in range(model.cfg.n_layers):
+        total = sum(clean[Node.expert_node(l, e)] for e in range(model.cfg.n_experts))
+        # float64 throughout but the router's softmax and the norms' statistics, in float32
+        torch.testing.assert_close(total, cache[f"blocks.{l}.hook_mlp_out"], atol=1e-5, rtol=1e-5)
+    size = lambda l, e: float((clean[Node.expert_node(l, e)] - corrupt[Node.expert_node(l, e)]).abs().sum())  # noqa: E731
+    biggest = {l: sorted(range(model.cfg.n_experts), key=lambda e: -size(l, e))[0] for l in range(3)}
+    chosen = {"a": biggest[0], "b": biggest[1], "c": biggest[2]}
+    edges = [(Node.parse(u.format(**chosen)), Node.parse(v)) for u, v in GPT_OSS_EDGES]
+    scores = eap(model, batch, logit_difference)
+    grads = _gradients(model, batch, [v for _, v in edges])
+    exact = exact_edge_scores(model, batch, logit_difference, edges, edges_per_pass=3)
+    base = _metric(model, batch)
+    for u, v in edges:
+        delta = clean[u] - corrupt[u]  # [batch, pos, d_model]
+        by_gradient = float((delta * grads[v]).sum()) / len(batch)
+        assert scores[u, v] == pytest.approx(by_gradient, rel=1e-5, abs=1e-7), (u, v)
+        by_hand = float(base - _metric(model, batch, [_shift(model, v, delta, 1.0)]))
+        assert exact[u, v] == pytest.approx(by_hand, rel=1e-5, abs=2e-6), (u, v)
+    assert min(abs(scores[e]) for e in edges) > 1e-4  # every edge checked carries a score
