@@ -153,8 +153,8 @@ AUC of the explanation's similarity (in MiniLM's sentence embedding) to activati
 examples: 0.5 is chance. `add_labels` writes the explanations into the graph file's `clerp` fields, where both
 viewers show them; `interp autointerp run --explainer smollm2-135m --scorer embedding` does both steps.
 
-The result is a lesson in what a 135M explainer does: nine of the ten explanations are *"days of the
-week"*, the worked example of the explainer's prompt, copied. Three features cannot be scored at all: they fire
+The result is a lesson in what a 135M explainer does: all ten explanations are *"days of the
+week"*, the worked example of the explainer's prompt, copied. Five features cannot be scored at all: they fire
 on a third or more of all tokens, so their examples hold no run of 8 tokens where they are zero to serve as a
 non-activating example; the row says so, and the run goes on.
 """,
@@ -178,7 +178,7 @@ for fid in in_graph:
     print(f"{str(fid):>6}  density {row['density']:.3f}  {row['explanation'][:40]!r:42} {shown}")
 copied = sum(rows[f.index]["explanation"] == "days of the week" for f in in_graph)
 unscored = [f for f in in_graph if "auc" not in rows[f.index]["scores"]["embedding"]]
-assert copied == 9 and len(unscored) == 3 and all(rows[f.index]["density"] > 1 / 3 for f in unscored)
+assert copied == 10 and len(unscored) == 5 and all(rows[f.index]["density"] > 1 / 3 for f in unscored)
 assert settings.min_context == 8  # the shortest run of zeros taken as a non-activating example
 assert [(graph.path.name, graph.labelled) for graph in labelled] == [("graph.json", 10)]
 def labels() -> dict[int, str]:  # featureIndex -> label, of the graph file's feature nodes (others number other things)
@@ -196,8 +196,8 @@ assert all(labels()[f.index] == rows[f.index]["explanation"] for f in in_graph)
 
 The graph's most influential feature at *" heaven"* is `L0.F45`. Its dashboard is plain to read: its top
 examples are all *" LORD"*, and so is its highest quantile; *" God"* and *" heaven"* come next. Scored on
-the same examples, the explanation *"the word LORD"* reaches an embedding AUC of about 0.76, with a 95%
-interval (about 0.58 to 0.90) that excludes chance; the explainer's *"days of the week"* gets about 0.59, its
+the same examples, the explanation *"the word LORD"* reaches an embedding AUC of about 0.74, with a 95%
+interval (about 0.58 to 0.89) that excludes chance; the explainer's *"days of the week"* gets about 0.50, its
 interval holding 0.5: it says nothing the score can tell from chance. A better explainer (an
 instruction-tuned model of 7B parameters or more, served at a URL: `--explainer http://...`) is what writes
 explanations worth scoring, and its detection and fuzzing answers can be read. Our explanation goes into
@@ -222,8 +222,8 @@ assert FeatureId.from_index(max(at_heaven, key=lambda n: n["influence"])["featur
 top_two = record["examples_quantiles"][:2]  # the top examples and the highest quantile
 assert {e["tokens"][e["train_token_ind"]] for group in top_two for e in group["examples"]} == {" LORD"}
 assert len(test) == len(negatives) == 20 and theirs["n_positive"] == theirs["n_negative"] == 20
-assert abs(ours.auc - 0.76) < 0.02 and abs(ours.interval[0] - 0.58) < 0.02 and abs(ours.interval[1] - 0.90) < 0.02
-assert abs(theirs["auc"] - 0.59) < 0.02 and theirs["interval"][0] < 0.5 < theirs["interval"][1]
+assert abs(ours.auc - 0.74) < 0.02 and abs(ours.interval[0] - 0.58) < 0.02 and abs(ours.interval[1] - 0.89) < 0.02
+assert abs(theirs["auc"] - 0.50) < 0.02 and theirs["interval"][0] < 0.5 < theirs["interval"][1]
 assert theirs["chance"] == 0.5
 add_labels("run", {lord.index: "the word LORD"}, folder.scan)
 assert labels()[lord.index] == "the word LORD"
