@@ -1,8 +1,8 @@
-"use strict";
 // Explained attention edges, from the graph file's interp extension: click an edge for the heads that carry
 // it, a head for its score split into query-node x key-node terms, a node name to select it in the graph.
 // Every string from the data is put in with textContent, never as markup.
 (function () {
+  "use strict";
   const data = JSON.parse(document.getElementById("graph-data").textContent);
   const records = (data.interp && data.interp.attention) || [];
   const viewer = window.graphViewer;
