@@ -94,13 +94,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--supernodes",
         choices=("auto",),
         default=None,
-        help="propose supernodes among the kept feature nodes, saved in SLUG.json's qParams",
+        help="propose supernodes among the kept feature nodes, saved in SLUG.json's qParams (default: none)",
     )
     p.add_argument(
         "--subgraph",
         default=None,
         metavar="FILE",
-        help="pinned nodes and supernodes to save with the graph: a graph file or a qParams JSON file",
+        help="pinned nodes and supernodes to save with the graph: a graph file or a qParams JSON file (default: none)",
     )
     add_device_arguments(p)
     p.set_defaults(fn=run)
