@@ -21,6 +21,7 @@ for, whatever the checkpoint stores.
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import sys
 from collections.abc import Callable
@@ -153,6 +154,12 @@ def hand_back_pages(tensor: torch.Tensor, files: list[tuple[int, int]]) -> None:
     first, last = -(-start // page) * page, end // page * page  # the whole pages inside the tensor
     if last <= first or not any(lo <= first and last <= hi for lo, hi in files):
         return
+    _madvise()(first, last - first, _MADV_DONTNEED)  # a hint: a refusal only leaves the pages resident
+
+
+@functools.cache
+def _madvise():
+    """libc's ``madvise``, looked up once."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.madvise(first, last - first, _MADV_DONTNEED)  # a hint: a refusal only leaves the pages resident
+    return libc.madvise
