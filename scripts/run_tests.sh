@@ -26,4 +26,6 @@ if command -v npm >/dev/null 2>&1 && npm ci --no-audit --no-fund --ignore-script
 else
   echo "npm is missing or could not install eslint; the page JavaScript is not linted" >&2
 fi
-python -m pytest -q -p no:cacheprovider "$@"
+# Two worker processes (pytest-xdist), each on one torch thread as tests/conftest.py sets: the suite then uses
+# both cores of a 2-core machine. INTERP_TEST_WORKERS sets another count (0: one process, no workers).
+python -m pytest -q -p no:cacheprovider -n "${INTERP_TEST_WORKERS:-2}" "$@"
