@@ -15,7 +15,8 @@ the plain forward, whose fused projections sum in another order).
 
 The corrupted run is computed once per batch (:func:`corrupt_run`) and reused for every circuit evaluated on
 it. The patched run keeps ``[n_sources, batch, pos, d_model]`` differences in float32, filled as the sources are
-reached, and forms each input as one matrix product with the circuit's column of kept edges.
+reached (only when some input is partly kept), and forms each input as one matrix product with the circuit's
+column of kept edges.
 """
 
 from __future__ import annotations
@@ -75,8 +76,10 @@ def record_sources(graph: Graph, store: torch.Tensor, minus: torch.Tensor | None
 
 
 def new_store(graph: Graph, batch: Pairs, model) -> torch.Tensor:
+    """Room for every source's output; left unfilled, since a forward pass records every row before any is read
+    (a mixture-of-experts layer writes all its experts' rows, zeros where an expert has no tokens)."""
     n, n_pos = batch.clean.shape
-    return torch.zeros(len(graph.sources), n, n_pos, model.cfg.d_model, device=model.device)
+    return torch.empty(len(graph.sources), n, n_pos, model.cfg.d_model, device=model.device)
 
 
 @torch.no_grad()
@@ -102,9 +105,15 @@ def corrupt_run(model, batch: Pairs, graph: Graph | None = None) -> CorruptRun:
     return CorruptRun(outputs, streams, logits)
 
 
-def _patch_input(spec: InputHook, kept: torch.Tensor, delta: torch.Tensor, corrupt: CorruptRun):
-    """The forward hook that forms ``spec``'s inputs (``None`` when every edge into them is kept: the patched
-    run's own stream is then the answer), and whether it reads the sources' differences.
+def _partly_kept(spec: InputHook, kept: torch.Tensor) -> bool:
+    """Whether some of ``spec``'s inputs keep some edges but not all: only those read the sources' differences."""
+    kept = kept[: spec.n_readable]
+    return bool(kept.any()) and not bool(kept.all())
+
+
+def _patch_input(spec: InputHook, kept: torch.Tensor, delta: torch.Tensor | None, corrupt: CorruptRun):
+    """The forward hook that forms ``spec``'s inputs, or ``None`` when every edge into them is kept (the patched
+    run's own stream is then the answer).
 
     Partly kept inputs are formed from whichever side names fewer sources: the corrupted stream plus the kept
     edges' differences, or the patched run's own stream (every source's patched output) minus the removed
@@ -114,14 +123,15 @@ def _patch_input(spec: InputHook, kept: torch.Tensor, delta: torch.Tensor, corru
     kept = kept[: spec.n_readable]  # [n, inputs of the hook]
     complete = kept.all(0)
     if bool(complete.all()):
-        return None, False
+        return None
     if not bool(kept.any()):
         stream = corrupt.streams[spec.stream]  # [batch, pos, d_model]
 
         def corrupted(x: torch.Tensor, hook) -> torch.Tensor:  # laid out as the corrupted run had it
             return stream[:, :, None, :].expand_as(x) if spec.heads else stream
 
-        return corrupted, False
+        return corrupted
+    assert delta is not None, "a partly kept input needs the differences' store"
     partial = ~complete
     adding = kept.any(1).nonzero().flatten()
     removing = (~kept[:, partial]).any(1).nonzero().flatten()
@@ -142,21 +152,26 @@ def _patch_input(spec: InputHook, kept: torch.Tensor, delta: torch.Tensor, corru
         new = torch.where(complete.to(x.device)[None, None, :, None], x4, new)
         return new if spec.heads else new[:, :, 0]
 
-    return patch, True
+    return patch
 
 
-def circuit_hooks(circuit: Circuit, corrupt: CorruptRun, delta: torch.Tensor) -> list:
-    """Forward hooks that run ``circuit`` against ``corrupt``, with ``delta`` as the differences' store."""
+def circuit_hooks(circuit: Circuit, corrupt: CorruptRun) -> list:
+    """Forward hooks that run ``circuit`` against ``corrupt``.
+
+    The sources' differences (``[n_sources, batch, pos, d_model]`` float32) are stored and recorded only when
+    some input is partly kept: the full and the empty circuit then run exactly the computation of the clean
+    and the corrupted forward, and allocate nothing.
+    """
     graph = circuit.graph
-    mask = circuit.mask.to(delta.device)
-    hooks, reads = [], False
-    for spec in input_hooks(graph):
-        fn, needs = _patch_input(spec, mask[:, spec.cols], delta, corrupt)
-        reads |= needs
+    mask = circuit.mask.to(corrupt.outputs.device)
+    columns = [(spec, mask[:, spec.cols]) for spec in input_hooks(graph)]
+    reads = any(_partly_kept(spec, kept) for spec, kept in columns)
+    delta = torch.empty_like(corrupt.outputs) if reads else None  # every row recorded before it is read
+    hooks = []
+    for spec, kept in columns:
+        fn = _patch_input(spec, kept, delta, corrupt)
         if fn is not None:
             hooks.append((spec.name, fn))
-    # Sources are recorded only when some input adds kept edges: the full and the empty circuit then run
-    # exactly the computation of the clean and the corrupted forward.
     return (record_sources(graph, delta, corrupt.outputs) if reads else []) + hooks
 
 
@@ -176,12 +191,11 @@ def run_circuit(model, circuit: Circuit, batch: Pairs, corrupt: CorruptRun | Non
     graph = check_graph(model, circuit.graph)
     batch = batch.to(model.device)
     corrupt = corrupt_run(model, batch, graph) if corrupt is None else corrupt
-    delta = torch.zeros_like(corrupt.outputs)
     with split(model):
         return forward(
             model,
             batch.clean,
             batch.attention_mask,
             batch.positions,
-            fwd_hooks=circuit_hooks(circuit, corrupt, delta),
+            fwd_hooks=circuit_hooks(circuit, corrupt),
         )

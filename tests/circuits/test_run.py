@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from interp.circuits import Circuit, Graph, Pairs, corrupt_run, run_circuit
-from interp.circuits.wiring import forward
+from interp.circuits.run import circuit_hooks
+from interp.circuits.wiring import forward, input_hooks, source_hooks
 from tests.circuits.models import by_hand_circuit, by_hand_logits, tiny, tiny_pairs
 from tests.tolerance import assert_within, logit_bound
 
@@ -67,6 +68,22 @@ def test_one_corrupted_run_serves_many_circuits():
     torch.testing.assert_close(
         run_circuit(model, circuit, pairs, corrupt), run_circuit(model, circuit, pairs), atol=0, rtol=0
     )
+
+
+def test_only_a_partly_kept_circuit_records_the_sources():
+    model = tiny("llama-gqa")
+    pairs = tiny_pairs(model)
+    graph = Graph.from_model(model)
+    corrupt = corrupt_run(model, pairs)
+    n_inputs = len(input_hooks(graph))
+    # every edge kept: the clean forward, untouched; none kept: each input replaced by the corrupted stream
+    assert circuit_hooks(Circuit.full(graph), corrupt) == []
+    empty = circuit_hooks(Circuit.empty(graph), corrupt)
+    assert [name for name, _ in empty] == [spec.name for spec in input_hooks(graph)]
+    one = graph.allowed.clone()
+    one[graph.allowed.nonzero()[0].tolist()] = False  # one edge removed: the sources are recorded
+    names = [name for name, _ in circuit_hooks(Circuit(graph, one), corrupt)]
+    assert {spec.name for spec in source_hooks(graph)} <= set(names) and len(names) > n_inputs
 
 
 def test_a_circuit_of_another_graph_is_refused():
