@@ -35,10 +35,21 @@ def torchrun(*args: str, timeout: float = 240) -> tuple[subprocess.CompletedProc
     env = {
         k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR")
     }
-    env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    # faulthandler: a rank killed by a signal (a crash in native code) prints every thread's Python stack
+    env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *args]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     return done, time.time()
+
+
+def ranks_output(done: subprocess.CompletedProcess) -> str:
+    """What the ranks printed, for a failed run's message: stdout and stderr up to torchrun's own report of the
+    failure (which names only the signal), the end of it when long, then the report's root cause."""
+    err = done.stderr
+    cut = err.find("torch/distributed/elastic/multiprocessing/api.py")
+    ranks = err if cut < 0 else err[: err.rfind("\n", 0, cut) + 1]
+    cause = err[err.find("Root Cause") :] if "Root Cause" in err else ""
+    return (done.stdout[-2000:] + ranks[-8000:] + cause)[-12000:]
 
 
 # Single process: every helper is a no-op or the identity.
@@ -145,7 +156,7 @@ def test_interp_cache_over_two_ranks_reads_like_one_process(tmp_path):
         "10",
     ]
     done, _ = torchrun("-m", "interp", "cache", str(checkpoint), *args, "--quiet")
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, ranks_output(done)
     assert done.stdout.count("rows x 2 hooks") == 1  # rank 0 alone prints the summary
     two = ActivationStore(out)
     assert two.complete and two.meta["identity"]["world_size"] == 2

@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.sae.train_job import run
-from tests.test_distributed import torchrun
+from tests.test_distributed import ranks_output, torchrun
 
 
 @pytest.mark.slow
@@ -15,7 +15,7 @@ from tests.test_distributed import torchrun
 def test_two_ranks_train_the_same_sae_as_one_process(tmp_path, architecture):
     out = tmp_path / "two_ranks.safetensors"
     done, _ = torchrun("-m", "tests.sae.train_job", str(out), architecture)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, ranks_output(done)
     two = load_file(out)
     one = run(architecture).state_dict()
     assert set(two) == set(one)

@@ -16,6 +16,7 @@ from interp.report import validate_manifest, validate_results
 from studies.circuits.study import main
 from studies.data.load import load_items
 from tests.studies.tiny_lm import tiny_llama_folder
+from tests.test_distributed import ranks_output
 
 ARGS = ["--pairs", "6", "--test-pairs", "6", "--exact-pairs", "2", "--exact-edges", "6", "--exact-top", "2",
         "--steps", "2", "--batch-size", "4", "--sizes", "5,10", "--quiet"]  # fmt: skip
@@ -71,7 +72,7 @@ def test_a_second_run_writes_the_same_results(folder, report, tmp_path):
 
 
 def test_two_ranks_write_the_same_results_as_one(folder, report, tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
     study = [
         "-m",
         "interp",
@@ -85,7 +86,7 @@ def test_two_ranks_write_the_same_results_as_one(folder, report, tmp_path):
     ]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *study]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, ranks_output(done)
     assert (tmp_path / "two" / "results.json").read_bytes() == (report / "results.json").read_bytes()
 
 

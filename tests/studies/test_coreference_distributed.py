@@ -17,6 +17,7 @@ import pytest
 from studies.data.load import load_items
 from studies.data.texts import question_prompt, substitute
 from tests.studies.tiny_lm import tiny_llama_folder
+from tests.test_distributed import ranks_output
 
 ARGS = ["--limit", "12", "--patch-pairs", "4", "--top-k", "2", "--batch-size", "4", "--quiet"]
 TIMEOUT = 300  # seconds; a hang fails the test instead of blocking the suite
@@ -38,7 +39,7 @@ def folder(tmp_path_factory):
 
 
 def run(command: list[str], cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "INTERP_DEBUG": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "INTERP_DEBUG": "1", "PYTHONFAULTHANDLER": "1"}
     return subprocess.run(
         command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
     )
@@ -57,7 +58,7 @@ def test_two_ranks_write_the_same_report_as_one(folder, tmp_path):
          *study(*args, "--out", str(tmp_path / "two"))],
         tmp_path,
     )  # fmt: skip
-    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.returncode == 0, ranks_output(two)
     a = json.loads((tmp_path / "one" / "results.json").read_text())
     b = json.loads((tmp_path / "two" / "results.json").read_text())
     for name in ("winograd", "agreement"):
