@@ -27,5 +27,6 @@ else
   echo "npm is missing or could not install eslint; the page JavaScript is not linted" >&2
 fi
 # Two worker processes (pytest-xdist), each on one torch thread as tests/conftest.py sets: the suite then uses
-# both cores of a 2-core machine. INTERP_TEST_WORKERS sets another count (0: one process, no workers).
-python -m pytest -q -p no:cacheprovider -n "${INTERP_TEST_WORKERS:-2}" "$@"
+# both cores of a 2-core machine. INTERP_TEST_WORKERS sets another count (0: one process, no workers). The tests
+# that start torchrun jobs (two ranks each) share one worker (--dist loadgroup), so no two such jobs overlap.
+python -m pytest -q -p no:cacheprovider -n "${INTERP_TEST_WORKERS:-2}" --dist loadgroup "$@"

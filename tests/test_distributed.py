@@ -28,6 +28,10 @@ from interp.store import ActivationStore, StoreMismatchError, cache_activations
 from tests.distributed_job import records_for
 from tests.store.models import sentences, write_gpt2_folder
 
+# Two ranks each: runs of several torchrun jobs at once would oversubscribe the cores, so the suite's workers
+# (pytest-xdist, --dist loadgroup) run these in one worker, one job at a time.
+pytestmark = pytest.mark.xdist_group("torchrun")
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

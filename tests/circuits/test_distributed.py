@@ -5,9 +5,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.circuits.distributed_job import compute
+
+# Two ranks each: runs of several torchrun jobs at once would oversubscribe the cores, so the suite's workers
+# (pytest-xdist, --dist loadgroup) run these in one worker, one job at a time.
+pytestmark = pytest.mark.xdist_group("torchrun")
 
 ROOT = Path(__file__).resolve().parents[2]
 

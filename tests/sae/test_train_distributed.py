@@ -9,6 +9,10 @@ from safetensors.torch import load_file
 from tests.sae.train_job import run
 from tests.test_distributed import ranks_output, torchrun
 
+# Two ranks each: runs of several torchrun jobs at once would oversubscribe the cores, so the suite's workers
+# (pytest-xdist, --dist loadgroup) run these in one worker, one job at a time.
+pytestmark = pytest.mark.xdist_group("torchrun")
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("architecture", ["topk", "batchtopk", "tc-skip-transcoder", "tc-clt"])

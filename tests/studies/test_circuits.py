@@ -18,6 +18,10 @@ from studies.data.load import load_items
 from tests.studies.tiny_lm import tiny_llama_folder
 from tests.test_distributed import ranks_output
 
+# Two ranks each: runs of several torchrun jobs at once would oversubscribe the cores, so the suite's workers
+# (pytest-xdist, --dist loadgroup) run these in one worker, one job at a time.
+pytestmark = pytest.mark.xdist_group("torchrun")
+
 ARGS = ["--pairs", "6", "--test-pairs", "6", "--exact-pairs", "2", "--exact-edges", "6", "--exact-top", "2",
         "--steps", "2", "--batch-size", "4", "--sizes", "5,10", "--quiet"]  # fmt: skip
 TIMEOUT = 300

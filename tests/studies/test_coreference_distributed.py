@@ -19,6 +19,10 @@ from studies.data.texts import question_prompt, substitute
 from tests.studies.tiny_lm import tiny_llama_folder
 from tests.test_distributed import ranks_output
 
+# Two ranks each: runs of several torchrun jobs at once would oversubscribe the cores, so the suite's workers
+# (pytest-xdist, --dist loadgroup) run these in one worker, one job at a time.
+pytestmark = pytest.mark.xdist_group("torchrun")
+
 ARGS = ["--limit", "12", "--patch-pairs", "4", "--top-k", "2", "--batch-size", "4", "--quiet"]
 TIMEOUT = 300  # seconds; a hang fails the test instead of blocking the suite
 
