@@ -51,6 +51,7 @@ from interp.analysis.stats import (
     bootstrap_mean_interval,
     holm,
     mean_interval,
+    sign_flip_test,
     wilson_interval,
 )
 from interp.analysis.steering import (
@@ -117,6 +118,7 @@ __all__ = [
     "routing_patch",
     "routing_statistics",
     "run_patched",
+    "sign_flip_test",
     "source_contributions",
     "span_attention",
     "steer",

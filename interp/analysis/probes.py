@@ -6,7 +6,9 @@ Two safeguards keep its accuracy honest. The train/test split is by *group* (e.g
 minimal pair, or every occurrence of one word), so no group is on both sides and the probe cannot pass by
 recognising a near-duplicate. And a control task, the same probe trained on labels shuffled within the
 training set (Hewitt and Liang 2019 in spirit), estimates what the probe gets from capacity alone; it should
-sit near chance. Accuracies carry 95% Wilson intervals over the test items.
+sit near chance. Accuracies carry 95% bootstrap intervals over the test *groups* (2,000 resamples of whole
+groups, seeded): the items of one group are not independent trials (two twins differ by one word), so the
+interval is as wide as the number of held-out groups warrants, not the number of items.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ import pandas as pd
 import torch
 from torch import nn
 
-from interp.analysis.stats import wilson_interval
+from interp.analysis.stats import bootstrap_mean_interval
+
+INTERVAL_RESAMPLES = 2000  # bootstrap resamples behind every interval
 
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """Test accuracy with its Wilson interval, the control task's, and the sizes behind them."""
+    """Test accuracy with its interval (a bootstrap over the held-out groups), the control task's, and the sizes
+    behind them."""
 
     accuracy: float
     ci_low: float
@@ -122,11 +127,16 @@ def _fit(
 
 
 def _accuracy(
-    probe: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor, y: torch.Tensor
-) -> tuple[float, float, float, int]:
+    probe: tuple[torch.Tensor, torch.Tensor],
+    z: torch.Tensor,
+    y: torch.Tensor,
+    groups: torch.Tensor,
+    seed: int,
+) -> tuple[float, float, float]:
+    """Accuracy and its 95% interval, resampling whole ``groups``."""
     weight, bias = probe
-    correct = int(((z @ weight.T + bias).argmax(-1) == y).sum())
-    return (correct / len(y), *wilson_interval(correct, len(y)), correct)
+    correct = ((z @ weight.T + bias).argmax(-1) == y).double().numpy()  # [item]
+    return bootstrap_mean_interval(correct, INTERVAL_RESAMPLES, seed, groups=groups.numpy())
 
 
 def train_probe(
@@ -141,6 +151,8 @@ def train_probe(
     steps: int = 300,
 ) -> ProbeResult:
     """Train a logistic-regression probe on a group split and report test accuracy with a 95% interval.
+
+    The interval (and the control's) resamples the held-out groups, 2,000 times, seeded by ``seed``.
 
     Args:
         features: ``[n, d]``.
@@ -176,14 +188,15 @@ def train_probe(
     x = (features - mean) / std
     z = x @ _row_space(x[train])  # [n, r]: coordinates in the span of the training rows
     probe = _fit(z[train], y[train], len(classes), weight_decay, steps)
-    accuracy, low, high, _ = _accuracy(probe, z[test], y[test])
-    train_accuracy = _accuracy(probe, z[train], y[train])[0]
+    accuracy, low, high = _accuracy(probe, z[test], y[test], group_ids[test], seed)
+    weight, bias = probe
+    train_accuracy = float(((z[train] @ weight.T + bias).argmax(-1) == y[train]).double().mean())
     control_stats = (None, None, None)
     if control:
         generator = torch.Generator().manual_seed(seed + 1)
         shuffled = y[train][torch.randperm(int(train.sum()), generator=generator)]
         control_probe = _fit(z[train], shuffled, len(classes), weight_decay, steps)
-        control_stats = _accuracy(control_probe, z[test], y[test])[:3]
+        control_stats = _accuracy(control_probe, z[test], y[test], group_ids[test], seed)
     chance = float(torch.bincount(y[test], minlength=len(classes)).max()) / int(test.sum())
     return ProbeResult(
         accuracy, low, high, *control_stats, train_accuracy, chance, int(train.sum()), int(test.sum())

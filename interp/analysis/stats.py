@@ -7,6 +7,11 @@ Holm-Bonferroni step-down correction for testing several heads at once (Holm 197
 family-wise error rate like Bonferroni and rejects at least as often). Means of measurements get a normal
 interval (:func:`mean_interval`) or a percentile bootstrap (:func:`bootstrap_mean_interval`).
 
+The binomial test and the Wilson interval count every trial as independent. Where trials come in groups that
+are not (the twins of one schema, which share every token before the switch word), the bootstrap resamples
+whole groups and :func:`sign_flip_test` tests a mean against a chance level by flipping the sign of each
+group's deviation, so the evidence counts groups, not trials.
+
 They are written here rather than taken from ``scipy.stats`` (``binomtest``, its
 ``proportion_ci(method="wilson")``; Holm is not in scipy), which would make scipy a runtime dependency for
 a dozen lines: the binomial test sums the probabilities in exact integer arithmetic, so its p-value is the
@@ -186,6 +191,60 @@ def bootstrap_mean_interval(
     tail = round(50 * (1 - level), 10)  # percent in each tail: 2.5 exactly for a 95% interval
     low, high = np.percentile(means, [tail, 100 - tail])
     return mean, float(low), float(high)
+
+
+def sign_flip_test(
+    values: Sequence[float] | np.ndarray,
+    null: float,
+    *,
+    groups: Sequence | np.ndarray | None = None,
+    n_flips: int = 20_000,
+    seed: int = 0,
+) -> float:
+    """Two-sided p-value that the mean of ``values`` is ``null``, by flipping the signs of whole groups.
+
+    Each group's summed deviation from ``null`` (``sum(x - null)`` over its values) is a unit; under the null
+    hypothesis each unit is as likely positive as negative, so the test statistic ``|sum of units|`` is
+    compared with its distribution under random sign flips of the units (a randomisation test, valid however
+    the values inside a group depend on each other). With at most 16 groups every one of the ``2**groups``
+    flips is counted, and the p-value is exact; with more, ``n_flips`` seeded random flips estimate it as
+    ``(1 + hits) / (1 + n_flips)``, which never falls below the exact value's expectation. Without
+    ``groups`` each value is its own group. Binary values (right or wrong) against a chance level are the
+    common use: twins of one schema then count once, as one unit of two trials.
+
+    >>> sign_flip_test([1.0, 1.0, 1.0, 1.0, 1.0], 0.5)  # 2 of the 32 flips are as extreme: 1/16
+    0.0625
+    >>> sign_flip_test([1.0, 1.0, 1.0, 1.0, 1.0, 1.0], 0.5, groups=[0, 0, 1, 1, 2, 2])  # three units: 1/4
+    0.25
+
+    Raises:
+        ValueError: ``values`` is empty or not finite, ``groups`` does not give one label per value, or
+            ``n_flips`` is below 1.
+    """
+    x = _floats(values)
+    if not np.isfinite(x).all():
+        raise ValueError(f"values hold {int((~np.isfinite(x)).sum())} NaN or infinite entries; drop them")
+    if n_flips < 1:
+        raise ValueError(f"n_flips={n_flips}; give at least 1")
+    labels = np.arange(len(x)) if groups is None else np.asarray(groups)
+    if labels.shape != x.shape:
+        raise ValueError(
+            f"groups has shape {labels.shape} but values {x.shape}; give one group label per value"
+        )
+    index = np.unique(labels, return_inverse=True)[1].reshape(-1)
+    units = np.bincount(index, weights=x - null)  # [group]
+    observed = abs(units.sum())
+    tolerance = 1e-9 * max(1.0, float(np.abs(units).sum()))  # equal sums must count as equal
+    if len(units) <= 16:
+        bits = (np.arange(2 ** len(units))[:, None] >> np.arange(len(units))) & 1  # [flip, group]
+        sums = np.abs(((1 - 2 * bits) * units).sum(1))
+        return float((sums >= observed - tolerance).mean())
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, n_flips, 4096):  # bounded memory for many groups
+        signs = rng.choice((-1.0, 1.0), size=(min(4096, n_flips - start), len(units)))
+        hits += int((np.abs(signs @ units) >= observed - tolerance).sum())
+    return (1 + hits) / (1 + n_flips)
 
 
 def _weights(weights: Sequence[float] | np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -1,9 +1,10 @@
 """Which heads attend to the referent: per-head antecedent accuracy, selected on half the schemas and tested
-on the other half with a Holm correction.
+on the other half, with a Holm correction over every head tested.
 
-A held-out accuracy's interval is a bootstrap over the test schemas, a schema's twins resampled together: the
-twins of a pair are not independent (before the switch word a causal model's patterns are the same in both). A
-head is *above chance* only when its Holm-adjusted test passes, its accuracy is above 0.5 and that interval
+A held-out accuracy's interval is a bootstrap over the test schemas, a schema's twins resampled together, and
+its p-value a sign-flip test over the same schemas: the twins of a pair are not independent (before the switch
+word a causal model's patterns are the same in both). A head is *above chance* only when its Holm-adjusted test
+passes, its accuracy is above 0.5 and that interval
 lies above 0.5 (column ``above_chance``); the report's lines say "above chance" from this column alone.
 
 A head "picks" the candidate (or the antecedent rather than the distractor) that receives more of its
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from interp.analysis import binomial_test, bootstrap_mean_interval, holm
+from interp.analysis import bootstrap_mean_interval, holm, sign_flip_test
 from studies.coreference.measure import BY, Measured
 
 
@@ -64,8 +65,10 @@ def select_and_test(
 ) -> pd.DataFrame:
     """Rank heads by accuracy on the ``select`` items; test the top ``top_k`` on the rest.
 
-    Ties in accuracy are broken by the mean margin. The p-values test held-out accuracy against 0.5 (exact
-    binomial, two-sided) and are Holm-adjusted over the ``top_k`` heads tested per query role and measure.
+    Ties in accuracy are broken by the mean margin. The p-values test held-out accuracy against 0.5,
+    two-sided, by flipping the sign of each held-out schema's deviation (:func:`~interp.analysis.sign_flip_test`;
+    a schema's twins are one unit, not two trials), and are Holm-adjusted over every test made here (``top_k``
+    heads for each query role and measure): the family is the whole table, the set a reader scans for a hit.
     The interval is a 95% bootstrap (2,000 resamples, ``seed``) of the test items, whole ``groups`` (one schema
     id per item) at a time; without ``groups`` every item is its own. ``above_chance``: Holm p < 0.05 and the
     interval above 0.5.
@@ -102,13 +105,13 @@ def select_and_test(
                         "test_ci_high": high,
                         "test_n": n,
                         "test_schemas": len(set(schema.tolist())),
-                        "p": binomial_test(k, n),
+                        "p": sign_flip_test(column, 0.5, groups=schema, seed=seed),
                     }
                 )
-            for row, adjusted in zip(found, holm([f["p"] for f in found]), strict=True):
-                row["p_holm"] = adjusted
-                row["above_chance"] = bool(adjusted < 0.05 and row["test_ci_low"] > 0.5)
             rows += found
+    for row, adjusted in zip(rows, holm([r["p"] for r in rows]), strict=True):
+        row["p_holm"] = adjusted
+        row["above_chance"] = bool(adjusted < 0.05 and row["test_ci_low"] > 0.5)
     return pd.DataFrame(rows)
 
 

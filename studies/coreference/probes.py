@@ -35,7 +35,8 @@ def labels_for(records: Sequence[dict]) -> list:
 def probe_table(
     measured: Sequence[Measured], records: Sequence[dict], roles: Sequence[str], seed: int, steps: int = 100
 ) -> pd.DataFrame:
-    """One row per role and layer: test accuracy with its Wilson interval, the control's, and chance."""
+    """One row per role and layer: test accuracy with its interval (a bootstrap over the held-out schemas,
+    twins together), the control's, and chance."""
     labels = labels_for(records)
     groups = [r["schema_id"] for r in records]
     rows = []

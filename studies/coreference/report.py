@@ -160,13 +160,16 @@ def _attention_section(report: Report, result, out: dict) -> None:
             vmin=0.0,
             vmax=1.0,
             mark=_significant(heads, query, acc.shape[-2:]),
-            mark_label="outlined: held-out accuracy differs from 0.5 (exact binomial, Holm p < 0.05)",
+            mark_label="outlined: held-out accuracy differs from 0.5 (sign flips over schemas, Holm p < 0.05)",
         )
         report.add_figure(f"{label}_heads_{query}", fig)
     report.add_table(
         f"{label}_heads",
         heads,
-        caption="Top heads selected on half the schemas, tested on the other half (Holm over those tested)",
+        caption=(
+            "Top heads selected on half the schemas, tested on the other half (p: sign flips over the held-out "
+            "schemas, twins as one unit; Holm over every test in the table)"
+        ),
     )
     out["head_accuracy"] = {
         q: {b: np.round(acc[qi, bi], 4).tolist() for bi, b in enumerate(BY)}

@@ -15,11 +15,12 @@ accuracy by construction). Agreement (``agreement``): the logit difference betwe
 pronoun at the next-token position, accuracy overall and on two-person prompts against most-recent-name and
 first-name baselines. Attention: per-head antecedent accuracy (more mass on the referent, by weight and by
 Kobayashi norm) from the pronoun, the switch word, the full stop and the final position; heads selected on
-half the schemas and tested on the other half (exact binomial test against 0.5, Holm-corrected over the heads
-tested). Causal: normalised recovery of the metric's logit difference when patching the residual stream (by
-layer and position role) and each head's output ``hook_z`` from one twin into the other, pooled over pairs;
-attribution patching for the sweep, exact patching for the top slots. Probes: per-layer logistic regression
-for the referent, split by twin pair, with a shuffled-label control.
+half the schemas and tested on the other half (a sign-flip test against 0.5 over held-out schemas, twins as one
+unit, Holm-corrected over every head and measure tested). Causal: normalised recovery of the metric's logit
+difference when patching the residual stream (by layer and position role) and each head's output ``hook_z``
+from one twin into the other, pooled over pairs; attribution patching for the sweep, exact patching for the
+top slots. Probes: per-layer logistic regression for the referent, split by twin pair, with a shuffled-label
+control.
 
 Data. The shipped sets (``winograd``, ``agreement``) or any file of a supported format (``--data PATH``,
 repeatable; the study's own JSONL with only the defining fields, WinoGrande, SuperGLUE WSC, the WSC XML,

@@ -23,6 +23,28 @@ def test_probe_finds_a_planted_feature_and_the_control_does_not():
     assert result.n_train + result.n_test == 400 and result.n_test == 200
 
 
+def test_the_interval_counts_held_out_groups_not_items():
+    # Noisy labels, so the accuracy is neither 0 nor 1; then every row copied five times into its own group.
+    # The copies add no evidence: the probe, its accuracy and its interval stay the same (the interval
+    # resamples groups). An interval over items would shrink by about sqrt(5).
+    generator = torch.Generator().manual_seed(5)
+    features = torch.randn(240, 8, generator=generator)
+    labels = ((features[:, 0] + 1.5 * torch.randn(240, generator=generator)) > 0).long()
+    groups = torch.arange(240) // 2
+    once = train_probe(features, labels, groups, seed=3)
+    copied = train_probe(
+        features.repeat_interleave(5, 0), labels.repeat_interleave(5), groups.repeat_interleave(5), seed=3
+    )
+    assert 0.55 < once.accuracy < 0.9 and once.n_test == 120 and copied.n_test == 600
+    assert copied.accuracy == pytest.approx(once.accuracy, abs=1e-12)
+    assert (copied.ci_low, copied.ci_high) == pytest.approx((once.ci_low, once.ci_high), abs=1e-12)
+    items_low, items_high = wilson_interval(round(copied.accuracy * 600), 600)
+    assert copied.ci_high - copied.ci_low > 1.8 * (items_high - items_low)
+    # The control (its shuffle differs with the row count) is resampled by groups too.
+    items_low, items_high = wilson_interval(round(copied.control_accuracy * 600), 600)
+    assert copied.control_ci_high - copied.control_ci_low > 1.8 * (items_high - items_low)
+
+
 def test_group_split_keeps_groups_whole():
     groups = torch.arange(100) // 4
     train, test = split_by_group(groups, 0.3, seed=1)

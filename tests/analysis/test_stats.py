@@ -1,13 +1,15 @@
-"""Wilson intervals, the exact binomial test and Holm's correction, against scipy and direct computations."""
+"""Wilson intervals, the exact binomial test, Holm's correction and the grouped sign-flip test, against scipy and
+direct computations."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from interp.analysis import binomial_test, holm, wilson_interval
-from interp.analysis.stats import bootstrap_mean_interval, mean_interval
+from interp.analysis.stats import bootstrap_mean_interval, mean_interval, sign_flip_test
 
 stats = pytest.importorskip("scipy.stats")
 
@@ -171,3 +173,58 @@ def test_weighted_bootstrap_is_the_pooled_ratio_of_the_drawn_groups():
     )
     with pytest.raises(ValueError, match=r"give one non-negative weight per value"):
         bootstrap_mean_interval(parts, 10, 0, weights=-totals)
+
+
+def _units(values, groups, null):
+    """Each group's summed deviation from ``null``, by a plain loop."""
+    sums: dict = {}
+    for value, group in zip(values, groups, strict=True):
+        sums[group] = sums.get(group, 0.0) + value - null
+    return np.array(list(sums.values()))
+
+
+def test_sign_flip_test_is_scipys_exact_randomisation_test_on_the_groups_sums():
+    rng = np.random.default_rng(3)
+    for n_groups in (2, 3, 7, 12, 16):
+        groups = np.repeat(np.arange(n_groups), rng.integers(1, 4, size=n_groups))
+        values = (rng.random(len(groups)) < 0.7).astype(float)  # right or wrong, chance 0.5
+        units = _units(values, groups.tolist(), 0.5)
+        expected = stats.permutation_test(
+            (units,), np.sum, permutation_type="samples", n_resamples=np.inf, alternative="two-sided"
+        ).pvalue
+        assert sign_flip_test(values, 0.5, groups=groups) == pytest.approx(expected, rel=1e-12), n_groups
+
+
+def test_sign_flip_test_estimates_the_exact_value_beyond_sixteen_groups():
+    rng = np.random.default_rng(4)
+    groups = np.repeat(np.arange(18), 2)  # 18 twin pairs
+    values = rng.normal(0.3, 1.0, size=36)
+    units = _units(values, groups.tolist(), 0.0)
+    signs = 1 - 2 * ((np.arange(2**18)[:, None] >> np.arange(18)) & 1)  # every flip, counted here
+    exact = float((np.abs(signs @ units) >= abs(units.sum()) - 1e-9).mean())
+    estimate = sign_flip_test(values, 0.0, groups=groups, n_flips=20_000, seed=1)
+    assert 0.01 < exact < 0.5  # a p-value where an estimate can miss in either direction
+    assert estimate == pytest.approx(exact, abs=4 * math.sqrt(exact * (1 - exact) / 20_000) + 1 / 20_001)
+    assert sign_flip_test(values, 0.0, groups=groups, n_flips=20_000, seed=1) == estimate  # seeded
+
+
+def test_twins_that_agree_count_once_in_the_sign_flip_test_but_twice_in_the_binomial_test():
+    values = [1.0] * 9 + [0.0] * 3  # 9 of 12 schemas right
+    twins = np.repeat(values, 2)  # each schema's two twins give the same answer
+    groups = np.repeat(np.arange(12), 2)
+    assert sign_flip_test(twins, 0.5, groups=groups) == pytest.approx(sign_flip_test(values, 0.5))
+    assert sign_flip_test(values, 0.5) == pytest.approx(
+        binomial_test(9, 12)
+    )  # one trial per group: exact binomial
+    assert binomial_test(18, 24) < 0.5 * binomial_test(
+        9, 12
+    )  # counting twins as trials overstates the evidence
+
+
+def test_sign_flip_test_refuses_bad_input():
+    with pytest.raises(ValueError, match="one group label per value"):
+        sign_flip_test([1.0, 0.0], 0.5, groups=[0])
+    with pytest.raises(ValueError, match="NaN"):
+        sign_flip_test([1.0, float("nan")], 0.5)
+    with pytest.raises(ValueError, match="n_flips"):
+        sign_flip_test([1.0, 0.0], 0.5, n_flips=0)

@@ -2,8 +2,9 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from interp.analysis import bootstrap_mean_interval
+from interp.analysis import binomial_test, bootstrap_mean_interval, holm, sign_flip_test
 from studies.coreference import attention
 from studies.coreference.findings import _heads
 
@@ -41,13 +42,13 @@ def test_above_chance_names_the_best_held_out_head_among_those_that_pass():
 
 def test_held_out_interval_resamples_schemas_and_gates_above_chance():
     # 24 test schemas of two twins; head (0, 0) is right in exactly one twin of every schema (as every head is
-    # before the switch word in a causal model), head (0, 1) in both twins of 18 schemas and neither of 6.
+    # before the switch word in a causal model), head (0, 1) in both twins of 20 schemas and neither of 4.
     n = 48
     schema = np.repeat(np.arange(24), 2)
     right = np.zeros((2 * n, 1, 2, 1, 2))  # [item, query, by, layer, head]; the first n items select
     right[:n, :, :, 0, 1] = 1.0
     right[n:, :, :, 0, 0] = np.tile([1.0, 0.0], 24)[:, None, None]
-    right[n:, :, :, 0, 1] = np.repeat((np.arange(24) < 18).astype(float), 2)[:, None, None]
+    right[n:, :, :, 0, 1] = np.repeat((np.arange(24) < 20).astype(float), 2)[:, None, None]
     margin = right - 0.5
     select = np.arange(2 * n) < n
     groups = np.concatenate([100 + schema, schema])
@@ -59,6 +60,14 @@ def test_held_out_interval_resamples_schemas_and_gates_above_chance():
     _, low, high = bootstrap_mean_interval(values, 2000, 0, groups=schema)
     assert (by_head.loc[1, "test_ci_low"], by_head.loc[1, "test_ci_high"]) == (low, high)
     assert by_head.loc[1, "above_chance"]
+    # The p-value counts schemas, not twins: 20 of 24 units, as the binomial test over schemas has it (the
+    # sign-flip estimate within its Monte Carlo error), not the 40 of 48 items counted as independent trials.
+    assert by_head.loc[1, "p"] == sign_flip_test(values, 0.5, groups=schema, seed=0)
+    assert by_head.loc[1, "p"] == pytest.approx(binomial_test(20, 24), abs=0.001)
+    assert binomial_test(40, 48) < by_head.loc[1, "p"] / 10
+    # Holm runs over every test in the table (two heads by two measures), not per measure.
+    assert len(table) == 4
+    assert table["p_holm"].tolist() == pytest.approx(holm(table["p"].tolist()))
 
 
 def test_behaviour_intervals_resample_schemas_and_pairs_carry_their_chance():
