@@ -122,6 +122,11 @@ def test_accept_reject_rename_split_merge_then_save_and_reopen(browser, saved, t
         ("mine", f[6:7], False),
     ]
     assert browser.js("return document.querySelectorAll('#supernodes .sn-status').length;") == 3
+    browser.js("window.graphViewer.select(arguments[0]);", f[0])  # a member stays pinned while it is one
+    assert browser.js("const b = document.getElementById('pin'); return [b.disabled, b.textContent];") == [
+        True,
+        "pinned in supernode A",
+    ]
     # saving needs the graph file itself: the page holds a bounded, rounded copy
     browser.js("document.getElementById('save-graph').click();")
     assert "open graph.json first" in browser.js(

@@ -205,8 +205,11 @@
     if (n.activation !== null && n.activation !== undefined) facts.push("activation: " + n.activation.toPrecision(3));
     if (n.influence !== null && n.influence !== undefined) facts.push("cumulative influence: " + n.influence.toPrecision(3));
     box.appendChild(el("p", { class: "note" }, facts.join(" · ")));
-    const pin = el("button", { id: "pin" }, state.pinned.includes(id) ? "unpin" : "pin");
-    pin.addEventListener("click", () => togglePin(id));
+    const group = state.supernodes.find((s) => s.members.includes(id));
+    const pin = el("button", { id: "pin" }, group ? "pinned in supernode " + group.name :
+      state.pinned.includes(id) ? "unpin" : "pin");
+    if (group) pin.disabled = true;  // a member stays pinned until it leaves its supernode
+    else pin.addEventListener("click", () => togglePin(id));
     box.appendChild(pin);
     const info = data.features[id];
     if (info && info.promotes && info.promotes.length) {
