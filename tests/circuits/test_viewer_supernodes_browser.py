@@ -127,13 +127,6 @@ def test_accept_reject_rename_split_merge_then_save_and_reopen(browser, saved, t
         True,
         "pinned in supernode A",
     ]
-    # saving needs the graph file itself: the page holds a bounded, rounded copy
-    browser.js("document.getElementById('save-graph').click();")
-    assert "open graph.json first" in browser.js(
-        "return document.getElementById('graph-file-status').textContent;"
-    )
-    _choose(browser, folder / "graph.json")
-    assert browser.js("return window.graphFile.loaded();")
 
     _click(browser, "A", ".sn-accept")
     assert _groups(browser)[0] == ("A", f[0:3], False)
@@ -171,8 +164,20 @@ def test_accept_reject_rename_split_merge_then_save_and_reopen(browser, saved, t
     state = _state(browser)
 
     browser.js("window.graphFile.download = (text, name) => { window.__saved = [text, name]; };")
+    # opened from a file, saving asks for the graph file itself (the page holds a bounded, rounded copy), and
+    # choosing it keeps the page's edits
     browser.js("document.getElementById('save-graph').click();")
+    assert browser.js("return document.getElementById('graph-file-status').textContent;").startswith(
+        "choose graph.json to write this page's subgraph into"
+    )
+    assert browser.js("return window.__saved === undefined;")
+    browser.driver.find_element(By.ID, "graph-file-into").send_keys(str(folder / "graph.json"))
+    _wait(browser, "return window.__saved !== undefined;")
+    assert _groups(browser) == edited and browser.js("return window.graphFile.loaded();")
     text, name = browser.js("return window.__saved;")
+    # once the page has the file, the button saves at once
+    browser.js("window.__saved = undefined; document.getElementById('save-graph').click();")
+    assert browser.js("return window.__saved;") == [text, name]
     assert name == "graph.json"
     path = tmp_path / "graph.json"
     path.write_text(text)

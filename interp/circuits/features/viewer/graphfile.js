@@ -22,12 +22,16 @@
   const box = el("div", { id: "graph-file-box" });
   box.appendChild(el("h2", {}, "Graph file"));
   const input = el("input", { type: "file", id: "graph-file", accept: ".json,application/json" });
+  // the file to write into, chosen when the save button needs it (opened from the file system); the page's
+  // state is kept
+  const into = el("input", { type: "file", id: "graph-file-into", accept: ".json,application/json",
+    class: "offscreen" });
   const save = el("button", { id: "save-graph" }, "download " + fileName);
   const status = el("p", { class: "note", id: "graph-file-status" },
-    "Open " + fileName + " to read its labels and subgraph; then download it with this page's subgraph.");
+    "Open " + fileName + " to read its labels and subgraph into the page; download it with the page's subgraph.");
   const openLabel = el("label", {}, "open " + fileName + ": ");
   openLabel.appendChild(input);
-  box.append(openLabel, el("br"), save, status);
+  box.append(openLabel, el("br"), save, into, status);
   document.getElementById("pins").after(box);
 
   // A graph file of this page's graph, or why not.
@@ -93,21 +97,38 @@
     window.setTimeout(() => window.URL.revokeObjectURL(url), 1000);
   }
 
-  input.addEventListener("change", () => {
-    const file = input.files[0];
+  // Read the file chosen in ``chooser``, adopt it, then ``then()``; a refusal is said in the status line.
+  function read(chooser, keepState, then) {
+    const file = chooser.files[0];
     if (!file) return;
     file.text().then((text) => {
-      adopt(JSON.parse(text), false);
-      status.textContent = "opened " + file.name + ": its labels and subgraph are shown";
+      adopt(JSON.parse(text), keepState);
+      then(file.name);
     }).catch((err) => { status.textContent = file.name + ": " + err.message; });
-  });
-  save.addEventListener("click", () => {
+    chooser.value = "";
+  }
+
+  function saveNow() {
     try {
       api.download(savedText(), fileName);
       status.textContent = "downloaded " + fileName + " with this page's subgraph";
     } catch (err) {
       status.textContent = err.message;
     }
+  }
+
+  input.addEventListener("change", () => read(input, false, (name) => {
+    status.textContent = "opened " + name + ": its labels and subgraph are shown";
+  }));
+  into.addEventListener("change", () => read(into, true, saveNow));
+  save.addEventListener("click", () => {
+    if (base) {
+      saveNow();
+      return;
+    }
+    status.textContent = "choose " + fileName + " to write this page's subgraph into (the page holds only a " +
+      "bounded copy of the graph)";
+    into.click();
   });
 
   if (window.interpDashboard && window.interpDashboard.served()) {
