@@ -250,3 +250,20 @@ def test_served_the_page_reads_its_graph_file(browser, saved, tmp_path):  # noqa
     finally:
         server.shutdown()
         thread.join()
+
+
+def test_a_file_with_only_qparams_opens_by_its_node_ids(browser, saved, tmp_path):  # noqa: F811
+    """A graph file as Neuronpedia or circuit-tracer write it (no interp extension) gives its subgraph in
+    qParams, by Neuronpedia ids."""
+    folder, graph, f = saved
+    doc = json.loads((folder / "graph.json").read_text())
+    ids = {n["uid"]: n["node_id"] for n in doc["nodes"]}
+    del doc["interp"]
+    doc["qParams"]["pinnedIds"] = [ids[f[7]]]
+    doc["qParams"]["supernodes"] = [["theirs", ids[f[0]], ids[f[4]]]]
+    (tmp_path / "graph.json").write_text(json.dumps(doc))
+    _open(browser, folder)
+    _choose(browser, tmp_path / "graph.json")
+    assert _groups(browser) == [("theirs", [f[0], f[4]], False)]
+    assert _state(browser)["pinned"] == [f[7], f[0], f[4]]
+    assert browser.console_errors() == []
