@@ -151,7 +151,9 @@ zero. With SmolLM2 as the explainer only the **embedding** score is asked for: i
 explainer, which cannot give readable detection or fuzzing answers at this size. The embedding score is the
 AUC of the explanation's similarity (in MiniLM's sentence embedding) to activating against non-activating
 examples: 0.5 is chance. `add_labels` writes the explanations into the graph file's `clerp` fields, where both
-viewers show them; `interp autointerp run --explainer smollm2-135m --scorer embedding` does both steps.
+viewers show them, and into the copy of the graph that interp's page `run/index.html` embeds, so the page
+already built shows them too; `interp autointerp run --explainer smollm2-135m --scorer embedding` does both
+steps.
 
 The result is a lesson in what a 135M explainer does: all ten explanations are *"days of the
 week"*, the worked example of the explainer's prompt, copied. Five features cannot be scored at all: they fire

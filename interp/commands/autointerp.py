@@ -102,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     labels = {i: r["explanation"] for i, r in rows.items() if r.get("explanation")}
     for graph in add_labels(plan["folder"].root, labels, plan["folder"].scan):
         what = f"skipped ({graph.skipped})" if graph.skipped else f"{graph.labelled} feature nodes labelled"
+        if graph.pages:
+            what += f", and in {', '.join(page.name for page in graph.pages)}"
         print(f"{graph.path}: {what}")
     print(
         f"{plan['out']}: {summary.written} features written ({summary.failed} with an error), "

@@ -65,6 +65,8 @@ def test_proposed_supernodes_are_saved_with_their_report(tmp_path, tc_folder):  
     assert report["n_units"] == report["n_nodes"] - sum(len(s) - 2 for s in doc["qParams"]["supernodes"])
     drawn = {n["node_id"] for n in doc["nodes"]}
     assert all(set(s[1:]) <= drawn for s in doc["qParams"]["supernodes"])  # groups of nodes the file draws
+    # every group was proposed, and each awaits a reader's decision in the viewer
+    assert report["proposed"] == [s[0] for s in doc["qParams"]["supernodes"]]
 
 
 @pytest.mark.parametrize(

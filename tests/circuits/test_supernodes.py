@@ -119,3 +119,25 @@ def test_bad_settings_are_refused():
         propose_supernodes(graph, tc, tolerance=-0.1)
     with pytest.raises(ValueError, match="supernodes group feature nodes; token@1 is a token node"):
         propose_supernodes(graph, tc, candidates=["token@1"])
+
+
+def test_proposals_saved_for_the_viewer_are_named_as_awaiting_a_decision(tmp_path):
+    import json
+
+    from interp.circuits.features.reading import readable
+
+    graph, tc = _planted()
+    proposal = propose_supernodes(graph, tc)
+    # every node a candidate, as propose_supernodes has it
+    kept = {"node_threshold": 1.0, "edge_threshold": 1.0}
+    grouped, _, report = readable(graph, None, tc, supernodes="auto", **kept)
+    names = [name for name, _ in proposal.groups]
+    assert len(names) == 2 and report["proposed"] == names
+    assert [name for name, _ in grouped.selection.supernodes] == names
+    # a reader's own group from --subgraph is not a proposal, and the proposal it overlaps is left out
+    (first, members), (second, _) = proposal.groups
+    own = tmp_path / "own.json"
+    own.write_text(json.dumps({"pinnedIds": [], "supernodes": [["mine", members[0]]]}))
+    grouped, _, report = readable(graph, None, tc, supernodes="auto", subgraph=own, **kept)
+    assert report["proposed"] == [second]
+    assert [name for name, _ in grouped.selection.supernodes] == ["mine", second]

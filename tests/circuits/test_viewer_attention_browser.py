@@ -44,7 +44,7 @@ def test_the_saved_subgraph_opens_in_the_page(browser, saved):  # noqa: F811
     state = browser.js("return window.graphViewer.state();")
     assert state["pinned"] == list(graph.selection.pinned)
     ((name, members),) = graph.selection.supernodes
-    assert state["supernodes"] == [{"name": name, "members": list(members)}]
+    assert state["supernodes"] == [{"name": name, "members": list(members), "proposed": False}]
     assert PAYLOAD in browser.js("return document.getElementById('supernodes').textContent;")
     # the page's subgraph, downloaded, is a file --subgraph reads back to the same subgraph
     path = folder / "downloaded.json"

@@ -60,7 +60,7 @@ def test_click_pin_group_and_state(browser, folder):  # noqa: F811
     browser.js("document.getElementById('group').click();")
     state = browser.js("return window.graphViewer.state();")
     assert state["pinned"] == [feature["uid"]]
-    assert state["supernodes"] == [{"name": PAYLOAD, "members": [feature["uid"]]}]
+    assert state["supernodes"] == [{"name": PAYLOAD, "members": [feature["uid"]], "proposed": False}]
     assert PAYLOAD in browser.js("return document.getElementById('supernodes').textContent;")
     # the state survives a reload, from the page's address
     browser.driver.refresh()

@@ -7,7 +7,8 @@ The extension, version 1::
     "interp": {
       "version": 1,
       "subgraph": {"pinned": [name, ...], "supernodes": [[label, name, ...], ...]},
-      "supernode_criterion": {...},              # with proposed supernodes: the criterion and what it kept
+      "supernode_criterion": {...},              # with proposed supernodes: the criterion and what it kept;
+                                                 # "proposed": the names still awaiting a reader's decision
       "attention": [                             # one record per explained edge
         {"target": name, "source": name, "target_id": node_id, "source_id": node_id,
          "edge": A[target, source], "direct": the part through no head,

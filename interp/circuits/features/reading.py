@@ -46,8 +46,10 @@ def readable(
         shown = [str(graph.nodes[i]) for i in records if graph.nodes[i].kind == "feature"]
         proposal = graph.supernodes(transcoders, candidates=shown)
         taken = {m for _, members in groups for m in members}
-        groups += [[name, list(members)] for name, members in proposal.groups if not taken & set(members)]
-        report = proposal.report()
+        proposed = [[name, list(members)] for name, members in proposal.groups if not taken & set(members)]
+        groups += proposed
+        # the groups awaiting a reader's decision in the viewer (accept, reject, rename, split, merge)
+        report = {**proposal.report(), "proposed": [name for name, _ in proposed]}
     if chosen is not None or supernodes == "auto":
         graph = graph.subgraph(pinned, [[name, *members] for name, members in groups])
     return graph, explained, report

@@ -7,6 +7,12 @@ nodes are labelled (not embeddings, logits or errors, whose ``feature`` field me
 an explanation exists, and a graph whose metadata names another scan of the same folder (one with feature files
 of its own under ``features/``) is left alone: its numbers are another dictionary's.
 Each file is rewritten atomically, and only when a label changed.
+
+A viewer page built from a graph file (``index.html`` beside ``<slug>.json``, written by
+``AttributionGraph.save``) embeds a copy of the graph's nodes, so that it opens from the file system; a page
+whose embedded metadata names the graph's slug gets the same labels in that copy, rewritten the same way. Doing
+it here, where the labels are written, keeps the page true whether it is opened from a file or served: a page
+that fetched the graph file when served would still be stale when opened from disk, the common case.
 """
 
 from __future__ import annotations
@@ -17,18 +23,25 @@ from pathlib import Path
 from typing import Any
 
 from interp.atomic import write_atomic
+from interp.report.embedded import embedded_json, replace_embedded_json
 
 NOT_FEATURES = ("embedding", "logit", "mlp reconstruction error")
 NOT_GRAPHS = ("index.json", "graph-metadata.json")
+PAGE_DATA = "graph-data"
+"""The id of the script element in which a viewer page embeds its graph."""
+EXACT_DIGITS = 17
+"""Significant digits that keep every float of a rewritten page as it was (a double needs at most 17)."""
 
 
 @dataclass(frozen=True)
 class Labelled:
-    """A graph file, how many of its nodes now carry an explanation, and why it was skipped (if it was)."""
+    """A graph file, how many of its nodes now carry an explanation, why it was skipped (if it was), and the
+    viewer pages built from it whose embedded copy was relabelled."""
 
     path: Path
     labelled: int
     skipped: str | None = None
+    pages: tuple[Path, ...] = ()
 
 
 def graph_files(root: Path) -> list[Path]:
@@ -57,19 +70,53 @@ def add_labels(root: str | Path, explanations: dict[int, str], scan: str) -> lis
         if other and (Path(root) / "features" / _scan_name(named)).is_dir():
             results.append(Labelled(path, 0, f"its metadata names scan {named!r}, not {scan!r}"))
             continue
-        changed = labelled = 0
-        for node in graph["nodes"]:
-            text = explanations.get(node.get("feature")) if _is_feature(node) else None
-            if text is None:
-                continue
-            labelled += 1
-            if node.get("clerp") != text:
-                node["clerp"] = text
-                changed += 1
+        labelled, changed = _label(graph["nodes"], explanations)
         if changed:
             write_atomic(path, lambda tmp, g=graph: tmp.write_text(json.dumps(g) + "\n", encoding="utf-8"))
-        results.append(Labelled(path, labelled))
+        pages = tuple(p for p in _pages_of(path, graph) if _label_page(p, explanations))
+        results.append(Labelled(path, labelled, pages=pages))
     return results
+
+
+def _label(nodes: list[Any], explanations: dict[int, str]) -> tuple[int, int]:
+    """Set the ``clerp`` of the feature ``nodes`` that have an explanation: (how many have one, how many
+    changed)."""
+    changed = labelled = 0
+    for node in nodes:
+        text = explanations.get(node.get("feature")) if _is_feature(node) else None
+        if text is None:
+            continue
+        labelled += 1
+        if node.get("clerp") != text:
+            node["clerp"] = text
+            changed += 1
+    return labelled, changed
+
+
+def _pages_of(path: Path, graph: dict[str, Any]) -> list[Path]:
+    """The viewer pages beside graph file ``path`` built from it: their embedded metadata names its slug."""
+    slug = (graph.get("metadata") or {}).get("slug")
+    if not isinstance(slug, str) or f"{slug}.json" != path.name:
+        return []
+    found = []
+    for page in sorted(path.parent.glob("*.html")):
+        data = embedded_json(page.read_text(encoding="utf-8"), PAGE_DATA)
+        if isinstance(data, dict) and (data.get("metadata") or {}).get("slug") == slug:
+            found.append(page)
+    return found
+
+
+def _label_page(page: Path, explanations: dict[int, str]) -> bool:
+    """Relabel the feature nodes ``page`` embeds, rewriting it atomically if any changed; whether it did."""
+    html = page.read_text(encoding="utf-8")
+    data = embedded_json(html, PAGE_DATA)
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        return False
+    if not _label(data["nodes"], explanations)[1]:
+        return False
+    text = replace_embedded_json(html, PAGE_DATA, data, digits=EXACT_DIGITS)
+    write_atomic(page, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return True
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -1,8 +1,9 @@
 """The offline viewer of an attribution graph: ``index.html`` beside ``graph.json``, one self-contained file.
 
 The markup, CSS and JavaScript are package data files here (``graph.html``, ``graph.css``, ``graph.js``,
-``attention.js``, the panel of explained attention edges, and the dashboard's script and style from
-:mod:`interp.sae.dashboards`), read with :mod:`importlib.resources` and inlined, with the reports'
+``attention.js``, the panel of explained attention edges, ``supernodes.js``, the supernode editor,
+``graphfile.js``, which opens the graph file and saves the page's subgraph into it, and the dashboard's script
+and style from :mod:`interp.sae.dashboards`), read with :mod:`importlib.resources` and inlined, with the reports'
 Content-Security-Policy (inline code only, nothing from the network) except that it may read files of its own
 origin when served. The data is the pruned Neuronpedia document plus, per feature
 node, the tokens its decoder promotes, its top activating contexts and its dashboard when given, embedded once
@@ -36,6 +37,8 @@ DASHBOARD_BYTES = 2_000_000
 MAX_CONTEXTS = 5
 MAX_CONTEXT_CHARS = 300
 N_PROMOTED = 6
+SCRIPTS = ("graph.js", "attention.js", "supernodes.js", "graphfile.js")
+"""The page's scripts, in the order they run (each later one uses ``window.graphViewer``)."""
 
 
 def asset(name: str) -> str:
@@ -82,6 +85,7 @@ def viewer_data(
     return {
         "dashboards": None if dashboards is None else f"features/{dashboards.name}",
         "metadata": doc["metadata"],
+        "qParams": doc["qParams"],  # the subgraph by Neuronpedia ids, read where the extension has none
         "n_layers": graph.n_layers,
         "nodes": [records[i] for i in rows],
         "links": [
@@ -128,7 +132,7 @@ def render_viewer(data: dict[str, Any]) -> str:
             "prompt": escape(prompt),
             "data": json_for_script(data, digits=4),
             "dashboard": dashboard_asset("dashboard.js"),
-            "script": asset("graph.js") + asset("attention.js"),
+            "script": "".join(asset(name) for name in SCRIPTS),
         },
     )
 

@@ -27,7 +27,8 @@
     return { embedding: "token", logit: "logit", "mlp reconstruction error": "error" }[n.feature_type] || "feature";
   }
 
-  function label(n) {
+  // Where a node is: layer, feature and position.
+  function place(n) {
     const k = kind(n);
     const tokens = data.metadata.prompt_tokens;
     if (k === "token") return "token " + JSON.stringify(tokens[n.ctx_idx] || "");
@@ -36,22 +37,72 @@
     return "L" + n.layer + " F" + (data.features[n.uid] || {}).index + " @" + n.ctx_idx;
   }
 
+  // What a reader calls it: a feature's explanation (its clerp, from interp autointerp) where it has one.
+  function label(n) {
+    return kind(n) === "feature" && n.clerp ? n.clerp + " @" + n.ctx_idx : place(n);
+  }
+
+  // The names of the supernodes the file holds as proposals still awaiting a decision (interp attribute
+  // --supernodes auto writes them into the extension's supernode_criterion).
+  function proposedInFile() {
+    const criterion = data.interp && data.interp.supernode_criterion;
+    return new Set((criterion && criterion.proposed) || []);
+  }
+
+  // The subgraph a graph file holds: its extension (interp's names), else its qParams (Neuronpedia ids).
+  function subgraphOf(doc) {
+    const own = doc.interp && doc.interp.subgraph;
+    if (own) return { pinned: own.pinned || [], supernodes: own.supernodes || [] };
+    const q = doc.qParams || {};
+    const uids = new Map(nodes.map((n) => [n.node_id, n.uid]));
+    const name = (id) => uids.get(id) || id;
+    return { pinned: (q.pinnedIds || []).map(name), supernodes: (q.supernodes || []).map((s) => [s[0]].concat(s.slice(1).map(name))) };
+  }
+
+  // The page's state from a file's subgraph: members pinned, groups marked proposed as the file says.
+  function stateOf(sub, proposed) {
+    const groups = sub.supernodes.filter((s) => Array.isArray(s) && s.length > 1).map((s) => ({
+      name: String(s[0]), members: s.slice(1).filter((id) => byId.has(id)), proposed: proposed.has(String(s[0])),
+    })).filter((s) => s.members.length);
+    const pinned = sub.pinned.concat(...groups.map((s) => s.members)).filter((id) => byId.has(id));
+    return { pinned: Array.from(new Set(pinned)), supernodes: groups };
+  }
+
+  let hadSavedState = false;
+  function title(n) {
+    return label(n) === place(n) ? place(n) : label(n) + " (" + place(n) + ")";
+  }
+
+  // Labels changed (a graph file opened in the page): the nodes' titles and the panels follow.
+  function redrawLabels() {
+    for (const [id, c] of nodeEls) c.querySelector("title").textContent = title(byId.get(id));
+    if (selected) select(selected);
+    else draw();
+  }
+
   function loadState() {
     try {
       const fromHash = decodeURIComponent(location.hash.slice(1));
       const saved = fromHash ? JSON.parse(fromHash) : JSON.parse(localStorage.getItem(stateKey) || "null");
-      const file = data.interp && data.interp.subgraph;  // the subgraph saved in the graph file
-      const seed = saved || (file && {
-        pinned: file.pinned,
-        supernodes: file.supernodes.map((s) => ({ name: s[0], members: s.slice(1) })),
-      });
-      if (seed && Array.isArray(seed.pinned) && Array.isArray(seed.supernodes)) {
-        state.pinned = seed.pinned.filter((id) => byId.has(id));
-        state.supernodes = seed.supernodes.filter((s) => s && Array.isArray(s.members));
+      if (saved && Array.isArray(saved.pinned) && Array.isArray(saved.supernodes)) {
+        hadSavedState = true;
+        state.pinned = saved.pinned.filter((id) => byId.has(id));
+        state.supernodes = saved.supernodes.filter((s) => s && typeof s.name === "string" && Array.isArray(s.members))
+          .map((s) => ({ name: s.name, members: s.members, proposed: Boolean(s.proposed) }));
+        return;
       }
     } catch (e) {
-      state = { pinned: [], supernodes: [] };
+      /* an unreadable saved state: start from the file's */
     }
+    state = stateOf(subgraphOf({ interp: data.interp, qParams: data.qParams }), proposedInFile());
+  }
+
+  // Replace the state (a graph file opened in the page) and show it.
+  function setState(next) {
+    state = next;
+    saveState();
+    if (selected) select(selected);
+    else draw();
   }
 
   function saveState() {
@@ -110,7 +161,7 @@
     const [x, y] = pos.get(n.uid);
     const r = 4 + 10 * Math.sqrt((data.sizes[n.uid] || 0) / maxSize);
     const c = el("svg:circle", { cx: x, cy: y, r: r.toFixed(1), class: "node " + kind(n), "data-id": n.uid });
-    c.appendChild(el("svg:title", {}, label(n)));
+    c.appendChild(el("svg:title", {}, title(n)));
     c.addEventListener("click", () => select(n.uid));
     nodeEls.set(n.uid, c);
     svg.appendChild(c);
@@ -150,11 +201,15 @@
     box.replaceChildren();
     box.appendChild(el("h2", {}, label(n)));
     const facts = ["kind: " + kind(n)];
+    if (label(n) !== place(n)) facts.unshift(place(n));
     if (n.activation !== null && n.activation !== undefined) facts.push("activation: " + n.activation.toPrecision(3));
     if (n.influence !== null && n.influence !== undefined) facts.push("cumulative influence: " + n.influence.toPrecision(3));
     box.appendChild(el("p", { class: "note" }, facts.join(" · ")));
-    const pin = el("button", { id: "pin" }, state.pinned.includes(id) ? "unpin" : "pin");
-    pin.addEventListener("click", () => togglePin(id));
+    const group = state.supernodes.find((s) => s.members.includes(id));
+    const pin = el("button", { id: "pin" }, group ? "pinned in supernode " + group.name :
+      state.pinned.includes(id) ? "unpin" : "pin");
+    if (group) pin.disabled = true;  // a member stays pinned until it leaves its supernode
+    else pin.addEventListener("click", () => togglePin(id));
     box.appendChild(pin);
     const info = data.features[id];
     if (info && info.promotes && info.promotes.length) {
@@ -207,51 +262,38 @@
   }
 
   function draw() {
+    const pinnedSet = new Set(allPinned());
     for (const [id, c] of nodeEls) {
-      c.classList.toggle("pinned", state.pinned.includes(id));
+      c.classList.toggle("pinned", pinnedSet.has(id));
       c.classList.toggle("selected", id === selected);
     }
-    const pinnedSet = new Set(state.pinned);
     for (const [line, link] of linkEls) {
       const inSub = !pinnedSet.size || (pinnedSet.has(link.source) && pinnedSet.has(link.target));
       line.style.display = inSub ? "" : "none";
     }
     const list = document.getElementById("pin-list");
     list.replaceChildren();
-    for (const id of state.pinned) {
+    for (const id of pinnedSet) {
       const chip = el("span", { class: "chip", "data-id": id }, label(byId.get(id)));
       chip.addEventListener("click", () => select(id));
       list.appendChild(chip);
     }
-    const sn = document.getElementById("supernodes");
-    sn.replaceChildren();
-    for (const s of state.supernodes) {
-      const p = el("p");
-      p.appendChild(el("b", {}, s.name + ": "));
-      p.appendChild(document.createTextNode(s.members.map((m) => (byId.has(m) ? label(byId.get(m)) : m)).join(", ")));
-      sn.appendChild(p);
-    }
+    if (window.supernodeEditor) window.supernodeEditor.render();
   }
 
-  document.getElementById("group").addEventListener("click", () => {
-    if (!state.pinned.length) return;
-    const name = document.getElementById("group-name").value.trim() || "supernode " + (state.supernodes.length + 1);
-    state.supernodes.push({ name: name, members: state.pinned.slice() });
-    saveState();
-    draw();
-  });
-  document.getElementById("clear").addEventListener("click", () => {
-    state = { pinned: [], supernodes: [] };
-    saveState();
-    draw();
-  });
+  document.getElementById("clear").addEventListener("click", () => setState({ pinned: [], supernodes: [] }));
 
   // the subgraph as a file `interp attribute --subgraph FILE` reads (Neuronpedia's qParams, interp's names)
   function subgraphJson() {
     return JSON.stringify({
-      pinnedIds: state.pinned,
+      pinnedIds: allPinned(),
       supernodes: state.supernodes.map((s) => [s.name].concat(s.members)),
     });
+  }
+
+  // The pinned nodes, every supernode's members among them (the frontends group pinned nodes).
+  function allPinned() {
+    return Array.from(new Set(state.pinned.concat(...state.supernodes.map((s) => s.members))));
   }
   const exportButton = el("button", { id: "export" }, "download subgraph");
   exportButton.addEventListener("click", () => {
@@ -268,5 +310,9 @@
     data.scores.completeness.toFixed(3);
   loadState();
   draw();
-  window.graphViewer = { select: select, togglePin: togglePin, state: () => state, subgraphJson: subgraphJson };
+  window.graphViewer = {
+    select: select, togglePin: togglePin, state: () => state, setState: setState, saveState: saveState, draw: draw,
+    subgraphJson: subgraphJson, allPinned: allPinned, subgraphOf: subgraphOf, stateOf: stateOf, label: label,
+    byId: byId, data: data, hadSavedState: () => hadSavedState, redrawLabels: redrawLabels,
+  };
 })();
