@@ -206,11 +206,13 @@ def sign_flip_test(
     Each group's summed deviation from ``null`` (``sum(x - null)`` over its values) is a unit; under the null
     hypothesis each unit is as likely positive as negative, so the test statistic ``|sum of units|`` is
     compared with its distribution under random sign flips of the units (a randomisation test, valid however
-    the values inside a group depend on each other). With at most 16 groups every one of the ``2**groups``
-    flips is counted, and the p-value is exact; with more, ``n_flips`` seeded random flips estimate it as
-    ``(1 + hits) / (1 + n_flips)``, which never falls below the exact value's expectation. Without
-    ``groups`` each value is its own group. Binary values (right or wrong) against a chance level are the
-    common use: twins of one schema then count once, as one unit of two trials.
+    the values inside a group depend on each other). The p-value is exact when there are at most 16 groups
+    (every one of the ``2**groups`` flips is counted) or when every unit is a whole multiple of ``1 / d`` for a
+    ``d`` up to 64 (right-or-wrong values against a chance level such as 0.5 or 0.25: the distribution of the
+    flipped sum is then a convolution over whole numbers); otherwise ``n_flips`` seeded random flips estimate it
+    as ``(1 + hits) / (1 + n_flips)``, which never falls below the exact value's expectation. Without ``groups``
+    each value is its own group. Binary values against a chance level are the common use: twins of one schema
+    then count once, as one unit of two trials.
 
     >>> sign_flip_test([1.0, 1.0, 1.0, 1.0, 1.0], 0.5)  # 2 of the 32 flips are as extreme: 1/16
     0.0625
@@ -239,12 +241,42 @@ def sign_flip_test(
         bits = (np.arange(2 ** len(units))[:, None] >> np.arange(len(units))) & 1  # [flip, group]
         sums = np.abs(((1 - 2 * bits) * units).sum(1))
         return float((sums >= observed - tolerance).mean())
+    whole = _whole_multiples(units)
+    if whole is not None:
+        return _flipped_sum_tail(whole)
     rng = np.random.default_rng(seed)
     hits = 0
     for start in range(0, n_flips, 4096):  # bounded memory for many groups
         signs = rng.choice((-1.0, 1.0), size=(min(4096, n_flips - start), len(units)))
         hits += int((np.abs(signs @ units) >= observed - tolerance).sum())
     return (1 + hits) / (1 + n_flips)
+
+
+def _whole_multiples(
+    units: np.ndarray, max_denominator: int = 64, max_total: int = 100_000
+) -> np.ndarray | None:
+    """``units * d`` as whole numbers (signs kept) for the smallest ``d <= max_denominator`` that makes them
+    whole, to rounding; ``None`` when none does or their magnitudes sum past ``max_total``."""
+    for d in range(1, max_denominator + 1):
+        scaled = units * d
+        whole = np.rint(scaled)
+        if np.abs(scaled - whole).max() <= 1e-9 * d and np.abs(whole).sum() <= max_total:
+            return whole.astype(np.int64)
+    return None
+
+
+def _flipped_sum_tail(whole: np.ndarray) -> float:
+    """``P(|sum_i s_i |w_i|| >= |sum_i w_i|)`` over independent fair signs ``s_i``, exactly: the distribution
+    of the flipped sum, built by convolving in one unit at a time (index ``k`` holds the sum ``k - total``)."""
+    magnitudes = np.abs(whole)
+    total = int(magnitudes.sum())
+    density = np.zeros(2 * total + 1)
+    density[total] = 1.0
+    for a in magnitudes[magnitudes > 0]:
+        density = 0.5 * (np.roll(density, int(a)) + np.roll(density, -int(a)))  # no wrap: |sum| <= total
+    observed = abs(int(whole.sum()))
+    sums = np.abs(np.arange(-total, total + 1))
+    return float(min(1.0, density[sums >= observed].sum()))
 
 
 def _weights(weights: Sequence[float] | np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -180,6 +180,7 @@ def explain_data(
         "position": _position(model, cache, per_layer.pop("q_cos")),
         "pattern": _pattern(per_layer, dense, top_k),
         "row": rows,
+        "sinks": _sinks(model),
         **per_layer,
         "lens": _lens(model, cache, query),
         "why": why_here(model, text, query, layer, head, rows[layer, head], twin),
@@ -265,6 +266,14 @@ def _model_info(model: Any) -> dict[str, Any]:
     info = {key: getattr(cfg, key) for key in ("n_layers", "n_heads", "n_kv_heads", "d_head", "d_model")}
     info.update(name=cfg.name or "random-init model", positional=cfg.positional, causal=cfg.causal)
     return info
+
+
+def _sinks(model: Any) -> torch.Tensor | None:
+    """Each head's sink logit ``[layer, head]`` (GPT-OSS), or ``None`` for a model without sinks. A sink joins
+    every row's softmax as one more key that writes nothing, so the real keys' weights sum to less than one."""
+    if not model.cfg.attn_sinks:
+        return None
+    return torch.stack([block.attn.sinks.detach().float().cpu() for block in model.blocks])
 
 
 def _strips(x: torch.Tensor) -> dict[str, Any]:

@@ -66,9 +66,10 @@ def select_and_test(
     """Rank heads by accuracy on the ``select`` items; test the top ``top_k`` on the rest.
 
     Ties in accuracy are broken by the mean margin. The p-values test held-out accuracy against 0.5,
-    two-sided, by flipping the sign of each held-out schema's deviation (:func:`~interp.analysis.sign_flip_test`;
-    a schema's twins are one unit, not two trials), and are Holm-adjusted over every test made here (``top_k``
-    heads for each query role and measure): the family is the whole table, the set a reader scans for a hit.
+    two-sided, by flipping the sign of each held-out schema's deviation (:func:`~interp.analysis.sign_flip_test`,
+    exact for right-or-wrong values; a schema's twins are one unit, not two trials), and are Holm-adjusted over every
+    test made here (``top_k`` heads for each query role and measure): the family is the whole table, the set a
+    reader scans for a hit.
     The interval is a 95% bootstrap (2,000 resamples, ``seed``) of the test items, whole ``groups`` (one schema
     id per item) at a time; without ``groups`` every item is its own. ``above_chance``: Holm p < 0.05 and the
     interval above 0.5.
@@ -105,7 +106,7 @@ def select_and_test(
                         "test_ci_high": high,
                         "test_n": n,
                         "test_schemas": len(set(schema.tolist())),
-                        "p": sign_flip_test(column, 0.5, groups=schema, seed=seed),
+                        "p": sign_flip_test(column, 0.5, groups=schema),
                     }
                 )
             rows += found

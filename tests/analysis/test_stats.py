@@ -208,6 +208,21 @@ def test_sign_flip_test_estimates_the_exact_value_beyond_sixteen_groups():
     assert sign_flip_test(values, 0.0, groups=groups, n_flips=20_000, seed=1) == estimate  # seeded
 
 
+def test_sign_flip_test_is_exact_for_right_or_wrong_values_beyond_sixteen_groups():
+    rng = np.random.default_rng(6)
+    groups = np.repeat(np.arange(18), 2)  # 18 twin pairs
+    signs = 1 - 2 * ((np.arange(2**18)[:, None] >> np.arange(18)) & 1)  # every flip, counted here
+    for null in (0.5, 0.25):
+        for rate in (0.5, 0.7, 0.9):
+            values = (rng.random(36) < rate).astype(float)
+            units = _units(values, groups.tolist(), null)
+            exact = float((np.abs(signs @ units) >= abs(units.sum()) - 1e-9).mean())
+            assert sign_flip_test(values, null, groups=groups) == pytest.approx(exact, rel=1e-12), (
+                null,
+                rate,
+            )
+
+
 def test_twins_that_agree_count_once_in_the_sign_flip_test_but_twice_in_the_binomial_test():
     values = [1.0] * 9 + [0.0] * 3  # 9 of 12 schemas right
     twins = np.repeat(values, 2)  # each schema's two twins give the same answer

@@ -101,6 +101,30 @@ def test_data_match_the_model():
     torch.testing.assert_close(data["lens"][-1]["probs"][0], logits.softmax(-1).max())
 
 
+def sink_model() -> HookedTransformer:
+    """The tiny model with attention sinks (as GPT-OSS has), each head's sink logit set apart from zero."""
+    model = tiny_model(attn_sinks=True)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.sinks.copy_(torch.linspace(0.5, 2.0, model.cfg.n_heads))
+    return model
+
+
+def test_a_sink_joins_the_softmax_of_the_scores_the_page_holds():
+    model = sink_model()
+    data = explain_data(model, SEED_TEXT, token="it")
+    assert data["sinks"].tolist() == [torch.linspace(0.5, 2.0, 4).tolist()] * 2
+    query = data["query"]
+    for layer in range(2):
+        for head in range(4):
+            scores = data["scores"][layer][head, : query + 1]
+            with_sink = torch.cat([scores, data["sinks"][layer, head].view(1)]).softmax(0)
+            torch.testing.assert_close(with_sink[:-1], data["row"][layer, head, : query + 1])
+            assert float(data["row"][layer, head].sum()) == pytest.approx(1 - float(with_sink[-1]), abs=1e-6)
+            assert float(with_sink[-1]) > 0.05  # the sink takes a share a reader must see
+    assert explain_data(tiny_model(), SEED_TEXT, token="it")["sinks"] is None
+
+
 def test_pattern_is_bounded_for_long_inputs():
     words = [f"w{i}" for i in range(40)]
     text = " ".join(words[(7 * i) % 40] for i in range(512))

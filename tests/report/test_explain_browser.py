@@ -12,7 +12,7 @@ import importlib.util
 import pytest
 
 from interp.report import attention_view
-from tests.report.test_explain import SEED_TEXT, tiny_model
+from tests.report.test_explain import SEED_TEXT, sink_model, tiny_model
 
 pytestmark = pytest.mark.browser
 
@@ -100,6 +100,31 @@ def check_page(browser, path, screenshot: str) -> dict:
 def test_tiny_page_in_the_browser(tiny_page, browser):
     data = check_page(browser, tiny_page, "explain_tiny")
     assert data["tokens"][data["query"]] == "it"
+
+
+def test_a_head_with_a_sink_shows_the_models_weights_and_the_sinks_share(tmp_path, browser):
+    page = tmp_path / "sinks.html"
+    attention_view(sink_model(), SEED_TEXT, token="it").save(page)
+    browser.open_file(page)
+    data = page_data(browser)
+    row = data["row"][data["layer"]][data["head"]]  # the model's pattern: it sums to less than 1
+    cells = browser.js(
+        "return [...document.querySelectorAll('#score-view tr')].slice(1)"
+        ".map(r => [...r.children].map(c => c.textContent));"
+    )
+    sinks = [c for c in cells if c[0] == "sink"]
+    assert len(sinks) == 1 and float(sinks[0][3]) == pytest.approx(data["sinks"][data["layer"]][data["head"]])
+    share = float(sinks[0][5])
+    assert 0.05 < share and share == pytest.approx(1 - sum(row), rel=0.02)
+    for c in cells:
+        if (
+            c[0] != "sink"
+        ):  # the weight column (with the division) is the model's own weight, to display rounding
+            assert float(c[5]) == pytest.approx(row[int(c[0])], rel=0.02, abs=2e-3), c
+    assert "sum to " + browser.js("return document.querySelector('#score-view .note').textContent;").split(
+        "sum to "
+    )[1].split(",")[0] in browser.js("return document.getElementById('score-view').textContent;")
+    assert browser.console_errors() == []
 
 
 def test_text_and_tokens_are_shown_as_text_and_never_run(tmp_path, browser):

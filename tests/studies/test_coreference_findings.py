@@ -60,10 +60,10 @@ def test_held_out_interval_resamples_schemas_and_gates_above_chance():
     _, low, high = bootstrap_mean_interval(values, 2000, 0, groups=schema)
     assert (by_head.loc[1, "test_ci_low"], by_head.loc[1, "test_ci_high"]) == (low, high)
     assert by_head.loc[1, "above_chance"]
-    # The p-value counts schemas, not twins: 20 of 24 units, as the binomial test over schemas has it (the
-    # sign-flip estimate within its Monte Carlo error), not the 40 of 48 items counted as independent trials.
-    assert by_head.loc[1, "p"] == sign_flip_test(values, 0.5, groups=schema, seed=0)
-    assert by_head.loc[1, "p"] == pytest.approx(binomial_test(20, 24), abs=0.001)
+    # The p-value counts schemas, not twins: 20 of 24 units, as the binomial test over schemas has it (each
+    # schema's two twins agree, so its unit is +1 or -1), not the 40 of 48 items counted as independent trials.
+    assert by_head.loc[1, "p"] == sign_flip_test(values, 0.5, groups=schema)
+    assert by_head.loc[1, "p"] == pytest.approx(binomial_test(20, 24), rel=1e-12)
     assert binomial_test(40, 48) < by_head.loc[1, "p"] / 10
     # Holm runs over every test in the table (two heads by two measures), not per measure.
     assert len(table) == 4

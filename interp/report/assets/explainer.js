@@ -378,11 +378,17 @@
     box.appendChild(matrixBlock(labels, v, { title: "values" }));
   }
 
-  function softmax(xs) {
-    var m = -Infinity, out = [], s = 0;
+  // Softmax over the keys' scores (null: masked). With a sink logit (a key that every query sees and that
+  // writes nothing, GPT-OSS) the sink joins the normalisation, and its share is the array's `sink`.
+  function softmax(xs, sink) {
+    var m = sink === null || sink === undefined ? -Infinity : sink, out = [], s = 0;
     xs.forEach(function (x) { if (x !== null && x > m) { m = x; } });
     xs.forEach(function (x) { var e = x === null ? 0 : Math.exp(x - m); out.push(e); s += e; });
-    return out.map(function (e) { return e / s; });
+    var es = sink === null || sink === undefined ? 0 : Math.exp(sink - m);
+    s += es;
+    out = out.map(function (e) { return e / s; });
+    out.sink = es / s;
+    return out;
   }
   function entropyBits(ws) {
     var h = 0;
@@ -392,13 +398,15 @@
 
   function renderScores() {
     var scaled = D.scores[S.layer][S.head], root = Math.sqrt(M.d_head);
+    var sink = D.sinks ? D.sinks[S.layer][S.head] : null;
     var raw = scaled.map(function (s) { return s === null ? null : s * root; });
-    var noDiv = softmax(raw), withDiv = softmax(scaled), row = D.row[S.layer][S.head];
+    var noDiv = softmax(raw, sink), withDiv = softmax(scaled, sink), row = D.row[S.layer][S.head];
     var kp = clear($("score-kpis"));
     kpi(kp, "max weight without \u00f7\u221ad", fmt(Math.max.apply(null, noDiv)));
     kpi(kp, "max weight with \u00f7\u221ad", fmt(Math.max.apply(null, withDiv)));
-    kpi(kp, "entropy without (bits)", fmt(entropyBits(noDiv)));
-    kpi(kp, "entropy with (bits)", fmt(entropyBits(withDiv)));
+    kpi(kp, "entropy without (bits)", fmt(entropyBits(noDiv.concat(sink === null ? [] : [noDiv.sink]))));
+    kpi(kp, "entropy with (bits)", fmt(entropyBits(withDiv.concat(sink === null ? [] : [withDiv.sink]))));
+    if (sink !== null) { kpi(kp, "sink's share (with)", fmt(withDiv.sink)); }
     var box = clear($("score-view")), scroll = el("div", "scroll"), table = el("table"), tr = el("tr");
     ["pos", "key token", "q\u00b7k", "q\u00b7k / \u221ad", "softmax without \u00f7\u221ad", "weight (with)"]
       .forEach(function (t) { tr.appendChild(el("th", null, t)); });
@@ -419,8 +427,23 @@
       r.appendChild(el("td", null, fmt(withDiv[k])));
       table.appendChild(r);
     });
+    if (sink !== null) {
+      var r = el("tr", "sink");
+      r.appendChild(el("td", null, "sink"));
+      r.appendChild(el("td", "t", "(no token)"));
+      r.appendChild(el("td", null, "\u2013"));
+      r.appendChild(el("td", null, fmt(sink)));
+      r.appendChild(el("td", null, fmt(noDiv.sink)));
+      r.appendChild(el("td", null, fmt(withDiv.sink)));
+      table.appendChild(r);
+    }
     scroll.appendChild(table);
     box.appendChild(scroll);
+    if (sink !== null) {
+      box.appendChild(el("p", "note", "This head has a sink: a learned logit (" + fmt(sink) + ") that joins every " +
+        "row's softmax as one more key and writes nothing, so the tokens' weights sum to " + fmt(1 - withDiv.sink) +
+        ", not 1. The sink's logit is not a q\u00b7k product: the column without \u00f7\u221ad keeps it as it is."));
+    }
     if (keys.length < N) {
       box.appendChild(el("p", "note", "the " + keys.length + " keys with the most weight, of " + N));
     }
