@@ -81,7 +81,7 @@ def test_study_end_to_end(folder, corpus, tmp_path):
     args = ["--model", str(folder), "--data", str(corpus), "--texts", "120", "--context", "16",
             "--d-transcoder", "48", "--k", "4", "--epochs", "2", "--pairs", "2", "--max-feature-nodes", "40",
             "--top", "3", "--random-draws", "2", "--heads", "L1H0", "--work", str(tmp_path / "work"),
-            "--quiet"]  # fmt: skip
+            "--explainer", "tokens", "--quiet"]  # fmt: skip
     out = tmp_path / "report"
     assert main([*args, "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())["results"]
