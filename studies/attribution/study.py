@@ -15,8 +15,11 @@ features by influence on the target and by word; the frozen ablation of the top 
 linear prediction (minus the sum of their direct edges: must agree to float tolerance), the free ablation's
 effect, and the same for random features matched by activation; head loadings (exact shares of an edge by the
 last head its paths pass) of the edges from the name's top features to the target; what each graph's top
-features are, from their dashboards over corpus passages (density, top examples, promoted tokens). Intervals
-are 95% (bootstrap over prompts with the twins of a schema kept together, for means, fractions and shares).
+features are, from their dashboards over corpus passages (density, top examples, promoted tokens); their
+explanations, scored (embedding AUC, chance 0.5) against each feature scored with another's explanation (a
+seeded derangement), the paired difference being the headline; per graph, how much automatic supernodes shrink
+it and the influence the collapsed graph keeps. Intervals are 95% (bootstrap over prompts with the twins of a
+schema kept together, for means, fractions and shares; over schemas for the explanations' scores).
 
 Budget: the transcoders are small (512 features, TopK 16, about 20k training tokens of the KJV) so that the
 whole run takes minutes on one CPU thread; ``studies/attribution/README.md`` has the measured run time and the
