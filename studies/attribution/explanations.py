@@ -197,9 +197,19 @@ def summarise(
     seed: int,
 ) -> dict[str, Any]:
     """Per scorer: the true and the shuffled explanations' mean score and their paired difference, each with a
-    95% interval over schemas (one value per schema and top feature), the chance level, and counts."""
+    95% interval over schemas (one value per schema and top feature), the chance level, and counts; how many
+    distinct explanations there are, and the most common (a weak explainer repeats one, and a repeated
+    explanation scores the same as its shuffled self)."""
     scored = [r for r in rows if "error" not in r and r.get("shuffled")]
-    out: dict[str, Any] = {"n_features": len(rows), "n_scored": len(scored), "scorers": {}}
+    texts = Counter(r["explanation"] for r in rows if r.get("explanation"))
+    common = texts.most_common(1)
+    out: dict[str, Any] = {
+        "n_features": len(rows),
+        "n_scored": len(scored),
+        "n_distinct_explanations": len(texts),
+        "most_common_explanation": {"text": common[0][0], "count": common[0][1]} if common else None,
+        "scorers": {},
+    }
     for name in scorers:
         values = [
             (s, r["true"][name], r["shuffled"][name])

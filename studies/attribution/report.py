@@ -247,7 +247,7 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
         "balanced accuracy). Intervals are 95%, resampling schemas (twins together): each schema contributes "
         "the score of each of its graphs' top features, a feature top in several schemas once in each. "
         f"{s['n_scored']} of {s['n_features']} features were explained and scored; the others are listed with "
-        "the reason."
+        f"the reason. {_repeats(s)}"
     )
     lines = []
     for name, x in s["scorers"].items():
@@ -297,6 +297,18 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
         "feature's explanation", max_rows=200,
     )  # fmt: skip
     return {"summary": s, "features": table_records(frame)}
+
+
+def _repeats(s: dict) -> str:
+    """How many distinct explanations the explainer wrote, and its most repeated one."""
+    common = s.get("most_common_explanation")
+    if not common:
+        return "No explanation was written."
+    return (
+        f"{s['n_distinct_explanations']} distinct explanations; the most common, {common['text']!r}, for "
+        f"{common['count']} features (where a feature's borrowed explanation is its own text, true and shuffled "
+        "score alike)."
+    )
 
 
 def _supernodes_section(report: Report, found: dict) -> dict:

@@ -357,6 +357,14 @@ def test_the_paired_difference_and_its_interval_resample_schemas():
     shuffled = [0.5, 0.5, 0.6, 0.55, 0.3]
     assert x["shuffled"]["ci"] == pytest.approx(_grouped_interval(shuffled, groups, 3), abs=1e-12)
     assert (x["n_values"], x["n_schemas"], x["chance"], x["metric"]) == (5, 3, 0.5, "auc")
+    assert out["n_distinct_explanations"] == 0 and out["most_common_explanation"] is None  # none given above
+    rows[0]["explanation"] = rows[1]["explanation"] = "he"
+    rows[2]["explanation"] = "she"
+    again = summarise(rows, schemas, ["embedding"], seed=3)
+    assert again["n_distinct_explanations"] == 2 and again["most_common_explanation"] == {
+        "text": "he",
+        "count": 2,
+    }
 
 
 def _grouped_interval(values, groups, seed, n_boot=2000):
