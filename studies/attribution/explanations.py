@@ -220,7 +220,12 @@ def summarise(
         groups = [v[0] for v in values]
         true = [v[1] for v in values]
         shuffled = [v[2] for v in values]
+        each = [r for r in scored if name in r["true"] and name in r["shuffled"]]  # each feature once
         out["scorers"][name] = {
+            "quartiles": {
+                side: np.percentile([r[side][name] for r in each], [25, 50, 75]).tolist() if each else []
+                for side in ("true", "shuffled")
+            },
             "metric": METRIC[name],
             "chance": CHANCE,
             "n_values": len(values),

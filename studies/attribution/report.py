@@ -254,11 +254,18 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
         lines.append(
             f"- {name} ({x['metric']}, chance {x['chance']}): true explanations {_ci(x['true'])}, shuffled "
             f"{_ci(x['shuffled'])}, paired difference (true - shuffled) {_ci(x['difference'])} over "
-            f"{x['n_values']} schema-feature pairs of {x['n_schemas']} schemas."
+            f"{x['n_values']} schema-feature pairs of {x['n_schemas']} schemas. Quartiles over features: true "
+            f"{_quartiles(x['quartiles']['true'])}, shuffled {_quartiles(x['quartiles']['shuffled'])}."
         )
     report.add_text("\n".join(lines))
     first = next(iter(s["scorers"]), None)
-    if first is not None:
+    if first is not None and not s["scorers"][first]["n_values"]:
+        report.add_finding(
+            f"No explanation of the top features could be scored ({s['n_features']} features; the reasons are in "
+            "the table), so there is no comparison with the shuffled baseline.",
+            "Explanations of the top features",
+        )
+    elif first is not None:
         d = s["scorers"][first]["difference"]
         lo, hi = d["ci"]
         report.add_headline(
@@ -297,6 +304,10 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
         "feature's explanation", max_rows=200,
     )  # fmt: skip
     return {"summary": s, "features": table_records(frame)}
+
+
+def _quartiles(q: list) -> str:
+    return " / ".join(f"{v:.2f}" for v in q) if q else "none"
 
 
 def _repeats(s: dict) -> str:

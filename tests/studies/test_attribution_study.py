@@ -357,6 +357,8 @@ def test_the_paired_difference_and_its_interval_resample_schemas():
     shuffled = [0.5, 0.5, 0.6, 0.55, 0.3]
     assert x["shuffled"]["ci"] == pytest.approx(_grouped_interval(shuffled, groups, 3), abs=1e-12)
     assert (x["n_values"], x["n_schemas"], x["chance"], x["metric"]) == (5, 3, 0.5, "auc")
+    assert x["quartiles"]["true"] == pytest.approx([0.625, 0.75, 0.825])  # features once: .4 .7 .8 .9
+    assert x["quartiles"]["shuffled"] == pytest.approx([0.45, 0.525, 0.5625])  # .3 .5 .55 .6
     assert out["n_distinct_explanations"] == 0 and out["most_common_explanation"] is None  # none given above
     rows[0]["explanation"] = rows[1]["explanation"] = "he"
     rows[2]["explanation"] = "she"
