@@ -274,11 +274,7 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
             ci=(lo, hi) if np.isfinite(lo) else None,
             note="paired per feature; 95% interval over schemas; 0 = no better than another feature's explanation",
         )
-        verdict = (
-            "above the shuffled baseline"
-            if np.isfinite(lo) and lo > 0
-            else "not distinguishable from the shuffled baseline"
-        )
+        verdict = _verdict(lo, hi)
         report.add_finding(
             f"Explanations of the top features ({first} score, chance 0.5): true {_ci(s['scorers'][first]['true'])}"
             f", another feature's {_ci(s['scorers'][first]['shuffled'])}; true - shuffled {_ci(d)}: {verdict}.",
@@ -304,6 +300,17 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
         "feature's explanation", max_rows=200,
     )  # fmt: skip
     return {"summary": s, "features": table_records(frame)}
+
+
+def _verdict(lo: float, hi: float) -> str:
+    """What the interval of true - shuffled allows one to say."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "one schema, so no interval and no claim"
+    if lo > 0:
+        return "above the shuffled baseline (the interval excludes 0)"
+    if hi < 0:
+        return "**below** the shuffled baseline (the interval excludes 0): another feature's explanation fits better"
+    return "not distinguishable from the shuffled baseline (the interval includes 0)"
 
 
 def _quartiles(q: list) -> str:

@@ -423,3 +423,12 @@ def test_supernodes_per_graph_are_counted_from_the_graph():
         _grouped_interval([r["shrink"] for r in rows], ["a", "a", "b"], 2), abs=1e-12
     )
     assert out["min_influence_kept"] == min(row["influence_kept"], 0.97) and out["n_graphs"] == 3
+
+
+def test_the_explanations_finding_claims_only_what_its_interval_excludes():
+    from studies.attribution.report import _verdict
+
+    assert _verdict(0.01, 0.2).startswith("above")
+    assert _verdict(-0.2, -0.01).startswith("**below**")
+    assert _verdict(-0.1, 0.1).startswith("not distinguishable") and _verdict(0.0, 0.1).startswith("not")
+    assert _verdict(float("nan"), float("nan")).startswith("one schema")
