@@ -432,3 +432,36 @@ def test_the_explanations_finding_claims_only_what_its_interval_excludes():
     assert _verdict(-0.2, -0.01).startswith("**below**")
     assert _verdict(-0.1, 0.1).startswith("not distinguishable") and _verdict(0.0, 0.1).startswith("not")
     assert _verdict(float("nan"), float("nan")).startswith("one schema")
+
+
+def test_planted_features_score_above_their_shuffled_explanations(tmp_path):
+    """Through a model (a rule-following stand-in) the true explanations of planted features are found exactly,
+    and each feature asked about with a deranged feature's explanation is judged by that explanation's rule, on
+    its own examples: the same prompts the scorer writes for it, answered by the same model."""
+    from interp.sae.explanations import DetectionScorer, FeatureFiles, FeatureId, Settings, examples_of
+    from studies.attribution.explanations import ExplanationSettings, derangement, run
+    from tests.sae.explanations.planted import PLANTED, write_folder
+    from tests.sae.explanations.rule_model import RuleModel
+
+    root = write_folder(tmp_path / "dash", n_examples=40)
+    folder = root / "features" / "planted"
+    settings = ExplanationSettings("rule-model", ("detection",), seed=4)
+    model = RuleModel()
+    rows = run(folder, [(p.id.layer, p.id.feature) for p in PLANTED], settings, model, None, tmp_path, False)
+    assert [r["explanation"] for r in rows] == [p.explanation for p in PLANTED]
+    assert all(r["true"]["detection"] == 1.0 for r in rows)
+    perm = derangement(3, 4)
+    files = FeatureFiles.open(root)
+    auto = Settings(scorers=("detection",), n_explain=10, n_test=10, seed=4)
+    for i, (row, planted) in enumerate(zip(rows, PLANTED, strict=True)):
+        other = PLANTED[perm[i]]
+        assert row["shuffled_from"] == str(other.id)
+        _, test, negatives, _ = examples_of(
+            files.record(FeatureId(planted.id.layer, planted.id.feature)), auto
+        )
+        scorer = DetectionScorer(auto.per_prompt, auto.threshold, auto.probabilities, auto.seed)
+        prepared = scorer.prepare(other.explanation, test, negatives, key=planted.id.index)
+        expected = scorer.judge(
+            prepared, RuleModel().complete(prepared.requests), "rule-model"
+        ).metrics.accuracy
+        assert row["shuffled"]["detection"] == expected < 1.0  # another class's words: not this feature's
