@@ -40,7 +40,7 @@ class ProbeSettings:
 def measure_prompt(
     model: Any, tc: Any, prompt: Prompt, gs: graphs.GraphSettings, ps: ProbeSettings, progress
 ):
-    """Draw ``prompt``'s graph and test it; a dict of plain values and one table of features."""
+    """Draw ``prompt``'s graph and test it; a dict of plain values, one table of features, and the graph."""
     graph = graphs.draw(model, tc, prompt, gs, progress)
     features = graphs.feature_table(graph, prompt)
     out = graphs.summary(graph, prompt, features)
@@ -64,7 +64,7 @@ def measure_prompt(
         n_active=len(active),
     )
     out["loadings"] = _loadings(model, tc, graph, features, ps.loading_sources)
-    return out, features
+    return out, features, graph
 
 
 def _loadings(model: Any, tc: Any, graph, features, per_role: int) -> dict:

@@ -42,6 +42,10 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
         out["groups"][name] = _group_section(report, model, config, name, group)
     if "dashboards" in results:
         out["dashboards"] = _dashboards_section(report, config, results)
+    if "explanations" in results:
+        out["explanations"] = _explanations_section(report, config, results["explanations"])
+    if "supernodes" in results:
+        out["supernodes"] = _supernodes_section(report, results["supernodes"])
     _findings(report, config, whole, out["groups"])
     report.add_section("Run")
     report.add_text(
@@ -50,6 +54,8 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
         f"{results['trained'].seconds:.0f} s, evaluated in {results['eval_seconds']:.0f} s; graphs and tests "
         + ", ".join(f"{n} {g['seconds']:.0f} s" for n, g in results["groups"].items())
         + (f", dashboards {results['dashboards']['seconds']:.0f} s" if "dashboards" in results else "")
+        + (f", explanations {results['explanations']['seconds']:.0f} s" if "explanations" in results else "")
+        + (f", supernodes {results['supernodes']['seconds']:.0f} s" if "supernodes" in results else "")
         + f". Transcoders cached in a folder keyed by model, corpus and settings ({results['trained'].folder.name})."
     )
     out["seconds"] = seconds
@@ -212,6 +218,143 @@ def _dashboards_section(report: Report, config, results: dict) -> dict:
         max_rows=200,
     )  # fmt: skip
     return {"page": page, "n_tokens": n_tokens, "features": table_records(frame)}
+
+
+def _explanations_section(report: Report, config, found: dict) -> dict:
+    """The explanations of the top features, their scores and the shuffled-explanation baseline."""
+    from studies.attribution.explanations import TOKENS
+
+    s = found["summary"]
+    who = (
+        "no model: each names the tokens where the feature is strongest in the examples shown (a lexical baseline)"
+        if config.explainer == TOKENS
+        else f"{config.explainer}"
+        + (
+            " (the packaged SmolLM2-135M-Instruct, 4-bit GGUF (Q4_1), dequantized: a 135M explainer is weak, its "
+            "explanations often restate a token or say nothing; an OpenAI-compatible endpoint with a larger model "
+            "(--explainer URL) writes explanations worth reading)"
+            if config.explainer == "smollm2-135m"
+            else ""
+        )
+    )
+    report.add_section("Explanations of the top features")
+    report.add_text(
+        f"Each feature with a dashboard gets an explanation written by {who}, from some of its activating "
+        "examples, and is scored on others it was not written from, against examples where it does not fire. "
+        "The baseline scores each feature with another feature's explanation (a derangement of the features, "
+        f"seed {config.seed}), on the same examples. Chance is 0.5 for every score (embedding: AUC of the "
+        "explanation's MiniLM similarity to activating against non-activating examples; detection and fuzzing: "
+        "balanced accuracy). Intervals are 95%, resampling schemas (twins together): each schema contributes "
+        "the score of each of its graphs' top features, a feature top in several schemas once in each. "
+        f"{s['n_scored']} of {s['n_features']} features were explained and scored; the others are listed with "
+        f"the reason. {_repeats(s)}"
+    )
+    lines = []
+    for name, x in s["scorers"].items():
+        lines.append(
+            f"- {name} ({x['metric']}, chance {x['chance']}): true explanations {_ci(x['true'])}, shuffled "
+            f"{_ci(x['shuffled'])}, paired difference (true - shuffled) {_ci(x['difference'])} over "
+            f"{x['n_values']} schema-feature pairs of {x['n_schemas']} schemas. Quartiles over features: true "
+            f"{_quartiles(x['quartiles']['true'])}, shuffled {_quartiles(x['quartiles']['shuffled'])}."
+        )
+    report.add_text("\n".join(lines))
+    first = next(iter(s["scorers"]), None)
+    if first is not None and not s["scorers"][first]["n_values"]:
+        report.add_finding(
+            f"No explanation of the top features could be scored ({s['n_features']} features; the reasons are in "
+            "the table), so there is no comparison with the shuffled baseline.",
+            "Explanations of the top features",
+        )
+    elif first is not None:
+        d = s["scorers"][first]["difference"]
+        lo, hi = d["ci"]
+        report.add_headline(
+            f"explanations: true - shuffled {first} score",
+            round(d["mean"], 3),
+            ci=(lo, hi) if np.isfinite(lo) else None,
+            note="paired per feature; 95% interval over schemas; 0 = no better than another feature's explanation",
+        )
+        verdict = _verdict(lo, hi)
+        report.add_finding(
+            f"Explanations of the top features ({first} score, chance 0.5): true {_ci(s['scorers'][first]['true'])}"
+            f", another feature's {_ci(s['scorers'][first]['shuffled'])}; true - shuffled {_ci(d)}: {verdict}.",
+            "Explanations of the top features",
+        )
+    frame = pd.DataFrame(
+        [
+            {
+                "layer": r["layer"],
+                "feature": r["feature"],
+                "featureIndex": r["featureIndex"],
+                "explanation": r.get("explanation", ""),
+                **{f"{k} (true)": v for k, v in r.get("true", {}).items()},
+                **{f"{k} (shuffled)": v for k, v in r.get("shuffled", {}).items()},
+                "shuffled from": r.get("shuffled_from", ""),
+                "error": r.get("error", ""),
+            }
+            for r in found["rows"]
+        ]
+    )
+    report.add_table(
+        "explanations", frame, caption="Each feature's explanation, its scores, and its scores with a deranged "
+        "feature's explanation", max_rows=200,
+    )  # fmt: skip
+    return {"summary": s, "features": table_records(frame)}
+
+
+def _verdict(lo: float, hi: float) -> str:
+    """What the interval of true - shuffled allows one to say."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "one schema, so no interval and no claim"
+    if lo > 0:
+        return "above the shuffled baseline (the interval excludes 0)"
+    if hi < 0:
+        return "**below** the shuffled baseline (the interval excludes 0): another feature's explanation fits better"
+    return "not distinguishable from the shuffled baseline (the interval includes 0)"
+
+
+def _quartiles(q: list) -> str:
+    return " / ".join(f"{v:.2f}" for v in q) if q else "none"
+
+
+def _repeats(s: dict) -> str:
+    """How many distinct explanations the explainer wrote, and its most repeated one."""
+    common = s.get("most_common_explanation")
+    if not common:
+        return "No explanation was written."
+    return (
+        f"{s['n_distinct_explanations']} distinct explanations; the most common, {common['text']!r}, for "
+        f"{common['count']} features (where a feature's borrowed explanation is its own text, true and shuffled "
+        "score alike)."
+    )
+
+
+def _supernodes_section(report: Report, found: dict) -> dict:
+    """How much automatic supernodes shrink each graph, and the influence the collapsed graph keeps."""
+    rows = pd.DataFrame(found["graphs"].values())
+    report.add_section("Automatic supernodes")
+    tolerance = rows["tolerance"].iloc[0] if len(rows) else float("nan")
+    report.add_text(
+        "Every graph's feature nodes kept by the pruned graph (the candidates) are grouped as `interp attribute "
+        "--supernodes auto` groups them: same position, decoder cosine and cosine of outgoing edges above the "
+        "criterion's thresholds, every pair in a group; groups are dissolved until the graph collapsed onto them "
+        f"keeps its influence on the target within {tolerance:.0%} (influence kept = 1 - sum |I' - I| / sum I "
+        "over the collapsed graph's units). The groups are saved in each graph file's qParams.supernodes "
+        "(graphs/PROMPT/ beside this report). Means with 95% intervals over schemas."
+    )
+    lines = []
+    for name, g in found["groups"].items():
+        if not g["n_graphs"]:
+            continue
+        lines.append(
+            f"- {TITLES.get(name, name)}: {g['n_graphs']} graphs, feature nodes {_ci(g['feature_nodes_before'])} "
+            f"before and {_ci(g['feature_nodes_after'])} after (fraction left {_ci(g['shrink'])}); influence kept "
+            f"{_ci(g['influence_kept'])}, smallest {g['min_influence_kept']:.3f}; "
+            f"{g['graphs_without_groups']} graphs with no group."
+        )
+    report.add_text("\n".join(lines))
+    report.add_table("supernodes", rows, caption="Per graph: feature nodes before and after, influence kept")
+    return {"graphs": table_records(rows), "groups": found["groups"]}
 
 
 def _marks(shape: tuple[int, int], heads) -> np.ndarray:

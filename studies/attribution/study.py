@@ -15,8 +15,11 @@ features by influence on the target and by word; the frozen ablation of the top 
 linear prediction (minus the sum of their direct edges: must agree to float tolerance), the free ablation's
 effect, and the same for random features matched by activation; head loadings (exact shares of an edge by the
 last head its paths pass) of the edges from the name's top features to the target; what each graph's top
-features are, from their dashboards over corpus passages (density, top examples, promoted tokens). Intervals
-are 95% (bootstrap over prompts with the twins of a schema kept together, for means, fractions and shares).
+features are, from their dashboards over corpus passages (density, top examples, promoted tokens); their
+explanations, scored (embedding AUC, chance 0.5) against each feature scored with another's explanation (a
+seeded derangement), the paired difference being the headline; per graph, how much automatic supernodes shrink
+it and the influence the collapsed graph keeps. Intervals are 95% (bootstrap over prompts with the twins of a
+schema kept together, for means, fractions and shares; over schemas for the explanations' scores).
 
 Budget: the transcoders are small (512 features, TopK 16, about 20k training tokens of the KJV) so that the
 whole run takes minutes on one CPU thread; ``studies/attribution/README.md`` has the measured run time and the
@@ -37,6 +40,7 @@ from tqdm.auto import tqdm
 from interp.load import PACKAGED_MODELS
 from interp.registry import study_parser
 from interp.study import StudyRun, start
+from studies.attribution.explanations import ExplanationSettings
 from studies.attribution.graphs import GraphSettings
 from studies.attribution.measure import ProbeSettings
 from studies.attribution.transcoders import TrainingSettings
@@ -66,6 +70,9 @@ class AttributionConfig:
     loading_sources: int = 1
     heads: tuple[tuple[int, int], ...] = ((25, 2), (26, 2))
     dashboard_texts: int = 100
+    explanations: bool = True
+    explainer: str = "smollm2-135m"
+    explanation_scorers: tuple[str, ...] = ("embedding",)
     seed: int = 0
 
     def training(self) -> TrainingSettings:
@@ -78,6 +85,9 @@ class AttributionConfig:
 
     def probes(self) -> ProbeSettings:
         return ProbeSettings(self.top, self.random_draws, self.pool, self.loading_sources, self.seed)
+
+    def explaining(self) -> ExplanationSettings:
+        return ExplanationSettings(self.explainer, self.explanation_scorers, seed=self.seed)
 
 
 def parse_heads(text: str) -> tuple[tuple[int, int], ...]:
@@ -116,6 +126,7 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
         default=100,
         help="corpus passages the top features' dashboards read (0: no dashboards)",
     )
+    add_explanation_flags(p)
     p.add_argument("--work", default=None, help=f"cache folder for the transcoders (default {DEFAULT_WORK})")
     run = start(p, argv)
     a = run.args
@@ -131,15 +142,71 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
         p.error(f"--top {a.top} is larger than --max-feature-nodes {a.max_feature_nodes}")
     try:
         heads = parse_heads(a.heads)
-    except ValueError as err:
+        scorers = check_explanations(a)
+    except (ValueError, FileNotFoundError) as err:
         p.error(str(err))
     config = AttributionConfig(
         model=a.model, data=a.data, texts=a.texts, context=a.context, d_transcoder=a.d_transcoder, k=a.k,
         epochs=a.epochs, train_batch_size=a.train_batch_size, pairs=a.pairs,
         max_feature_nodes=a.max_feature_nodes, graph_batch_size=a.graph_batch_size, top=a.top,
-        random_draws=a.random_draws, heads=heads, dashboard_texts=a.dashboard_texts, seed=a.seed,
+        random_draws=a.random_draws, heads=heads, dashboard_texts=a.dashboard_texts,
+        explanations=not a.no_explanations, explainer=a.explainer, explanation_scorers=scorers, seed=a.seed,
     )  # fmt: skip
     return config, run
+
+
+def add_explanation_flags(p) -> None:
+    """The flags of the explanations step."""
+    p.add_argument(
+        "--no-explanations",
+        action="store_true",
+        help="no explanations of the top features (nor their baseline)",
+    )
+    p.add_argument(
+        "--explainer",
+        default="smollm2-135m",
+        help="who writes the explanations: a packaged name or model folder, the URL of an OpenAI-compatible "
+        "endpoint, or 'tokens' (the strongest tokens of the examples shown, no model)",
+    )
+    p.add_argument(
+        "--explanation-scorers",
+        default="embedding",
+        help="scores of the explanations, comma separated, of embedding, detection, fuzzing (the last two ask "
+        "the explainer's model)",
+    )
+
+
+def check_explanations(a) -> tuple[str, ...]:
+    """The explanation flags checked before any work (the explainer found, an endpoint answering); the scorers."""
+    from interp.preflight import check_command
+    from interp.sae.explanations import SCORERS
+    from interp.sae.explanations.endpoint import EndpointBackend, is_url
+    from studies.attribution.explanations import TOKENS
+
+    scorers = tuple(x.strip() for x in a.explanation_scorers.split(",") if x.strip())
+    unknown = [x for x in scorers if x not in SCORERS]
+    if unknown or not scorers:
+        raise ValueError(
+            f"--explanation-scorers {a.explanation_scorers!r}: choose from {', '.join(SCORERS)}, comma separated"
+        )
+    if a.no_explanations:
+        return scorers
+    if not a.dashboard_texts:
+        raise ValueError(
+            "--dashboard-texts 0 writes no dashboards to explain; give --no-explanations or --dashboard-texts 1+"
+        )
+    if a.explainer == TOKENS and scorers != ("embedding",):
+        raise ValueError(
+            f"--explainer tokens has no model to answer {', '.join(x for x in scorers if x != 'embedding')}; "
+            "give --explanation-scorers embedding, or a model or URL as --explainer"
+        )
+    if "embedding" in scorers:
+        check_command(model="minilm-l6")
+    if is_url(a.explainer):
+        EndpointBackend(a.explainer).check()
+    elif a.explainer not in (TOKENS, a.model):
+        check_command(model=a.explainer)
+    return scorers
 
 
 def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bool, items=None) -> dict:
@@ -165,12 +232,12 @@ def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bo
     quality = transcoders.quality(model, trained.transcoders, held)
     eval_s = time.perf_counter() - clock
     groups = {"agreement": agreement_prompts(model, items, config.pairs), "winograd": seed_prompts(model)}
-    out = {"trained": trained, "quality": quality, "eval_seconds": eval_s, "groups": {}}
+    out = {"trained": trained, "quality": quality, "eval_seconds": eval_s, "groups": {}, "graphs": {}}
     for name, prompts in groups.items():
         clock = time.perf_counter()
         rows, tables = [], {}
         for prompt in tqdm(prompts, desc=f"{name} graphs", disable=not progress):
-            row, table = measure.measure_prompt(
+            row, table, out["graphs"][prompt.name] = measure.measure_prompt(
                 model, trained.transcoders, prompt, config.graphs(), config.probes(), progress
             )
             rows.append(row)
@@ -192,7 +259,99 @@ def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bo
             model, trained.transcoders, texts, features, trained.folder, progress
         )
         out["dashboards"] = {"folder": folder, "records": records, "seconds": time.perf_counter() - clock}
+    out["supernodes"] = propose_supernodes(model, trained.transcoders, out, config.seed)
+    if config.explanations and "dashboards" in out:
+        out["explanations"] = explain_features(model, config, out, progress)
     return out
+
+
+def propose_supernodes(model, tc, out: dict, seed: int) -> dict:
+    """Automatic supernodes on every graph (``out["graphs"]`` get them); per graph and per group, summarised."""
+    from studies.attribution import supernodes
+
+    clock = time.perf_counter()
+    found: dict = {"graphs": {}, "reports": {}, "groups": {}}
+    for name, group in out["groups"].items():
+        rows = []
+        for prompt in group["prompts"]:
+            graph, report, row = supernodes.propose(out["graphs"][prompt.name], model, tc)
+            out["graphs"][prompt.name] = graph
+            found["reports"][prompt.name] = report
+            rows.append({"prompt": prompt.name, "schema": prompt.schema, **row})
+        found["graphs"].update({r["prompt"]: r for r in rows})
+        found["groups"][name] = supernodes.summarise(rows, [r["schema"] for r in rows], seed)
+    found["seconds"] = time.perf_counter() - clock
+    return found
+
+
+def explain_features(model, config: AttributionConfig, out: dict, progress: bool) -> dict:
+    """Explanations of the dashboards' features, scored against the shuffled-explanation baseline."""
+    from interp.load import load
+    from interp.sae.explanations import (
+        CachedBackend,
+        EmbeddingScorer,
+        LocalBackend,
+        ResponseCache,
+        SentenceEmbedder,
+        chat_template_of,
+    )
+    from interp.sae.explanations.endpoint import EndpointBackend, is_url
+    from studies.attribution import explanations
+
+    clock = time.perf_counter()
+    settings = config.explaining()
+    work = out["dashboards"]["folder"].parent.parent  # the dashboards' cache folder
+    embedding = None
+    if "embedding" in settings.scorers:
+        embedding = EmbeddingScorer(
+            SentenceEmbedder(load("minilm-l6", device=model.device)), seed=config.seed
+        )
+    backend = None
+    if is_url(config.explainer):
+        backend = EndpointBackend(config.explainer)
+    elif config.explainer != explanations.TOKENS:
+        explainer = model if config.explainer == config.model else load(config.explainer, device=model.device)
+        backend = LocalBackend(
+            explainer, name=config.explainer, chat_template=chat_template_of(config.explainer)
+        )
+    if backend is not None:
+        backend = CachedBackend(backend, ResponseCache(work / "explanations-cache.jsonl"))
+    features = list(out["dashboards"]["records"])
+    rows = explanations.run(
+        out["dashboards"]["folder"], features, settings, backend, embedding, work, progress
+    )
+    schemas = explanations.schemas_of(out["groups"], config.top)
+    summary = explanations.summarise(rows, schemas, settings.scorers, config.seed)
+    return {"rows": rows, "summary": summary, "seconds": time.perf_counter() - clock}
+
+
+def write_graph_files(results: dict, model, out: Path) -> list[Path]:
+    """Every graph in ``OUT/graphs/PROMPT/`` (with its supernodes, its dashboards linked and the explanations as
+    its feature nodes' ``clerp``), once the report is written."""
+    from interp.sae.explanations import add_labels
+
+    tc = results["trained"].transcoders
+    scan = (
+        out / "dashboards" / "features" / results["dashboards"]["folder"].name
+        if "dashboards" in results
+        else None
+    )
+    labels = {
+        r["featureIndex"]: r["explanation"]
+        for r in results.get("explanations", {}).get("rows", [])
+        if "explanation" in r
+    }
+    written = []
+    for name, graph in results["graphs"].items():
+        folder = out / "graphs" / name
+        graph.save(
+            folder, model=model, transcoders=tc, slug=name, dashboards=scan,
+            supernode_report=results["supernodes"]["reports"].get(name),
+        )  # fmt: skip
+        if labels and scan is not None:
+            add_labels(folder, labels, scan.name)
+        written.append(folder)
+    return written
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -228,4 +387,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = run.finish(report)
     if "dashboards" in results:  # beside the report, once it is written (a report folder holds only a report)
         publish(results["dashboards"]["folder"], Path(run.args.out))
+    write_graph_files(results, model, Path(run.args.out))
     return status

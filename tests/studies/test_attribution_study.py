@@ -81,7 +81,7 @@ def test_study_end_to_end(folder, corpus, tmp_path):
     args = ["--model", str(folder), "--data", str(corpus), "--texts", "120", "--context", "16",
             "--d-transcoder", "48", "--k", "4", "--epochs", "2", "--pairs", "2", "--max-feature-nodes", "40",
             "--top", "3", "--random-draws", "2", "--heads", "L1H0", "--work", str(tmp_path / "work"),
-            "--quiet"]  # fmt: skip
+            "--explainer", "tokens", "--quiet"]  # fmt: skip
     out = tmp_path / "report"
     assert main([*args, "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())["results"]
@@ -105,12 +105,117 @@ def test_study_end_to_end(folder, corpus, tmp_path):
     cached = list((tmp_path / "work").glob("transcoders-*"))
     assert len(cached) == 1 and not (cached[0] / "activations").exists()
     _check_dashboards(out, results, cached[0], top=3)
+    _check_explanations(out, results, seed=0)
+    _check_supernodes(out, results, seed=0)
     again = tmp_path / "again"
-    assert main([*args, "--out", str(again)]) == 0  # reuses the cached transcoders: the same graphs
-    second = json.loads((again / "results.json").read_text())["results"]["groups"]["agreement"]["prompts"]
-    assert [r["predicted"] for r in second] == [
+    assert main([*args, "--no-explanations", "--out", str(again)]) == 0  # the cached transcoders: same graphs
+    second = json.loads((again / "results.json").read_text())["results"]
+    assert [r["predicted"] for r in second["groups"]["agreement"]["prompts"]] == [
         r["predicted"] for r in results["groups"]["agreement"]["prompts"]
     ]
+    assert "explanations" not in second and "dashboards" in second
+    labels = {
+        r["featureIndex"]: r["explanation"] for r in results["explanations"]["features"] if not r["error"]
+    }
+    for prompt in ("ag-001a", "seed-tired"):  # no explanation written into the graph files
+        assert not any(
+            n.get("clerp") == labels.get(n.get("feature")) for n in _graph_json(again, prompt)["nodes"]
+        )
+
+
+def _graph_json(out, prompt):
+    return json.loads((out / "graphs" / prompt / f"{prompt}.json").read_text())
+
+
+def _check_explanations(out, results, seed):
+    """Each dashboard's feature is explained (the tokens explainer), scored with MiniLM as the scorer scores it,
+    scored again with the explanation of the feature a seeded derangement gives it, and the summary pools one
+    value per schema and top feature; the graph files carry the explanations as clerp."""
+    from interp.load import load
+    from interp.sae.explanations import (
+        EmbeddingScorer,
+        FeatureFiles,
+        FeatureId,
+        SentenceEmbedder,
+        Settings,
+        examples_of,
+    )
+    from studies.attribution.explanations import derangement, token_explanation
+
+    rows = results["explanations"]["features"]
+    assert {(r["layer"], r["feature"]) for r in rows} == {
+        (r["layer"], r["feature"]) for r in results["dashboards"]["features"]
+    }
+    files = FeatureFiles.open(out / "dashboards")
+    settings = Settings(scorers=("embedding",), n_explain=10, n_test=10, seed=seed)
+    scorer = EmbeddingScorer(SentenceEmbedder(load("minilm-l6")), seed=seed)
+    ok = [r for r in rows if not r["error"]]
+    assert len(ok) >= 2
+    examples = {}
+    for r in ok:
+        explain, test, negatives, _ = examples_of(files.record(FeatureId(r["layer"], r["feature"])), settings)
+        examples[(r["layer"], r["feature"])] = (test, negatives)
+        assert r["explanation"] == token_explanation(explain)
+        assert r["embedding (true)"] == pytest.approx(
+            scorer.score(r["explanation"], test, negatives).auc, abs=1e-6
+        )
+    perm = derangement(len(ok), seed)
+    by_name = {f"{r['layer']}:{r['feature']}": r for r in ok}
+    for i, r in enumerate(ok):
+        other = ok[perm[i]]
+        assert r["shuffled from"] == f"{other['layer']}:{other['feature']}" != f"{r['layer']}:{r['feature']}"
+        test, negatives = examples[(r["layer"], r["feature"])]
+        again = scorer.score(by_name[r["shuffled from"]]["explanation"], test, negatives).auc
+        assert r["embedding (shuffled)"] == pytest.approx(again, abs=1e-6)
+    schemas = {}
+    for group in results["groups"].values():
+        for row in group["prompts"]:
+            schema = row["prompt"][:-1] if row["prompt"].startswith("ag-") else "seed"
+            for t in row["top features"].split(", "):
+                key = (int(t.split(".F")[0][1:]), int(t.split(".F")[1].split("@")[0]))
+                schemas.setdefault(key, set()).add(schema)
+    pairs = [(s, r) for r in ok for s in sorted(schemas[(r["layer"], r["feature"])])]
+    x = results["explanations"]["summary"]["scorers"]["embedding"]
+    diffs = [r["embedding (true)"] - r["embedding (shuffled)"] for _, r in pairs]
+    assert x["n_values"] == len(pairs) and x["n_schemas"] == len({s for s, _ in pairs})
+    assert x["difference"]["mean"] == pytest.approx(np.mean(diffs), abs=1e-5)  # results.json: 6 digits
+    if x["n_schemas"] > 1:
+        true = [r["embedding (true)"] for _, r in pairs]
+        assert x["true"]["ci"] == pytest.approx(
+            _grouped_interval(true, [s for s, _ in pairs], seed), abs=1e-5
+        )
+    labels = {r["featureIndex"]: r["explanation"] for r in ok}
+    labelled = 0
+    for prompt in (p["prompt"] for g in results["groups"].values() for p in g["prompts"]):
+        for node in _graph_json(out, prompt)["nodes"]:
+            if node.get("feature") in labels and str(node.get("layer", "")).isdigit():
+                assert node["clerp"] == labels[node["feature"]]
+                labelled += 1
+    assert labelled > 0
+
+
+def _check_supernodes(out, results, seed):
+    """Per graph, the feature nodes before and after and the influence kept are those of its graph file; the
+    summary over a group's graphs resamples schemas."""
+    from interp.circuits import AttributionGraph
+
+    rows = {r["prompt"]: r for r in results["supernodes"]["graphs"]}
+    for name, group in results["groups"].items():
+        prompts = [p["prompt"] for p in group["prompts"]]
+        for prompt in prompts:
+            doc = _graph_json(out, prompt)
+            features = [n for n in doc["nodes"] if n["feature_type"] == "cross layer transcoder"]
+            merged = sum(len(s) - 2 for s in doc["qParams"]["supernodes"])
+            assert rows[prompt]["feature_nodes_before"] == len(features)
+            assert rows[prompt]["feature_nodes_after"] == len(features) - merged
+            graph = AttributionGraph.load(out / "graphs" / prompt)
+            groups = [[graph.index(m) for m in members] for _, members in graph.selection.supernodes] if (
+                graph.selection is not None) else []  # fmt: skip
+            assert rows[prompt]["influence_kept"] == pytest.approx(_influence_kept(graph, groups), abs=1e-5)
+        summary = results["supernodes"]["groups"][name]
+        before = [rows[p]["feature_nodes_before"] for p in prompts]
+        assert summary["feature_nodes_before"]["mean"] == pytest.approx(np.mean(before))
+        assert summary["n_graphs"] == len(prompts)
 
 
 def _check_dashboards(out, results, cache, top):
@@ -154,6 +259,11 @@ def _check_dashboards(out, results, cache, top):
         (["--max-feature-nodes", "0"], "--max-feature-nodes 0: give at least 1"),
         (["--top", "9", "--max-feature-nodes", "4"], "--top 9 is larger than --max-feature-nodes 4"),
         (["--heads", "25.2"], "give heads as L25H2,L26H2"),
+        (["--explanation-scorers", "embedding,recall"], "choose from detection, fuzzing, embedding"),
+        (["--explainer", "tokens", "--explanation-scorers", "detection"], "--explainer tokens has no model"),
+        (["--dashboard-texts", "0"], "--dashboard-texts 0 writes no dashboards to explain"),
+        (["--explainer", "http://127.0.0.1:9/v1"], "http://127.0.0.1:9"),
+        (["--explainer", "no/such/model"], "no/such/model"),
     ],
 )
 def test_bad_flags_are_one_line_before_any_work(flags, said, tmp_path, capsys):
@@ -208,3 +318,150 @@ def test_head_shares_get_intervals_over_schemas_and_a_shuffled_baseline():
     assert out["L1H2"]["shuffled_mean"] == pytest.approx(per.sum() / totals.sum() / 6)
     # shuffled, the largest share of six heads is at least the mean one and at most all of the heads' part
     assert per.sum() / totals.sum() / 6 <= out["L1H2"]["shuffled_max_95"] <= per.sum() / totals.sum()
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 40])
+def test_the_shuffled_explanations_are_a_seeded_derangement(n):
+    from studies.attribution.explanations import derangement
+
+    draws = [derangement(n, seed) for seed in range(20)]
+    for p in draws:
+        assert sorted(p) == list(range(n)) and all(p[i] != i for i in range(n))
+    assert derangement(n, 7) == draws[7]  # seeded
+    if n > 3:  # 2 has one derangement, 3 has two
+        assert len({tuple(p) for p in draws}) > 1
+    with pytest.raises(ValueError, match="at least 2"):
+        derangement(1, 0)
+
+
+def test_the_paired_difference_and_its_interval_resample_schemas():
+    from studies.attribution.explanations import summarise
+
+    rows = [
+        {"layer": 0, "feature": 1, "true": {"embedding": 0.9}, "shuffled": {"embedding": 0.5}},
+        {"layer": 0, "feature": 2, "true": {"embedding": 0.7}, "shuffled": {"embedding": 0.6}},
+        {"layer": 1, "feature": 3, "true": {"embedding": 0.4}, "shuffled": {"embedding": 0.55}},
+        {"layer": 2, "feature": 4, "true": {"embedding": 0.8}, "shuffled": {"embedding": 0.3}},
+        {"layer": 2, "feature": 5, "error": "no explanation"},
+    ]
+    schemas = {(0, 1): ["s1", "s2"], (0, 2): ["s1"], (1, 3): ["s2"], (2, 4): ["s3"], (2, 5): ["s3"]}
+    out = summarise(rows, schemas, ["embedding"], seed=3)
+    assert (out["n_features"], out["n_scored"]) == (5, 4)
+    x = out["scorers"]["embedding"]
+    # one value per (schema, feature): (0, 1) counts in s1 and in s2
+    diffs = [0.4, 0.4, 0.1, -0.15, 0.5]
+    groups = ["s1", "s2", "s1", "s2", "s3"]
+    assert x["difference"]["mean"] == pytest.approx(sum(diffs) / 5, abs=1e-12)
+    assert x["true"]["mean"] == pytest.approx((0.9 * 2 + 0.7 + 0.4 + 0.8) / 5, abs=1e-12)
+    assert x["difference"]["ci"] == pytest.approx(_grouped_interval(diffs, groups, 3), abs=1e-12)
+    shuffled = [0.5, 0.5, 0.6, 0.55, 0.3]
+    assert x["shuffled"]["ci"] == pytest.approx(_grouped_interval(shuffled, groups, 3), abs=1e-12)
+    assert (x["n_values"], x["n_schemas"], x["chance"], x["metric"]) == (5, 3, 0.5, "auc")
+    assert x["quartiles"]["true"] == pytest.approx([0.625, 0.75, 0.825])  # features once: .4 .7 .8 .9
+    assert x["quartiles"]["shuffled"] == pytest.approx([0.45, 0.525, 0.5625])  # .3 .5 .55 .6
+    assert out["n_distinct_explanations"] == 0 and out["most_common_explanation"] is None  # none given above
+    rows[0]["explanation"] = rows[1]["explanation"] = "he"
+    rows[2]["explanation"] = "she"
+    again = summarise(rows, schemas, ["embedding"], seed=3)
+    assert again["n_distinct_explanations"] == 2 and again["most_common_explanation"] == {
+        "text": "he",
+        "count": 2,
+    }
+
+
+def _grouped_interval(values, groups, seed, n_boot=2000):
+    """A percentile bootstrap of the mean drawing whole groups, written out: each resample draws as many groups
+    as there are, with replacement (labels in sorted order), and pools their values."""
+    labels = sorted(set(groups))
+    members = {g: [v for v, h in zip(values, groups, strict=True) if h == g] for g in labels}
+    draws = np.random.default_rng(seed).integers(0, len(labels), size=(n_boot, len(labels)))
+    means = [np.mean([v for i in row for v in members[labels[i]]]) for row in draws]
+    return list(np.percentile(means, [2.5, 97.5]))
+
+
+def _influence_kept(graph, groups):
+    """The criterion's influence kept, written out with a matrix inverse: influence ``w (I - Â)^-1 - w`` of each
+    node and of each unit of the graph collapsed onto ``groups`` (rows and columns summed)."""
+    a = graph.adjacency.double().numpy()
+    w = graph.logit_weights.double().numpy()
+
+    def influence(adj, weights):
+        norm = np.abs(adj)
+        norm = norm / np.maximum(norm.sum(1, keepdims=True), 1e-10)
+        return weights @ np.linalg.inv(np.eye(len(adj)) - norm) - weights
+
+    before = influence(a, w)
+    unit = list(range(len(a)))
+    for g in groups:
+        for i in g:
+            unit[i] = min(g)
+    kept = sorted(set(unit))
+    m = np.zeros((len(kept), len(a)))
+    m[[kept.index(u) for u in unit], range(len(a))] = 1  # [unit, node]
+    after = influence(m @ a @ m.T, m @ w)
+    return 1 - np.abs(after - m @ before).sum() / (m @ before).sum()
+
+
+def test_supernodes_per_graph_are_counted_from_the_graph():
+    from studies.attribution import supernodes
+    from tests.circuits.test_supernodes import _planted
+
+    graph, tc = _planted()
+    grouped, report, row = supernodes.propose(graph, None, tc)
+    kept = graph.prune(0.8, 0.98).node_mask[: graph.n_features]
+    groups = [[graph.index(m) for m in members] for _, members in grouped.selection.supernodes]
+    assert groups and all(kept[i] for g in groups for i in g)  # candidates: the pruned graph's features
+    assert row["feature_nodes_before"] == int(kept.sum())
+    assert row["feature_nodes_after"] == int(kept.sum()) - sum(len(g) - 1 for g in groups)
+    assert row["n_groups"] == len(groups) and row["grouped_nodes"] == sum(map(len, groups))
+    assert row["influence_kept"] == pytest.approx(_influence_kept(graph, groups), abs=1e-5)
+    assert row["influence_kept"] >= 1 - row["tolerance"] and report["influence_kept"] == row["influence_kept"]
+    rows = [row, {**row, "feature_nodes_after": 3, "shrink": 0.5}, {**row, "influence_kept": 0.97}]
+    out = supernodes.summarise(rows, ["a", "a", "b"], seed=2)
+    assert out["shrink"]["mean"] == pytest.approx((2 * row["shrink"] + 0.5) / 3)
+    assert out["shrink"]["ci"] == pytest.approx(
+        _grouped_interval([r["shrink"] for r in rows], ["a", "a", "b"], 2), abs=1e-12
+    )
+    assert out["min_influence_kept"] == min(row["influence_kept"], 0.97) and out["n_graphs"] == 3
+
+
+def test_the_explanations_finding_claims_only_what_its_interval_excludes():
+    from studies.attribution.report import _verdict
+
+    assert _verdict(0.01, 0.2).startswith("above")
+    assert _verdict(-0.2, -0.01).startswith("**below**")
+    assert _verdict(-0.1, 0.1).startswith("not distinguishable") and _verdict(0.0, 0.1).startswith("not")
+    assert _verdict(float("nan"), float("nan")).startswith("one schema")
+
+
+def test_planted_features_score_above_their_shuffled_explanations(tmp_path):
+    """Through a model (a rule-following stand-in) the true explanations of planted features are found exactly,
+    and each feature asked about with a deranged feature's explanation is judged by that explanation's rule, on
+    its own examples: the same prompts the scorer writes for it, answered by the same model."""
+    from interp.sae.explanations import DetectionScorer, FeatureFiles, FeatureId, Settings, examples_of
+    from studies.attribution.explanations import ExplanationSettings, derangement, run
+    from tests.sae.explanations.planted import PLANTED, write_folder
+    from tests.sae.explanations.rule_model import RuleModel
+
+    root = write_folder(tmp_path / "dash", n_examples=40)
+    folder = root / "features" / "planted"
+    settings = ExplanationSettings("rule-model", ("detection",), seed=4)
+    model = RuleModel()
+    rows = run(folder, [(p.id.layer, p.id.feature) for p in PLANTED], settings, model, None, tmp_path, False)
+    assert [r["explanation"] for r in rows] == [p.explanation for p in PLANTED]
+    assert all(r["true"]["detection"] == 1.0 for r in rows)
+    perm = derangement(3, 4)
+    files = FeatureFiles.open(root)
+    auto = Settings(scorers=("detection",), n_explain=10, n_test=10, seed=4)
+    for i, (row, planted) in enumerate(zip(rows, PLANTED, strict=True)):
+        other = PLANTED[perm[i]]
+        assert row["shuffled_from"] == str(other.id)
+        _, test, negatives, _ = examples_of(
+            files.record(FeatureId(planted.id.layer, planted.id.feature)), auto
+        )
+        scorer = DetectionScorer(auto.per_prompt, auto.threshold, auto.probabilities, auto.seed)
+        prepared = scorer.prepare(other.explanation, test, negatives, key=planted.id.index)
+        expected = scorer.judge(
+            prepared, RuleModel().complete(prepared.requests), "rule-model"
+        ).metrics.accuracy
+        assert row["shuffled"]["detection"] == expected < 1.0  # another class's words: not this feature's

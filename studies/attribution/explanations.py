@@ -1,0 +1,237 @@
+"""Explanations of the graphs' top features, scored, against the shuffled-explanation baseline.
+
+Each feature that has a dashboard (the top features of the graphs) gets an explanation written from its dashboard
+and scored on examples it was not written from (:mod:`interp.sae.explanations`: the examples are split, the
+explainer sees some, the scorers others). The explainer is a language model (by default the packaged SmolLM2,
+a 135M model: a weak explainer whose explanations are often a restatement of a token or no explanation at all;
+an OpenAI-compatible endpoint serving a larger model is what to use for explanations worth reading) or, with
+``tokens``, no model at all: the explanation names the tokens where the feature fires most in the examples shown
+(a lexical baseline). The default score is the embedding score with the packaged MiniLM (AUC of the
+explanation's similarity to activating against non-activating examples; chance 0.5); detection and fuzzing
+(balanced accuracy of a scorer model told the explanation; chance 0.5) can be added where the explainer is a model.
+
+The baseline: every feature scored, on its own examples, with the explanation of another feature, the other
+given by a derangement of the features (a permutation with no fixed point, seeded). An explanation that says
+something specific about its feature scores above the one borrowed from another; the paired difference (true
+minus shuffled, per feature) is the headline. Features of one graph, and of twin graphs, are not independent:
+the interval resamples schemas, each schema contributing each of its graphs' top features (a feature top in
+several schemas counts once in each).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from studies.attribution.measure import interval
+
+TOKENS = "tokens"  # the explainer that names the strongest tokens, without a model
+METRIC = {"embedding": "auc", "detection": "accuracy", "fuzzing": "accuracy"}
+CHANCE = 0.5
+
+
+@dataclass(frozen=True)
+class ExplanationSettings:
+    """Who explains, which scores, and how many examples each side gets."""
+
+    explainer: str
+    scorers: tuple[str, ...]
+    n_explain: int = 10
+    n_test: int = 10
+    seed: int = 0
+
+
+def derangement(n: int, seed: int) -> list[int]:
+    """A permutation of ``range(n)`` with no fixed point, drawn uniformly (rejection sampling, seeded).
+
+    >>> p = derangement(5, 0)
+    >>> sorted(p) == list(range(5)) and all(p[i] != i for i in range(5))
+    True
+    """
+    if n < 2:
+        raise ValueError(f"a derangement needs at least 2 items, got {n}")
+    rng = np.random.default_rng(seed)
+    while True:
+        p = rng.permutation(n)
+        if not (p == np.arange(n)).any():
+            return p.tolist()
+
+
+def token_explanation(examples: Sequence[Any], most: int = 3) -> str | None:
+    """The explanation the ``tokens`` explainer writes: the tokens where the feature is strongest in the
+    examples shown to it, the most frequent first (ties in order of appearance)."""
+    counts = Counter(
+        e.tokens[int(np.argmax(e.activations))].strip() for e in examples if e.max_activation > 0
+    )
+    counts.pop("", None)
+    if not counts:
+        return None
+    words = [f'"{t}"' for t, _ in counts.most_common(most)]
+    return f"the token {words[0]}" if len(words) == 1 else "the tokens " + ", ".join(words)
+
+
+def run(
+    folder: Path,
+    features: Sequence[tuple[int, int]],
+    settings: ExplanationSettings,
+    backend: Any,
+    embedding: Any,
+    work: Path,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """Explain and score ``features`` of the dashboards ``folder`` (``.../features/SCAN``), then score each with
+    a deranged feature's explanation; one row per feature (``explanation``, ``true``/``shuffled`` per scorer,
+    ``shuffled_from``, or ``error``). Rows and answers are kept under ``work``, so a rerun asks nothing twice."""
+    from interp.sae.explanations import FeatureFiles, FeatureId, Settings, autointerp, examples_of, read_rows
+
+    files = FeatureFiles.open(folder.parent.parent, folder.name)
+    ids = [FeatureId(layer, feature) for layer, feature in features]
+    auto = Settings(
+        scorers=settings.scorers, n_explain=settings.n_explain, n_test=settings.n_test, seed=settings.seed
+    )
+    if settings.explainer == TOKENS:
+        rows = _token_rows(files, ids, auto, embedding)
+    else:
+        key = hashlib.sha256(json.dumps([files.scan, settings.explainer]).encode()).hexdigest()[:12]
+        out = work / f"explanations-{key}.jsonl"
+        autointerp(files, backend, out, features=ids, settings=auto, embedding=embedding, progress=progress)
+        done = read_rows(out)
+        rows = [done[f.index] for f in ids]
+    table = [_row(r) for r in rows]
+    ok = [i for i, r in enumerate(table) if "error" not in r]
+    if len(ok) < 2:
+        return table
+    perm = derangement(len(ok), settings.seed)
+    borrowed = {ok[i]: ok[perm[i]] for i in range(len(ok))}
+    examples = {i: examples_of(files.record(ids[i]), auto) for i in ok}
+    for name in settings.scorers:
+        scores = _shuffled_scores(
+            name, [(i, table[borrowed[i]]["explanation"], examples[i]) for i in ok], ids, auto, backend,
+            embedding,
+        )  # fmt: skip
+        for i in ok:
+            table[i]["shuffled"][name] = scores[i]
+    for i in ok:
+        other = table[borrowed[i]]
+        table[i]["shuffled_from"] = f"{other['layer']}:{other['feature']}"
+    return table
+
+
+def _row(row: dict[str, Any]) -> dict[str, Any]:
+    """A feature's row as the study keeps it: the explanation and each score's number."""
+    out = {"layer": row["layer"], "feature": row["index"], "featureIndex": row["featureIndex"]}
+    if row.get("error") or not row.get("explanation"):
+        out["error"] = row.get("error") or "no explanation"
+        return out
+    out.update(explanation=row["explanation"], true={}, shuffled={})
+    for name, score in row["scores"].items():
+        out["true"][name] = float(score[METRIC[name]])
+    return out
+
+
+def _token_rows(files: Any, ids: Sequence[Any], auto: Any, embedding: Any) -> list[dict[str, Any]]:
+    """autointerp's rows, for the ``tokens`` explainer (embedding score only)."""
+    from interp.sae.explanations import FeatureFileError, examples_of
+
+    rows = []
+    for fid in ids:
+        row: dict[str, Any] = {"layer": fid.layer, "index": fid.feature, "featureIndex": fid.index}
+        try:
+            explain, test, negatives, _ = examples_of(files.record(fid), auto)
+        except FeatureFileError as err:
+            rows.append({**row, "error": str(err)})
+            continue
+        text = token_explanation(explain)
+        if text is None:
+            rows.append({**row, "error": "no activating example left for the explainer"})
+        elif not test or not negatives:
+            rows.append({**row, "error": "no activating or no non-activating example to score"})
+        else:
+            rows.append({**row, "explanation": text, "scores": {"embedding": {"auc": embedding.score(
+                text, test, negatives).auc}}})  # fmt: skip
+    return rows
+
+
+def _shuffled_scores(name, items, ids, auto, backend, embedding) -> dict[int, float]:
+    """Each feature's score ``name`` with a borrowed explanation, on its own examples."""
+    from interp.sae.explanations import DetectionScorer, FuzzingScorer
+
+    if name == "embedding":
+        return {i: float(embedding.score(text, test, neg).auc) for i, text, (_, test, neg, _) in items}
+    kind = DetectionScorer if name == "detection" else FuzzingScorer
+    scorer = kind(auto.per_prompt, auto.threshold, auto.probabilities, auto.seed)
+    prepared = {i: scorer.prepare(text, test, neg, key=ids[i].index) for i, text, (_, test, neg, _) in items}
+    replies = backend.complete([r for p in prepared.values() for r in p.requests])
+    out, at = {}, 0
+    for i, p in prepared.items():
+        judged = scorer.judge(p, replies[at : at + len(p.requests)], backend.name).to_json()
+        at += len(p.requests)
+        out[i] = float(judged[METRIC[name]])
+    return out
+
+
+def schemas_of(groups: Mapping[str, dict], top: int) -> dict[tuple[int, int], list[str]]:
+    """``(layer, feature) -> schemas`` in whose graphs it is among the ``top`` by influence (each once)."""
+    out: dict[tuple[int, int], list[str]] = {}
+    for group in groups.values():
+        schema = {p.name: p.schema for p in group["prompts"]}
+        for prompt, table in group["features"].items():
+            for r in table.head(top).itertuples():
+                found = out.setdefault((int(r.layer), int(r.feature)), [])
+                if schema[prompt] not in found:
+                    found.append(schema[prompt])
+    return out
+
+
+def summarise(
+    rows: Sequence[dict[str, Any]],
+    schemas: Mapping[tuple[int, int], list[str]],
+    scorers: Sequence[str],
+    seed: int,
+) -> dict[str, Any]:
+    """Per scorer: the true and the shuffled explanations' mean score and their paired difference, each with a
+    95% interval over schemas (one value per schema and top feature), the chance level, and counts; how many
+    distinct explanations there are, and the most common (a weak explainer repeats one, and a repeated
+    explanation scores the same as its shuffled self)."""
+    scored = [r for r in rows if "error" not in r and r.get("shuffled")]
+    texts = Counter(r["explanation"] for r in rows if r.get("explanation"))
+    common = texts.most_common(1)
+    out: dict[str, Any] = {
+        "n_features": len(rows),
+        "n_scored": len(scored),
+        "n_distinct_explanations": len(texts),
+        "most_common_explanation": {"text": common[0][0], "count": common[0][1]} if common else None,
+        "scorers": {},
+    }
+    for name in scorers:
+        values = [
+            (s, r["true"][name], r["shuffled"][name])
+            for r in scored
+            if name in r["true"] and name in r["shuffled"]
+            for s in schemas[(r["layer"], r["feature"])]
+        ]
+        groups = [v[0] for v in values]
+        true = [v[1] for v in values]
+        shuffled = [v[2] for v in values]
+        each = [r for r in scored if name in r["true"] and name in r["shuffled"]]  # each feature once
+        out["scorers"][name] = {
+            "quartiles": {
+                side: np.percentile([r[side][name] for r in each], [25, 50, 75]).tolist() if each else []
+                for side in ("true", "shuffled")
+            },
+            "metric": METRIC[name],
+            "chance": CHANCE,
+            "n_values": len(values),
+            "n_schemas": len(set(groups)),
+            "true": interval(true, seed, groups),
+            "shuffled": interval(shuffled, seed, groups),
+            "difference": interval([a - b for a, b in zip(true, shuffled, strict=True)], seed, groups),
+        }
+    return out
