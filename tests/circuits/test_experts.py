@@ -262,8 +262,8 @@ GPT_OSS_EDGES = [
 
 def test_gpt_oss_experts_sum_to_the_layer_and_score_as_patching_says():
     """GPT-OSS (a router with a bias, the clamped unit with biases, attention sinks): each expert's write by hand
-    sums to ``hook_mlp_out``; EAP is the autograd gradient at the input times the source's difference; exact
-    scores match edges patched by hand."""
+    sums to ``hook_mlp_out``; EAP is the autograd gradient at the input times the source's difference and what
+    central finite differences of the metric give; exact scores match edges patched by hand."""
     model, batch = model64("gpt-oss"), pairs()
     clean, corrupt = _naive_outputs(model, batch.clean), _naive_outputs(model, batch.corrupt)
     with torch.no_grad():
@@ -284,6 +284,14 @@ def test_gpt_oss_experts_sum_to_the_layer_and_score_as_patching_says():
         delta = clean[u] - corrupt[u]  # [batch, pos, d_model]
         by_gradient = float((delta * grads[v]).sum()) / len(batch)
         assert scores[u, v] == pytest.approx(by_gradient, rel=1e-5, abs=1e-7), (u, v)
+        # Central differences err by the h^2 curvature term (the clamped unit bends more than Qwen's SiLU: 3.3e-5
+        # on the largest edge here at h = 1e-2, 2.3e-4 at 3e-2) plus float32 rounding / 2h (about 1e-5 at 1e-2).
+        h = 1e-2
+        by_difference = float(
+            _metric(model, batch, [_shift(model, v, delta, -h)])
+            - _metric(model, batch, [_shift(model, v, delta, h)])
+        ) / (2 * h)
+        assert scores[u, v] == pytest.approx(by_difference, rel=1e-4, abs=6e-5), (u, v)
         by_hand = float(base - _metric(model, batch, [_shift(model, v, delta, 1.0)]))
         assert exact[u, v] == pytest.approx(by_hand, rel=1e-5, abs=2e-6), (u, v)
     assert min(abs(scores[e]) for e in edges) > 1e-4  # every edge checked carries a score
