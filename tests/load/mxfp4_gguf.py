@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer as Backend
 
-from tests.load.builders import FP4, _add_tokenizer, quantize_mxfp4
+from tests.load.builders import FP4, _add_tokenizer, add_shape, quantize_mxfp4
 
 BLOCK_BYTES = 17
 _LAYER = {
@@ -59,21 +59,14 @@ def write_gpt_oss_gguf(model: torch.nn.Module, backend: Backend, path: Path) -> 
     cfg = model.config
     writer = gguf.GGUFWriter(str(path), "gpt-oss")
     writer.add_name("tiny-gpt-oss")
-    writer.add_block_count(cfg.num_hidden_layers)
-    writer.add_context_length(cfg.max_position_embeddings)
-    writer.add_embedding_length(cfg.hidden_size)
-    writer.add_feed_forward_length(cfg.intermediate_size)
+    add_shape(writer, cfg)
     writer.add_expert_feed_forward_length(cfg.intermediate_size)
-    writer.add_head_count(cfg.num_attention_heads)
-    writer.add_head_count_kv(cfg.num_key_value_heads)
     writer.add_key_length(cfg.head_dim)
     writer.add_value_length(cfg.head_dim)
-    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     writer.add_expert_count(cfg.num_local_experts)
     writer.add_expert_used_count(cfg.num_experts_per_tok)
     writer.add_sliding_window(cfg.sliding_window)
     rope = cfg.rope_parameters
-    writer.add_rope_freq_base(rope["rope_theta"])
     if rope["rope_type"] == "yarn":
         writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         writer.add_rope_scaling_factor(rope["factor"])
