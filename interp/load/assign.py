@@ -146,10 +146,16 @@ def hand_back_pages(tensor: torch.Tensor, files: list[tuple[int, int]]) -> None:
     if tensor.device.type != "cpu" or tensor.numel() == 0 or not files:
         return
     size = tensor.element_size()
-    start = tensor.data_ptr()
-    end = start + size * (
-        1 + sum((n - 1) * abs(s) for n, s in zip(tensor.shape, tensor.stride(), strict=True))
-    )
+    span = size * (1 + sum((n - 1) * abs(s) for n, s in zip(tensor.shape, tensor.stride(), strict=True)))
+    hand_back_range(tensor.data_ptr(), span, files)
+
+
+def hand_back_range(start: int, nbytes: int, files: list[tuple[int, int]]) -> None:
+    """:func:`hand_back_pages` for the ``nbytes`` bytes from address ``start`` (a NumPy view of a memory-mapped
+    file: ``array.ctypes.data``, ``array.nbytes``), under the same condition: read from a file, never written."""
+    if nbytes <= 0 or not files:
+        return
+    end = start + nbytes
     page = mmap.PAGESIZE
     first, last = -(-start // page) * page, end // page * page  # the whole pages inside the tensor
     if last <= first or not any(lo <= first and last <= hi for lo, hi in files):

@@ -38,8 +38,9 @@ def load_checkpoint(
         use_cache: for GGUF files, reuse (and fill) the cache of dequantized weights (see
             :mod:`interp.load.cache`).
         dtype: the dtype of the floating tensors returned, each converted once; ``None`` keeps each in the
-            dtype its checkpoint stores (a GGUF file's are dequantized to float32), for a caller that converts
-            them itself, one at a time, as :func:`interp.load.load` does.
+            dtype its checkpoint stores (a GGUF file's are dequantized to float32, MXFP4 to bfloat16, which holds
+            its values exactly), for a caller that converts them itself, one at a time, as
+            :func:`interp.load.load` does.
 
     Returns:
         The config, the state dict in our parameter names, and the tokenizer (its ``n_ctx`` set).

@@ -13,6 +13,7 @@ file are handed back once read, :func:`interp.load.assign.hand_back_pages`). bfl
 (at most two significant bits, times a power of two within float32's exponent range, whose smallest, ``0.5 *
 2 ** -127``, bfloat16's subnormals reach), so the weights are the same in whichever dtype the model is loaded:
 each is converted once, when assigned (:mod:`interp.load.assign`), never through a float32 copy of them all.
+GGUF files store MXFP4 in GGML's own blocks; :mod:`interp.load.gguf_file` reads them to bfloat16 the same way.
 """
 
 from __future__ import annotations

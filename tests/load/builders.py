@@ -145,14 +145,7 @@ def write_llama_gguf(
     cfg = model.config
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("tiny-llama")
-    writer.add_block_count(cfg.num_hidden_layers)
-    writer.add_context_length(cfg.max_position_embeddings)
-    writer.add_embedding_length(cfg.hidden_size)
-    writer.add_feed_forward_length(cfg.intermediate_size)
-    writer.add_head_count(cfg.num_attention_heads)
-    writer.add_head_count_kv(cfg.num_key_value_heads)
-    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
-    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    add_shape(writer, cfg)
     writer.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
     writer.add_vocab_size(cfg.vocab_size)
     _add_tokenizer(writer, backend, add_bos)
@@ -200,6 +193,18 @@ def write_llama_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def add_shape(writer: gguf.GGUFWriter, cfg) -> None:
+    """The metadata of a Llama-layout ``transformers`` config that every architecture's file has."""
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
 
 
 def _add_tokenizer(writer: gguf.GGUFWriter, backend: Backend, add_bos: bool) -> None:
