@@ -1,7 +1,8 @@
 """What instrumentation costs: our forward against the plain ``transformers`` forward on the same weights.
 
-For GPT-2-small-, SmolLM2-135M-, Pythia-410M- and Gemma-2-2B-shaped models and three mixtures of experts routed
-as Qwen3-30B-A3B, OLMoE-1B-7B and GPT-OSS-20B are (random weights), and two input shapes each, every variant is
+For GPT-2-small-, SmolLM2-135M-, Pythia-410M- and Gemma-2-2B-shaped models and five mixtures of experts routed
+as Mixtral-8x7B, Qwen1.5-MoE-A2.7B, Qwen3-30B-A3B, OLMoE-1B-7B and GPT-OSS-20B are (random weights), and two
+input shapes each, every variant is
 timed in alternating repetitions (one of each per round, the order rotating between rounds) and reported as the
 median of per-round ratios to the plain ``transformers`` forward, so that drift in machine load hits numerator
 and denominator alike. The baseline is ``transformers`` with SDPA, or with eager attention where
@@ -9,9 +10,9 @@ and denominator alike. The baseline is ``transformers`` with SDPA, or with eager
 has sinks; our soft-capped and sink layers run the explicit path too). The Gemma-2-2B row keeps every
 per-layer size of the real model (d_model 2304, 8 heads of 256, 4 key/value heads, d_mlp 9216, vocabulary
 256000, soft-caps 50 and 30) but 4 of its 26 layers, so that two copies fit in memory and a round takes seconds,
-not minutes. The mixture-of-experts rows keep their models' routing (128 or 64 experts, 8 per token; 32, 4 per
-token) with a quarter of each width and 4 layers; both sides run only the chosen experts (``transformers`` with
-its default grouped products).
+not minutes. The mixture-of-experts rows keep their models' routing (8 experts, 2 per token; 60, 4 per token and
+a gated shared expert; 128 or 64 experts, 8 per token; 32, 4 per token) with a quarter of each width and 4
+layers; both sides run only the chosen experts (``transformers`` with its default grouped products).
 
 Memory: the bytes each cache holds against the bytes its hooks should hold, whether anything is retained once
 the cache is dropped, and the process's peak resident memory.
@@ -84,6 +85,36 @@ MODELS = {
         n_experts=64,
         experts_per_token=8,
         d_expert=256,
+        d_vocab=16384,
+    ),
+    # Mixtral-8x7B's routing (8 experts, top 2, softmax over the chosen) with every width a quarter of its (d_model
+    # 1024, 8 heads of 128, experts of 3584), 4 layers and a 16384-token vocabulary.
+    "mixtral-quarter": dict(
+        family="mixtral",
+        n_layers=4,
+        d_model=1024,
+        n_heads=8,
+        n_kv_heads=2,
+        d_head=128,
+        d_mlp=3584,
+        n_experts=8,
+        experts_per_token=2,
+        d_expert=3584,
+        d_vocab=16384,
+    ),
+    # Qwen1.5-MoE-A2.7B's routing (60 experts, top 4, not renormalised, and a gated shared expert four experts
+    # wide) with every width a quarter of its, 4 layers and a 16384-token vocabulary.
+    "qwen2-moe-quarter": dict(
+        family="qwen2_moe",
+        n_layers=4,
+        d_model=512,
+        n_heads=4,
+        n_kv_heads=4,
+        d_head=128,
+        d_mlp=1408,
+        n_experts=60,
+        experts_per_token=4,
+        d_expert=352,
         d_vocab=16384,
     ),
     # GPT-OSS-20B's routing (32 experts, top 4), its 128-token windows on alternate layers and its attention
@@ -166,6 +197,38 @@ def build_hf(spec: dict, attn: str):
             max_position_embeddings=2048,
         )
         cls = transformers.Qwen3MoeForCausalLM
+    elif spec["family"] == "mixtral":
+        cfg = transformers.MixtralConfig(
+            num_hidden_layers=spec["n_layers"],
+            hidden_size=spec["d_model"],
+            num_attention_heads=spec["n_heads"],
+            num_key_value_heads=spec["n_kv_heads"],
+            head_dim=spec["d_head"],
+            intermediate_size=spec["d_expert"],
+            num_local_experts=spec["n_experts"],
+            num_experts_per_tok=spec["experts_per_token"],
+            vocab_size=spec["d_vocab"],
+            max_position_embeddings=2048,
+        )
+        cls = transformers.MixtralForCausalLM
+    elif spec["family"] == "qwen2_moe":
+        cfg = transformers.Qwen2MoeConfig(
+            num_hidden_layers=spec["n_layers"],
+            hidden_size=spec["d_model"],
+            num_attention_heads=spec["n_heads"],
+            num_key_value_heads=spec["n_kv_heads"],
+            intermediate_size=spec["d_mlp"],
+            moe_intermediate_size=spec["d_expert"],
+            shared_expert_intermediate_size=spec["d_mlp"],
+            num_experts=spec["n_experts"],
+            num_experts_per_tok=spec["experts_per_token"],
+            norm_topk_prob=False,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+            vocab_size=spec["d_vocab"],
+            max_position_embeddings=2048,
+        )
+        cls = transformers.Qwen2MoeForCausalLM
     elif spec["family"] == "olmoe":
         cfg = transformers.OlmoeConfig(
             num_hidden_layers=spec["n_layers"],
