@@ -42,6 +42,8 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
         out["groups"][name] = _group_section(report, model, config, name, group)
     if "dashboards" in results:
         out["dashboards"] = _dashboards_section(report, config, results)
+    if "seed" in results:
+        out["seed"] = _seed_section(report, results["seed"])
     _findings(report, config, whole, out["groups"])
     report.add_section("Run")
     report.add_text(
@@ -49,6 +51,7 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
         f"{'loaded from the cache' if results['trained'].reused else 'trained'} in "
         f"{results['trained'].seconds:.0f} s, evaluated in {results['eval_seconds']:.0f} s; graphs and tests "
         + ", ".join(f"{n} {g['seconds']:.0f} s" for n, g in results["groups"].items())
+        + (f", the referent's edge {results['seed']['seconds']:.0f} s" if "seed" in results else "")
         + (f", dashboards {results['dashboards']['seconds']:.0f} s" if "dashboards" in results else "")
         + f". Transcoders cached in a folder keyed by model, corpus and settings ({results['trained'].folder.name})."
     )
@@ -291,3 +294,34 @@ def _findings(report: Report, config, whole: dict, groups: dict) -> None:
         f"CE recovered {whole.get('ce_recovered', float('nan')):.2f} for the whole replacement.",
         "Transcoders",
     )
+
+
+SEED_TITLE = "The seed's question: why 'it' means its referent"
+
+
+def _seed_section(report: Report, found: dict) -> dict:
+    """The referent's edge into the answer: its heads, their query-node x key-node terms, the intervention that
+    tests them; the answer as the section's findings (:mod:`studies.attribution.seed`)."""
+    from studies.attribution.seed import SEED_METHOD, prompt_rows, term_rows, tests_table, verdict
+
+    groups = found["groups"]
+    report.add_section(SEED_TITLE)
+    report.add_text(SEED_METHOD.format(**found["settings"]))
+    prompts, terms, tests = (pd.DataFrame(f(groups)) for f in (prompt_rows, term_rows, tests_table))
+    report.add_table(
+        "seed_edges", prompts, caption="Per prompt: the referent's edge into the answer, its top head"
+    )
+    report.add_table(
+        "seed_terms", terms, caption="The largest query-node x key-node terms of each top head's score (and of "
+        "the referent-minus-other difference)", max_rows=400,
+    )  # fmt: skip
+    report.add_table("seed_tests", tests, caption="The named nodes removed, against matched random nodes")
+    sentences = verdict(groups)
+    for group, sentence in sentences:
+        report.add_text(sentence)
+        report.add_finding(sentence, SEED_TITLE if group == "winograd" else TITLES["agreement"])
+    return {
+        "groups": {n: {"summary": g["summary"], "prompts": g["rows"]} for n, g in groups.items()},
+        "answer": [s for _, s in sentences],
+        "settings": found["settings"],
+    }
