@@ -384,7 +384,7 @@ def summarise(rows: list[dict], s: SeedSettings) -> dict:
 
 def _ci(x: dict) -> str:
     lo, hi = x["ci"]
-    where = f" [{lo:+.3g}, {hi:+.3g}]" if np.isfinite(lo) else " (one twin pair: no interval)"
+    where = f" [{lo:+.3g}, {hi:+.3g}]" if np.isfinite(lo) else ""
     return f"{x['mean']:+.3g}{where}"
 
 
@@ -410,7 +410,8 @@ def _test_sentence(t: dict, what: str) -> str:
         f" for random nodes (difference {_ci(t['logit_vs_random'])}); the head's attention to the referent "
         f"{_ci(t['attention'])} against {_ci(t['random_attention'])}; the named set lowers the answer more "
         f"than every random set in {b['count']} of {b['n']} prompts (chance {b['chance']:.2f}); "
-        f"{t['n']} prompts, {t['pairs']} twin pair{'s' if t['pairs'] != 1 else ''}."
+        f"{t['n']} prompt{'s' if t['n'] != 1 else ''}, "
+        + (f"{t['pairs']} twin pairs." if t["pairs"] > 1 else "one twin pair: numbers, no intervals.")
     )
 
 
