@@ -52,7 +52,7 @@ from studies.attribution.prompts import Prompt
 
 Triple = tuple[int, int, int]  # (layer, position, feature)
 SIDES = ("query", "key")
-TESTS = ("query", "key", "query_heldout", "key_heldout")
+TESTS = ("query", "key", "query_heldout", "key_heldout", "query_across")
 
 
 @dataclass(frozen=True)
@@ -316,6 +316,35 @@ def held_out(model: Any, tc: Any, rows: list[dict], prompts: list[Prompt], s: Se
             row["tests"][f"{side}_heldout"] = found
 
 
+def across_pairs(model: Any, tc: Any, rows: list[dict], prompts: list[Prompt], s: SeedSettings) -> None:
+    """Apply to each prompt the query nodes named at the last position on the *other* twin pairs (in place:
+    ``tests["query_across"]``): the ``named`` (layer, feature) named there most often (ties: first named), at
+    this prompt's last position where active, and the head most often on top there. Nothing where the group has
+    one twin pair."""
+    from collections import Counter
+
+    for row, prompt in zip(rows, prompts, strict=True):
+        others = [r for r in rows if r["schema"] != row["schema"] and r["tests"].get("query")]
+        if not others or "key" not in row:
+            continue
+        named = Counter()
+        for r in others:
+            for name in r["tests"]["query"]["nodes"]:
+                n = Node.parse(name)
+                if n.position == len(r["tokens"]) - 1:
+                    named[(n.layer, n.feature)] += 1
+        head_name = Counter(r["head"] for r in others).most_common(1)[0][0]
+        head = tuple(int(x) for x in head_name[1:].split("H"))
+        last = len(prompt.tokens) - 1
+        active = {tuple(t) for t in active_features(model, tc, prompt.tokens)[0].tolist()}
+        picked = [(lay, f) for (lay, f), _ in named.most_common()][: s.named]
+        moved = [(lay, last, f) for lay, f in picked if (lay, last, f) in active]
+        clean = (row["clean"], free_run(model, tc, prompt, [], head, row["key"])[1])
+        found = probe_nodes(model, tc, prompt, moved, head, row["key"], clean, s)
+        found.update(head=head_name, offered=len(picked), selected_on=sorted({r["schema"] for r in others}))
+        row["tests"]["query_across"] = found
+
+
 def run(model: Any, tc: Any, groups: dict[str, list[Prompt]], gs: graphs.GraphSettings, s: SeedSettings,
         progress: bool = False) -> dict:  # fmt: skip
     """Every group's prompts explained and tested (``groups[name]["rows"]``), with their summaries."""
@@ -328,6 +357,7 @@ def run(model: Any, tc: Any, groups: dict[str, list[Prompt]], gs: graphs.GraphSe
         rows = [explain_prompt(model, tc, p, gs, s) for p in tqdm(prompts, desc=f"{name} referent edges",
                                                                   disable=not progress)]  # fmt: skip
         held_out(model, tc, rows, prompts, s)
+        across_pairs(model, tc, rows, prompts, s)
         out["groups"][name] = {"rows": rows, "summary": summarise(rows, s)}
     return out
 
@@ -421,6 +451,8 @@ WHAT = {
     "key": "Within each prompt (a consistency check), removing its named key nodes",
     "query_heldout": "Held out (the nodes named on the twin, its head), removing the query nodes",
     "key_heldout": "Held out, removing the key nodes",
+    "query_across": "Held out across pairs (the query nodes at the last position named most often on the other "
+    "twin pairs, their most frequent top head), removing them",
 }
 
 
@@ -451,7 +483,9 @@ def verdict(groups: dict) -> list[tuple[str, str]]:
                 + ". One twin pair: numbers, no intervals.",
             )
         )
-        out += [("winograd", _test_sentence(wg["summary"][t], w)) for t, w in WHAT.items()]
+        out += [
+            ("winograd", _test_sentence(wg["summary"][t], w)) for t, w in WHAT.items() if t != "query_across"
+        ]
     ag = groups.get("agreement")
     if ag is not None:
         s, r = ag["summary"], ag["summary"]["resolution"]

@@ -245,6 +245,20 @@ def test_the_study_reports_the_seed_question(folder, corpus, tmp_path):  # noqa:
     for r in wg["prompts"]:
         if r["heads"]:
             assert len(r["heads"]) <= 3 and "difference" in r["heads"][0]
+    ag = found["groups"]["agreement"]["prompts"]
+    for r in ag:  # across pairs: the other pairs' query nodes at the last position, moved to this one's
+        if "query_across" not in r["tests"]:
+            continue
+        named = {
+            (n.layer, n.feature)
+            for o in ag
+            if o["schema"] != r["schema"] and "query" in o["tests"]
+            for n in map(Node.parse, o["tests"]["query"]["nodes"])
+            if n.position == len(o["tokens"]) - 1
+        }
+        moved = [Node.parse(n) for n in r["tests"]["query_across"]["nodes"]]
+        assert {(n.layer, n.feature) for n in moved} <= named
+        assert all(n.position == len(r["tokens"]) - 1 for n in moved)
     assert found["answer"] and found["answer"][0].split(":")[0] in (
         "**The model does not do this.** It does not resolve 'it' by the switch word in the seed's pair",
         "The model resolves 'it' by the switch word in the seed's pair",
