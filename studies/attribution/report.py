@@ -45,6 +45,8 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
     if "seed" in results:
         out["seed"] = _seed_section(report, results["seed"])
     _findings(report, config, whole, out["groups"])
+    if "seed" in out:  # after the graphs' findings: their first says whether intervention confirms them
+        _seed_findings(report, out["seed"])
     report.add_section("Run")
     report.add_text(
         f"Wall time {seconds:.0f} s on {model.device} ({model.dtype}): transcoders "
@@ -317,11 +319,16 @@ def _seed_section(report: Report, found: dict) -> dict:
     )  # fmt: skip
     report.add_table("seed_tests", tests, caption="The named nodes removed, against matched random nodes")
     sentences = verdict(groups)
-    for group, sentence in sentences:
+    for _, sentence in sentences:
         report.add_text(sentence)
-        report.add_finding(sentence, SEED_TITLE if group == "winograd" else TITLES["agreement"])
     return {
         "groups": {n: {"summary": g["summary"], "prompts": g["rows"]} for n, g in groups.items()},
         "answer": [s for _, s in sentences],
+        "answer_groups": [g for g, _ in sentences],
         "settings": found["settings"],
     }
+
+
+def _seed_findings(report: Report, seed: dict) -> None:
+    for group, sentence in zip(seed["answer_groups"], seed["answer"], strict=True):
+        report.add_finding(sentence, SEED_TITLE if group == "winograd" else TITLES["agreement"])
