@@ -438,7 +438,8 @@ def _test_sentence(t: dict, what: str) -> str:
     return (
         f"{what}{lead}: answer {_ci(t['logit'])} logits toward the expected answer against {_ci(t['random_logit'])}"
         f" for random nodes (difference {_ci(t['logit_vs_random'])}); the head's attention to the referent "
-        f"{_ci(t['attention'])} against {_ci(t['random_attention'])}; the named set lowers the answer more "
+        f"{_ci(t['attention'])} against {_ci(t['random_attention'])} (difference {_ci(t['attention_vs_random'])}); "
+        "the named set lowers the answer more "
         f"than every random set in {b['count']} of {b['n']} prompts (chance {b['chance']:.2f}); "
         f"{t['n']} prompt{'s' if t['n'] != 1 else ''}, "
         + (f"{t['pairs']} twin pairs." if t["pairs"] > 1 else "one twin pair: numbers, no intervals.")
@@ -591,6 +592,7 @@ def tests_table(groups: dict) -> list[dict]:
                     "named - random": ci(t["logit_vs_random"]),
                     "attention, named": ci(t["attention"]),
                     "attention, random": ci(t["random_attention"]),
+                    "attention, named - random": ci(t["attention_vs_random"]),
                     "beats every random": f"{b['count']} of {b['n']} (chance {b['chance']:.2f})",
                 }
             )
