@@ -304,7 +304,7 @@ SEED_TITLE = "The seed's question: why 'it' means its referent"
 def _seed_section(report: Report, found: dict) -> dict:
     """The referent's edge into the answer: its heads, their query-node x key-node terms, the intervention that
     tests them; the answer as the section's findings (:mod:`studies.attribution.seed`)."""
-    from studies.attribution.seed import SEED_METHOD, prompt_rows, term_rows, tests_table, verdict
+    from studies.attribution.seed_answer import SEED_METHOD, prompt_rows, term_rows, tests_table, verdict
 
     groups = found["groups"]
     report.add_section(SEED_TITLE)

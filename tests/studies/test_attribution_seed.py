@@ -15,7 +15,7 @@ from interp.analysis import bootstrap_mean_interval
 from interp.analysis.node import Node
 from interp.circuits.features import head_loadings
 from interp.load import load
-from studies.attribution import graphs, seed
+from studies.attribution import graphs, seed, seed_answer
 from studies.attribution.interventions import target_value
 from studies.attribution.prompts import agreement_prompts, seed_prompts
 from studies.data.load import load_items
@@ -177,7 +177,7 @@ def _rows():
                 "random_logit": rng.normal(size=3).tolist(),
                 "random_attention": rng.normal(size=3).tolist(),
             }
-            for t in seed.TESTS
+            for t in seed_answer.TESTS
         }
         sign = 1 if i % 2 == 0 else -1
         clean = [2.0, -1.0, 1.0, 3.0, -0.5, 0.5][i]  # s1 resolves; s2 wrong in its second twin; s3 in both
@@ -187,9 +187,9 @@ def _rows():
 
 def test_intervals_are_the_bootstrap_over_twin_pairs():
     rows = _rows()
-    s = seed.summarise(rows, seed.SeedSettings(draws=3, seed=4))
+    s = seed_answer.summarise(rows, draws=3, seed=4)
     groups = [r["schema"] for r in rows]
-    for test in seed.TESTS:
+    for test in seed_answer.TESTS:
         t = [r["tests"][test] for r in rows]
         diff = [x["logit"] - float(np.mean(x["random_logit"])) for x in t]
         assert s[test]["logit_vs_random"]["ci"] == list(
@@ -201,7 +201,7 @@ def test_intervals_are_the_bootstrap_over_twin_pairs():
         assert s[test]["beats_every_random"] == {"count": wins, "n": 6, "chance": 0.25}
     r = s["resolution"]
     assert (r["resolved"], r["pairs"], r["chance"], r["right"], r["prompts"]) == (1, 3, 0.25, 3, 6)
-    one = seed.summarise(rows[:2], seed.SeedSettings(draws=3))  # one twin pair: a mean, no interval
+    one = seed_answer.summarise(rows[:2], draws=3, seed=0)  # one twin pair: a mean, no interval
     assert np.isnan(one["query"]["logit"]["ci"]).all()
     assert one["query"]["logit"]["mean"] == pytest.approx(
         np.mean([x["tests"]["query"]["logit"] for x in rows[:2]])
@@ -213,16 +213,16 @@ def test_the_answer_says_when_the_model_does_not_do_this():
     rows[1]["clean"] = 1.0  # the seed's pair as measured: the same answer in both twins
     for r in rows:
         r.update(prompt="p", head="L1H0", attention_clean=0.5, attention_other_clean=0.1)
-    summary = seed.summarise(rows, seed.SeedSettings(draws=3))
-    sentences = seed.verdict({"winograd": {"rows": rows, "summary": summary}})
+    summary = seed_answer.summarise(rows, draws=3, seed=0)
+    sentences = seed_answer.verdict({"winograd": {"rows": rows, "summary": summary}})
     assert (
         sentences[0][1].startswith("**The model does not do this.**")
         and "0 of 1 twin pair" in sentences[0][1]
     )
     assert "no interval" in sentences[1][1]
     rows[1]["clean"] = -1.0
-    summary = seed.summarise(rows, seed.SeedSettings(draws=3))
-    assert seed.verdict({"winograd": {"rows": rows, "summary": summary}})[0][1].startswith(
+    summary = seed_answer.summarise(rows, draws=3, seed=0)
+    assert seed_answer.verdict({"winograd": {"rows": rows, "summary": summary}})[0][1].startswith(
         "The model resolves"
     )
 
