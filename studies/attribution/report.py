@@ -46,13 +46,18 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
         out["explanations"] = _explanations_section(report, config, results["explanations"])
     if "supernodes" in results:
         out["supernodes"] = _supernodes_section(report, results["supernodes"])
+    if "seed" in results:
+        out["seed"] = _seed_section(report, results["seed"])
     _findings(report, config, whole, out["groups"])
+    if "seed" in out:  # after the graphs' findings: their first says whether intervention confirms them
+        _seed_findings(report, out["seed"])
     report.add_section("Run")
     report.add_text(
         f"Wall time {seconds:.0f} s on {model.device} ({model.dtype}): transcoders "
         f"{'loaded from the cache' if results['trained'].reused else 'trained'} in "
         f"{results['trained'].seconds:.0f} s, evaluated in {results['eval_seconds']:.0f} s; graphs and tests "
         + ", ".join(f"{n} {g['seconds']:.0f} s" for n, g in results["groups"].items())
+        + (f", the referent's edge {results['seed']['seconds']:.0f} s" if "seed" in results else "")
         + (f", dashboards {results['dashboards']['seconds']:.0f} s" if "dashboards" in results else "")
         + (f", explanations {results['explanations']['seconds']:.0f} s" if "explanations" in results else "")
         + (f", supernodes {results['supernodes']['seconds']:.0f} s" if "supernodes" in results else "")
@@ -434,3 +439,39 @@ def _findings(report: Report, config, whole: dict, groups: dict) -> None:
         f"CE recovered {whole.get('ce_recovered', float('nan')):.2f} for the whole replacement.",
         "Transcoders",
     )
+
+
+SEED_TITLE = "The seed's question: why 'it' means its referent"
+
+
+def _seed_section(report: Report, found: dict) -> dict:
+    """The referent's edge into the answer: its heads, their query-node x key-node terms, the intervention that
+    tests them; the answer as the section's findings (:mod:`studies.attribution.seed`)."""
+    from studies.attribution.seed_answer import SEED_METHOD, prompt_rows, term_rows, tests_table, verdict
+
+    groups = found["groups"]
+    report.add_section(SEED_TITLE)
+    report.add_text(SEED_METHOD.format(**found["settings"]))
+    prompts, terms, tests = (pd.DataFrame(f(groups)) for f in (prompt_rows, term_rows, tests_table))
+    report.add_table(
+        "seed_edges", prompts, caption="Per prompt: the referent's edge into the answer, its top head"
+    )
+    report.add_table(
+        "seed_terms", terms, caption="The largest query-node x key-node terms of each top head's score (and of "
+        "the referent-minus-other difference)", max_rows=400,
+    )  # fmt: skip
+    report.add_table("seed_tests", tests, caption="The named nodes removed, against matched random nodes")
+    sentences = verdict(groups)
+    for _, sentence in sentences:
+        report.add_text(sentence)
+    return {
+        "groups": {n: {"summary": g["summary"], "prompts": g["rows"]} for n, g in groups.items()},
+        "answer": [s for _, s in sentences],
+        "answer_groups": [g for g, _ in sentences],
+        "settings": found["settings"],
+    }
+
+
+def _seed_findings(report: Report, seed: dict) -> None:
+    for group, sentence in zip(seed["answer_groups"], seed["answer"], strict=True):
+        report.add_finding(sentence, SEED_TITLE if group == "winograd" else TITLES["agreement"])

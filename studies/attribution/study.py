@@ -250,6 +250,7 @@ def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bo
             "head_shares": measure.head_shares([r["loadings"] for r in rows]),
             "seconds": time.perf_counter() - clock,
         }
+    out["seed"] = _seed_question(model, trained.transcoders, config, groups, progress)
     if config.dashboard_texts:
         clock = time.perf_counter()
         tables = {p: t for group in out["groups"].values() for p, t in group["features"].items()}
@@ -352,6 +353,16 @@ def write_graph_files(results: dict, model, out: Path) -> list[Path]:
             add_labels(folder, labels, scan.name)
         written.append(folder)
     return written
+
+
+def _seed_question(model, tc, config: AttributionConfig, groups: dict, progress: bool) -> dict:
+    """The referent's edge into the answer explained by its heads and tested (:mod:`studies.attribution.seed`)."""
+    from studies.attribution import seed
+
+    clock = time.perf_counter()
+    settings = seed.SeedSettings(draws=config.random_draws, seed=config.seed)
+    found = seed.run(model, tc, groups, config.graphs(), settings, progress)
+    return {**found, "seconds": time.perf_counter() - clock}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,255 @@
+"""The seed's question answered: the summaries of :mod:`studies.attribution.seed` over prompts (intervals over
+twin pairs, counts against their chance levels), the sentences that state the answer, and the report's tables.
+
+A sentence says "moves the answer more than matched random nodes" only when the interval of the paired
+difference (named minus random, signed toward the expected answer) excludes zero; a group of one twin pair (the
+seed's) has numbers and no intervals; the first sentence says whether the model does what the seed describes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from interp.analysis.stats import sign_flip_test
+from studies.attribution.measure import interval
+
+TESTS = ("query", "key", "query_heldout", "key_heldout", "query_across")
+
+
+def resolution(rows: list[dict]) -> dict:
+    """Twin pairs whose preference has the expected sign in both twins, against the 25% of random signs; and
+    prompts right, against 50%."""
+    by_schema: dict[str, list[float]] = {}
+    for r in rows:
+        by_schema.setdefault(r["schema"], []).append(r["sign"] * r["clean"])
+    pairs = [v for v in by_schema.values() if len(v) == 2]
+    right = [float(x > 0) for r in rows for x in [r["sign"] * r["clean"]]]
+    return {
+        "pairs": len(pairs),
+        "resolved": sum(all(x > 0 for x in v) for v in pairs),
+        "chance": 0.25,
+        "prompts": len(rows),
+        "right": int(sum(right)),
+        "prompt_chance": 0.5,
+        "p_value": sign_flip_test(right, 0.5, groups=[r["schema"] for r in rows]) if rows else float("nan"),
+    }
+
+
+def summarise(rows: list[dict], draws: int, seed: int) -> dict:
+    """Per test: the named nodes' and the random sets' signed effects on the answer and on the attention, their
+    paired difference, each with an interval over twin pairs, and how often the named set beats every random
+    set (signed: lowers the answer's preference more), against ``1 / (draws + 1)``."""
+    out: dict[str, Any] = {"resolution": resolution(rows)}
+    for test in TESTS:
+        kept = [r for r in rows if test in r["tests"] and r["tests"][test]["random_logit"]]
+        groups = [r["schema"] for r in kept]
+        t = [r["tests"][test] for r in kept]
+        if not kept:
+            out[test] = {"n": 0}
+            continue
+        rl = [float(np.mean(x["random_logit"])) for x in t]
+        ra = [float(np.mean(x["random_attention"])) for x in t]
+        wins = [float(x["logit"] < min(x["random_logit"])) for x in t]
+        out[test] = {
+            "n": len(kept),
+            "pairs": len(set(groups)),
+            "logit": interval([x["logit"] for x in t], seed, groups),
+            "random_logit": interval(rl, seed, groups),
+            "logit_vs_random": interval([x["logit"] - r for x, r in zip(t, rl, strict=True)], seed, groups),
+            "attention": interval([x["attention"] for x in t], seed, groups),
+            "random_attention": interval(ra, seed, groups),
+            "attention_vs_random": interval(
+                [x["attention"] - r for x, r in zip(t, ra, strict=True)], seed, groups
+            ),
+            "beats_every_random": {"count": int(sum(wins)), "n": len(wins), "chance": 1 / (draws + 1)},
+        }
+    return out
+
+
+def _ci(x: dict) -> str:
+    lo, hi = x["ci"]
+    where = f" [{lo:+.3g}, {hi:+.3g}]" if np.isfinite(lo) else ""
+    return f"{x['mean']:+.3g}{where}"
+
+
+def _excludes_zero(x: dict) -> bool:
+    lo, hi = x["ci"]
+    return bool(np.isfinite(lo) and (hi < 0 or lo > 0))
+
+
+def _test_sentence(t: dict, what: str) -> str:
+    if not t.get("n"):
+        return f"{what}: not measured (no prompt had named feature nodes to remove)."
+    b = t["beats_every_random"]
+    diff = t["logit_vs_random"]
+    if not np.isfinite(diff["ci"][0]):
+        lead = ""
+    elif _excludes_zero(diff):
+        lead = " moves the answer " + ("more" if diff["mean"] < 0 else "the wrong way, compared with")
+        lead += " than matched random nodes do" if diff["mean"] < 0 else " matched random nodes"
+    else:
+        lead = " does not move the answer more than matched random nodes do"
+    return (
+        f"{what}{lead}: answer {_ci(t['logit'])} logits toward the expected answer against {_ci(t['random_logit'])}"
+        f" for random nodes (difference {_ci(t['logit_vs_random'])}); the head's attention to the referent "
+        f"{_ci(t['attention'])} against {_ci(t['random_attention'])} (difference {_ci(t['attention_vs_random'])}); "
+        "the named set lowers the answer more "
+        f"than every random set in {b['count']} of {b['n']} prompts (chance {b['chance']:.2f}); "
+        f"{t['n']} prompt{'s' if t['n'] != 1 else ''}, "
+        + (f"{t['pairs']} twin pairs." if t["pairs"] > 1 else "one twin pair: numbers, no intervals.")
+    )
+
+
+WHAT = {
+    "query": "Within each prompt (a consistency check: the nodes were chosen on it), removing the top head's named "
+    "query nodes",
+    "key": "Within each prompt (a consistency check), removing its named key nodes",
+    "query_heldout": "Held out (the nodes named on the twin, its head), removing the query nodes",
+    "key_heldout": "Held out, removing the key nodes",
+    "query_across": "Held out across pairs (the query nodes at the last position named most often on the other "
+    "twin pairs, their most frequent top head), removing them",
+}
+
+
+def verdict(groups: dict) -> list[tuple[str, str]]:
+    """The answer in sentences, ``(group, sentence)``, first the one that says whether the model does this."""
+    out: list[tuple[str, str]] = []
+    wg = groups.get("winograd")
+    if wg is not None:
+        rows, r = wg["rows"], wg["summary"]["resolution"]
+        values = ", ".join(f"{x['clean']:+.2f} ({x['prompt']})" for x in rows)
+        if r["pairs"] and r["resolved"] == r["pairs"]:
+            head = "The model resolves 'it' by the switch word in the seed's pair"
+        else:
+            head = "**The model does not do this.** It does not resolve 'it' by the switch word in the seed's pair"
+        seen = [
+            f"{x['head']} attends {x['attention_clean']:.3f} to the referent and "
+            f"{x.get('attention_other_clean', float('nan')):.3f} to the other noun ({x['prompt']})"
+            for x in rows
+            if "head" in x
+        ]
+        out.append(
+            (
+                "winograd",
+                f"{head}: animal - street is {values} (expected: positive for 'tired', negative for 'wide'); "
+                f"{r['resolved']} of {r['pairs']} twin pair resolves (chance 25%). The top head of the edge from "
+                "the referent into the answer: "
+                + "; ".join(seen)
+                + ". One twin pair: numbers, no intervals.",
+            )
+        )
+        out += [
+            ("winograd", _test_sentence(wg["summary"][t], w)) for t, w in WHAT.items() if t != "query_across"
+        ]
+    ag = groups.get("agreement")
+    if ag is not None:
+        s, r = ag["summary"], ag["summary"]["resolution"]
+        out.append(
+            (
+                "agreement",
+                f"Agreement: {r['resolved']} of {r['pairs']} twin pairs resolve (the preference has the expected "
+                f"sign in both twins; chance 25%), {r['right']} of {r['prompts']} prompts right (chance 50%, "
+                f"p = {r['p_value']:.2g} by flipping whole twin pairs).",
+            )
+        )
+        out += [("agreement", _test_sentence(s[t], w)) for t, w in WHAT.items()]
+    return out
+
+
+SEED_METHOD = (
+    "For each prompt, the edge from the referent (the word the expected answer names: the animal for 'tired', "
+    "the street for 'wide', the name in agreement) into the answer: the feature or token node at the referent "
+    "with the largest absolute direct edge to the target. Its {top_heads} heads with the largest loadings, and for "
+    "each the head's score from the last position to the referent split into query-node x key-node terms of the "
+    "graph's own nodes (summing to the score), and, in the seed's pair, the difference against the other noun's "
+    "key. The test: zero the top head's {named} feature nodes whose parts raise its score most (query side: "
+    "q_n . k; key side: q . k_m) in a free run of the replacement model, and read the head's attention to the "
+    "referent and the answer (signed toward the expected answer: negative when the removal takes from it), "
+    "against {draws} sets of random active features at the same positions, each among the {pool} nearest in "
+    "activation (seed {seed}). Within a prompt this is a consistency check (the nodes were chosen there); held "
+    "out, the nodes named on one twin are removed from the other, moved by role. Intervals: 95% bootstrap over "
+    "twin pairs; the seed's pair is one pair, so it has numbers and no interval. A twin pair resolves when the "
+    "preference has the expected sign in both twins (chance 25%)."
+)
+
+
+def prompt_rows(groups: dict) -> list[dict]:
+    """One row per prompt: its answer, the referent's edge, the top head and its attention."""
+    out = []
+    for name, g in groups.items():
+        for r in g["rows"]:
+            top = r["heads"][0] if r["heads"] else {}
+            out.append(
+                {
+                    "group": name,
+                    "prompt": r["prompt"],
+                    "answer (a - b)": r["clean"],
+                    "expected": "+" if r["sign"] > 0 else "-",
+                    "referent": r["referent"],
+                    "edge from": r["edge"][1] if r["edge"] else "none",
+                    "edge": r.get("edge_value", float("nan")),
+                    "top head": top.get("head", "none"),
+                    "loading": top.get("loading", float("nan")),
+                    "score": top.get("score", float("nan")),
+                    "attention to referent": r.get("attention_clean", float("nan")),
+                    "to other": r.get("attention_other_clean", float("nan")),
+                    "score - other's": top.get("difference", float("nan")),
+                }
+            )
+    return out
+
+
+def term_rows(groups: dict) -> list[dict]:
+    """The listed terms of every explained head: ``score`` and, with another candidate, ``difference``."""
+    out = []
+    for g in groups.values():
+        for r in g["rows"]:
+            for h in r["heads"]:
+                for kind in ("terms", "difference_terms"):
+                    for rank, (q, k, v) in enumerate(h.get(kind, []), 1):
+                        out.append(
+                            {
+                                "prompt": r["prompt"],
+                                "head": h["head"],
+                                "of": "score" if kind == "terms" else "referent - other",
+                                "rank": rank,
+                                "query node": q,
+                                "key node": k,
+                                "term": v,
+                            }
+                        )
+    return out
+
+
+def tests_table(groups: dict) -> list[dict]:
+    """One row per group and test: the summary's means, intervals and counts."""
+
+    def ci(x: dict) -> str:
+        return _ci(x) if x else ""
+
+    out = []
+    for name, g in groups.items():
+        for test in TESTS:
+            t = g["summary"][test]
+            if not t.get("n"):
+                out.append({"group": name, "test": test, "prompts": 0})
+                continue
+            b = t["beats_every_random"]
+            out.append(
+                {
+                    "group": name,
+                    "test": test,
+                    "prompts": t["n"],
+                    "twin pairs": t["pairs"],
+                    "answer, named": ci(t["logit"]),
+                    "answer, random": ci(t["random_logit"]),
+                    "named - random": ci(t["logit_vs_random"]),
+                    "attention, named": ci(t["attention"]),
+                    "attention, random": ci(t["random_attention"]),
+                    "attention, named - random": ci(t["attention_vs_random"]),
+                    "beats every random": f"{b['count']} of {b['n']} (chance {b['chance']:.2f})",
+                }
+            )
+    return out
