@@ -25,7 +25,7 @@ from interp.analysis.metric import Metric, check_metric, check_signature
 from interp.circuits.circuit import Circuit
 from interp.circuits.edge_attribution import EdgeScores
 from interp.circuits.pairs import Pairs
-from interp.circuits.run import check_graph, corrupt_run, run_circuit
+from interp.circuits.run import check_graph, corrupt_run, run_circuit, sources_read
 from interp.circuits.select import greedy, top_n
 from interp.circuits.shards import map_batches, ordered_sum
 from interp.circuits.wiring import forward
@@ -55,9 +55,11 @@ def faithfulness(value: float, full: float, corrupt: float) -> float:
     return normalised_effect(value - corrupt, full, corrupt, what="faithfulness")
 
 
-def _batch_values(model, circuits: Sequence[Circuit], batch: Pairs, metric: Metric) -> torch.Tensor:
+def _batch_values(
+    model, circuits: Sequence[Circuit], batch: Pairs, metric: Metric, read: torch.Tensor
+) -> torch.Tensor:
     batch = batch.to(model.device)
-    corrupt = corrupt_run(model, batch, circuits[0].graph)
+    corrupt = corrupt_run(model, batch, circuits[0].graph, sources=read)
     sums = [float(check_metric(metric(corrupt.logits, batch), batch, "on the corrupted inputs").sum())]
     graph = circuits[0].graph
     # The full model is the plain forward: the full circuit computes the same with the inputs split (equal to
@@ -94,10 +96,11 @@ def evaluate(
         raise ValueError("no circuits to evaluate")
     for circuit in circuits:
         check_graph(model, circuit.graph)
+    read = sources_read(circuits)  # what the one corrupted run per batch records for them all
     parts = map_batches(
         pairs,
         batch_size,
-        lambda b: _batch_values(model, circuits, b, metric),
+        lambda b: _batch_values(model, circuits, b, metric, read),
         progress=progress,
         desc="circuits",
     )

@@ -14,13 +14,15 @@ both exactly (to the bit, against the same forward with the model's inputs split
 the plain forward, whose fused projections sum in another order).
 
 The corrupted run is computed once per batch (:func:`corrupt_run`) and reused for every circuit evaluated on
-it. The patched run keeps ``[n_sources, batch, pos, d_model]`` differences in float32, filled as the sources are
-reached (only when some input is partly kept), and forms each input as one matrix product with the circuit's
-column of kept edges.
+it; it records the outputs of the sources those circuits read (:func:`sources_read`), no others. The patched run
+keeps ``[n_sources, batch, pos, d_model]`` differences in float32, filled as the sources it reads are reached
+(only when some input is partly kept), and forms each input as one matrix product with the circuit's column of
+kept edges.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -44,14 +46,17 @@ class CorruptRun:
     """What the patched runs of one batch need from its corrupted run.
 
     Attributes:
-        outputs: ``[n_sources, batch, pos, d_model]`` float32, every source's output.
+        outputs: ``[n_sources, batch, pos, d_model]`` float32, the sources' outputs (rows not ``recorded`` are
+            left unfilled).
         streams: the stream at every input hook, by the name of the hook that holds it (model dtype).
         logits: the corrupted run's logits (at the read positions when the pairs give them).
+        recorded: ``[n_sources]`` bool, the rows of ``outputs`` that were recorded.
     """
 
     outputs: torch.Tensor
     streams: dict[str, torch.Tensor]
     logits: torch.Tensor
+    recorded: torch.Tensor
 
 
 def check_graph(model, graph: Graph | None) -> Graph:
@@ -62,8 +67,13 @@ def check_graph(model, graph: Graph | None) -> Graph:
     return own
 
 
-def record_sources(graph: Graph, store: torch.Tensor, minus: torch.Tensor | None = None) -> list:
-    """Forward hooks writing every source's output (minus ``minus``, when given) into ``store``'s rows."""
+def record_sources(
+    graph: Graph, store: torch.Tensor, minus: torch.Tensor | None = None, only: torch.Tensor | None = None
+) -> list:
+    """Forward hooks writing every source's output (minus ``minus``, when given) into ``store``'s rows; with
+    ``only`` (``[n_sources]`` bool), just the hooks holding some of those sources (a hook's every source is
+    written: the heads of a layer are one hook). A hook left out costs nothing: the attention forms its
+    per-head outputs only for a hook in use."""
 
     def recorder(spec: SourceHook):
         def record(rows: torch.Tensor) -> None:
@@ -72,7 +82,17 @@ def record_sources(graph: Graph, store: torch.Tensor, minus: torch.Tensor | None
 
         return record
 
-    return [hook for spec in source_hooks(graph) for hook in source_recorders(spec, recorder(spec))]
+    specs = [spec for spec in source_hooks(graph) if only is None or bool(only[spec.rows].any())]
+    return [hook for spec in specs for hook in source_recorders(spec, recorder(spec))]
+
+
+def recorded_rows(graph: Graph, only: torch.Tensor | None) -> torch.Tensor:
+    """``[n_sources]`` bool: the rows :func:`record_sources` with ``only`` writes."""
+    rows = torch.zeros(len(graph.sources), dtype=torch.bool)
+    for spec in source_hooks(graph):
+        if only is None or bool(only[spec.rows].any()):
+            rows[spec.rows] = True
+    return rows
 
 
 def new_store(graph: Graph, batch: Pairs, model) -> torch.Tensor:
@@ -83,10 +103,24 @@ def new_store(graph: Graph, batch: Pairs, model) -> torch.Tensor:
 
 
 @torch.no_grad()
-def corrupt_run(model, batch: Pairs, graph: Graph | None = None) -> CorruptRun:
-    """Run the corrupted inputs once, keeping every source's output and the stream at every input."""
+def corrupt_run(
+    model, batch: Pairs, graph: Graph | None = None, sources: torch.Tensor | None = None
+) -> CorruptRun:
+    """Run the corrupted inputs once, keeping the sources' outputs and the stream at every input.
+
+    Args:
+        sources: ``[n_sources]`` bool, the sources whose outputs the circuits to be run read
+            (:func:`sources_read`); ``None``: every source's.
+    """
     graph = check_graph(model, graph)
     batch = batch.to(model.device)
+    if sources is not None:
+        sources = torch.as_tensor(sources, dtype=torch.bool).cpu()
+        if sources.shape != (len(graph.sources),):
+            raise ValueError(
+                f"sources has shape {tuple(sources.shape)}; give one flag per source of the graph: "
+                f"({len(graph.sources)},)"
+            )
     outputs = new_store(graph, batch, model)
     streams: dict[str, torch.Tensor] = {}
 
@@ -100,15 +134,39 @@ def corrupt_run(model, batch: Pairs, graph: Graph | None = None) -> CorruptRun:
             batch.corrupt,
             batch.attention_mask,
             batch.positions,
-            fwd_hooks=[*record_sources(graph, outputs), (names, keep)],
+            fwd_hooks=[*record_sources(graph, outputs, only=sources), (names, keep)],
         )
-    return CorruptRun(outputs, streams, logits)
+    return CorruptRun(outputs, streams, logits, recorded_rows(graph, sources))
 
 
 def _partly_kept(spec: InputHook, kept: torch.Tensor) -> bool:
     """Whether some of ``spec``'s inputs keep some edges but not all: only those read the sources' differences."""
     kept = kept[: spec.n_readable]
     return bool(kept.any()) and not bool(kept.all())
+
+
+def _sources_of(kept: torch.Tensor) -> tuple[bool, torch.Tensor]:
+    """For a partly kept input (``kept [n_readable, inputs]``): whether it is formed by adding the kept edges'
+    differences to the corrupted stream (or by removing the removed ones' from the patched stream), and the
+    sources whose differences that reads, whichever side names fewer."""
+    adding = kept.any(1).nonzero().flatten()
+    removing = (~kept[:, ~kept.all(0)]).any(1).nonzero().flatten()
+    add = len(adding) <= len(removing)
+    return add, adding if add else removing
+
+
+def sources_read(circuits: Sequence[Circuit]) -> torch.Tensor:
+    """``[n_sources]`` bool: the sources whose outputs the partly kept inputs of ``circuits`` read, all that a
+    corrupted run shared by them must record (:func:`corrupt_run`'s ``sources``)."""
+    graph = circuits[0].graph
+    read = torch.zeros(len(graph.sources), dtype=torch.bool)
+    for circuit in circuits:
+        mask = circuit.mask.cpu()
+        for spec in input_hooks(graph):
+            kept = mask[: spec.n_readable, spec.cols]
+            if _partly_kept(spec, mask[:, spec.cols]):
+                read[_sources_of(kept)[1]] = True
+    return read
 
 
 def _patch_input(spec: InputHook, kept: torch.Tensor, delta: torch.Tensor | None, corrupt: CorruptRun):
@@ -132,12 +190,8 @@ def _patch_input(spec: InputHook, kept: torch.Tensor, delta: torch.Tensor | None
 
         return corrupted
     assert delta is not None, "a partly kept input needs the differences' store"
-    partial = ~complete
-    adding = kept.any(1).nonzero().flatten()
-    removing = (~kept[:, partial]).any(1).nonzero().flatten()
-    add = len(adding) <= len(removing)
-    rows = adding if add else removing
-    weights = (kept if add else ~kept & partial[None, :])[rows].to(delta.dtype)  # [rows, inputs]
+    add, rows = _sources_of(kept)
+    weights = (kept if add else ~kept & ~complete[None, :])[rows].to(delta.dtype)  # [rows, inputs]
     stream = corrupt.streams[spec.stream] if add else None
 
     def patch(x: torch.Tensor, hook) -> torch.Tensor:
@@ -165,14 +219,22 @@ def circuit_hooks(circuit: Circuit, corrupt: CorruptRun) -> list:
     graph = circuit.graph
     mask = circuit.mask.to(corrupt.outputs.device)
     columns = [(spec, mask[:, spec.cols]) for spec in input_hooks(graph)]
-    reads = any(_partly_kept(spec, kept) for spec, kept in columns)
-    delta = torch.empty_like(corrupt.outputs) if reads else None  # every row recorded before it is read
+    read = sources_read([circuit])
+    missing = read & ~corrupt.recorded.cpu()
+    if bool(missing.any()):
+        names = [graph.sources[i] for i in missing.nonzero().flatten()[:4].tolist()]
+        raise ValueError(
+            f"the corrupted run did not record {int(missing.sum())} source(s) this circuit reads, such as "
+            f"{names}; make it with corrupt_run(..., sources=sources_read(circuits)) for every circuit run on it"
+        )
+    reads = bool(read.any())
+    delta = torch.empty_like(corrupt.outputs) if reads else None  # every row read is recorded first
     hooks = []
     for spec, kept in columns:
         fn = _patch_input(spec, kept, delta, corrupt)
         if fn is not None:
             hooks.append((spec.name, fn))
-    return (record_sources(graph, delta, corrupt.outputs) if reads else []) + hooks
+    return (record_sources(graph, delta, corrupt.outputs, only=read) if reads else []) + hooks
 
 
 @torch.no_grad()
@@ -190,7 +252,8 @@ def run_circuit(model, circuit: Circuit, batch: Pairs, corrupt: CorruptRun | Non
     """
     graph = check_graph(model, circuit.graph)
     batch = batch.to(model.device)
-    corrupt = corrupt_run(model, batch, graph) if corrupt is None else corrupt
+    if corrupt is None:
+        corrupt = corrupt_run(model, batch, graph, sources=sources_read([circuit]))
     with split(model):
         return forward(
             model,

@@ -4,8 +4,8 @@ by-hand definition (tests/circuits/models.py)."""
 import pytest
 import torch
 
-from interp.circuits import Circuit, Graph, Pairs, corrupt_run, run_circuit
-from interp.circuits.run import circuit_hooks
+from interp.circuits import Circuit, Graph, Pairs, corrupt_run, evaluate, logit_difference, run_circuit
+from interp.circuits.run import circuit_hooks, sources_read
 from interp.circuits.wiring import forward, input_hooks, source_hooks
 from tests.circuits.models import by_hand_circuit, by_hand_logits, tiny, tiny_pairs
 from tests.tolerance import assert_within, logit_bound
@@ -61,12 +61,21 @@ def test_one_corrupted_run_serves_many_circuits():
     model = tiny("llama-gqa")
     pairs = tiny_pairs(model)
     graph = Graph.from_model(model)
-    corrupt = corrupt_run(model, pairs)
     half = torch.rand(graph.allowed.shape, generator=torch.Generator().manual_seed(4)) < 0.5
     circuit = Circuit(graph, graph.allowed & half)
+    corrupt = corrupt_run(model, pairs, sources=sources_read([circuit]))
     # the very same operations on the same values, whether the corrupted run is passed or made: to the bit
     torch.testing.assert_close(
         run_circuit(model, circuit, pairs, corrupt), run_circuit(model, circuit, pairs), atol=0, rtol=0
+    )
+    # a corrupted run that records every source serves it too (other kernels where no head output is hooked)
+    everything = corrupt_run(model, pairs)
+    assert bool(everything.recorded.all())
+    torch.testing.assert_close(
+        run_circuit(model, circuit, pairs, everything),
+        run_circuit(model, circuit, pairs),
+        atol=2e-5,
+        rtol=1e-5,
     )
 
 
@@ -75,15 +84,55 @@ def test_only_a_partly_kept_circuit_records_the_sources():
     pairs = tiny_pairs(model)
     graph = Graph.from_model(model)
     corrupt = corrupt_run(model, pairs)
-    n_inputs = len(input_hooks(graph))
     # every edge kept: the clean forward, untouched; none kept: each input replaced by the corrupted stream
     assert circuit_hooks(Circuit.full(graph), corrupt) == []
     empty = circuit_hooks(Circuit.empty(graph), corrupt)
     assert [name for name, _ in empty] == [spec.name for spec in input_hooks(graph)]
     one = graph.allowed.clone()
-    one[graph.allowed.nonzero()[0].tolist()] = False  # one edge removed: the sources are recorded
+    u, v = graph.allowed.nonzero()[-1].tolist()  # the last edge: a late source into a late input
+    one[u, v] = False  # one edge removed: only its source's hook records, the input subtracts it
+    read = sources_read([Circuit(graph, one)])
+    assert read.nonzero().flatten().tolist() == [u]
+    holding = [spec.name for spec in source_hooks(graph) if spec.rows.start <= u < spec.rows.stop]
     names = [name for name, _ in circuit_hooks(Circuit(graph, one), corrupt)]
-    assert {spec.name for spec in source_hooks(graph)} <= set(names) and len(names) > n_inputs
+    assert [n for n in names if n in {spec.name for spec in source_hooks(graph)}] == holding
+    assert len(names) == len(holding) + 1  # and the one input it patches
+
+
+def test_a_corrupted_run_that_lacks_a_source_a_circuit_reads_is_refused():
+    model = tiny("gpt2")
+    pairs = tiny_pairs(model)
+    graph = Graph.from_model(model)
+    one = graph.allowed.clone()
+    u, v = graph.allowed.nonzero()[-1].tolist()
+    one[u, v] = False
+    others = torch.ones(len(graph.sources), dtype=torch.bool)
+    for spec in source_hooks(graph):
+        if spec.rows.start <= u < spec.rows.stop:
+            others[spec.rows] = False
+    corrupt = corrupt_run(model, pairs, sources=others)
+    assert not bool(corrupt.recorded[u])
+    with pytest.raises(ValueError, match=f"did not record 1 source.*{graph.sources[u]}.*sources_read"):
+        run_circuit(model, Circuit(graph, one), pairs, corrupt)
+    with pytest.raises(ValueError, match="one flag per source"):
+        corrupt_run(model, pairs, sources=others[:-1])
+
+
+def test_evaluating_circuits_together_equals_each_alone():
+    model = tiny("llama-gqa")
+    pairs = tiny_pairs(model)
+    graph = Graph.from_model(model)
+    g = torch.Generator().manual_seed(5)
+    circuits = [
+        Circuit(graph, graph.allowed & (torch.rand(graph.allowed.shape, generator=g) < f)) for f in (0.2, 0.7)
+    ]
+    together = evaluate(model, circuits, pairs, logit_difference)
+    for circuit, value in zip(circuits, together.values, strict=True):
+        alone = evaluate(model, circuit, pairs, logit_difference)
+        assert value == pytest.approx(alone.values[0], rel=1e-5, abs=1e-5)
+        assert together.full == pytest.approx(alone.full, rel=1e-5, abs=1e-5)
+    read = sources_read(circuits)
+    assert bool((read == (sources_read(circuits[:1]) | sources_read(circuits[1:]))).all())
 
 
 def test_a_circuit_of_another_graph_is_refused():
