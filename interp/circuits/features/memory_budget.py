@@ -10,9 +10,9 @@ per-layer transcoders, up to ``L`` for a cross-layer one):
 - **finding the sources** (once, before any backward): ``n d (2 + 2 o) * 4`` kept (encoder and decoder
   vectors, float32) plus ``L pos (2 f + 2 d) * 4`` while it runs (each layer's activations);
 - **the graph's storage**, ``N = n + (L + 1) pos + t`` nodes for ``t`` logit targets: every feature kept,
-  the adjacency ``N^2 * 4``; with ``max_feature_nodes = c``, the rows found ``R = (c + t) N * 4`` and the
-  ranking's normalised copy of them (``R``: freed before each backward pass, but the allocator may keep its
-  pages), then, at the end, the compacted adjacency ``(c + (L + 1) pos + t)^2 * 4`` beside the rows;
+  the adjacency ``N^2 * 4``; with ``max_feature_nodes = c``, the rows found ``R = (c + t) N * 4``, and beside
+  them, between backward passes, the ranking's normalised copy of them (``R``) or, at the end, the compacted
+  adjacency ``(c + (L + 1) pos + t)^2 * 4``;
 - **per read in a backward pass**: ``(L + 1) pos d * (2 m + 4 [m != 4]) + 8 pos d m + h pos^2 m + 4 N``: the
   gradient at every write site (and the backward's working gradient of the stream beside it, plus a float32
   copy for a narrower dtype), the attention pattern of the layer being differentiated, a margin of eight
@@ -22,8 +22,10 @@ The peak is the fixed part (forward pass, sources, storage) plus ``batch`` times
 largest ``batch`` within the budget (at most the ``batch_size`` asked) is used. The number of active features
 is known only after the forward pass: before it the budget is checked with the least the prompt can need (no
 active feature, one target), after it with the real counts, so a budget too small is refused before any
-backward pass (and, where even the least is too much, before the forward pass). Measured against the resident
-set of a fresh process in ``benchmarks/attribution.py --max-memory-gb`` (see ``benchmarks/README.md``).
+backward pass (and, where even the least is too much, before the forward pass). Under a budget glibc maps every
+allocation of 1 MiB or more on its own, so that freed gradients leave the resident set (see
+``direct_effects._malloc_trim``). Measured against the resident set of a fresh process in
+``benchmarks/attribution.py --max-memory-gb`` (see ``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -99,9 +101,7 @@ def plan(
     if capped:
         kept = max_feature_nodes + (n_layers + 1) * pos + n_logits
         rows = (max_feature_nodes + n_logits) * nodes * F32
-        # The ranking's normalised copy of the rows is freed before each backward pass, but the allocator may
-        # keep its pages: it is counted during the passes too.
-        storage, after = 2 * rows, rows + max(rows, kept * kept * F32)
+        storage, after = rows, rows + max(rows, kept * kept * F32)  # ranking's copy: between passes
         label = f"the rows of {max_feature_nodes + n_logits:,} nodes over {nodes:,}"
     else:
         storage = after = nodes * nodes * F32
