@@ -281,6 +281,7 @@ def budget_row(args: argparse.Namespace, folder: Path, length: int, cap: int, bu
 
     free = child(args, "interp", folder, length, cap)
     row = {"prompt_length": length, "max_feature_nodes": cap or None, "interp": free, "budgets": []}
+    free.setdefault("hwm_mib", free["peak_mib"])  # on CUDA: the device's peak allocation
     print(f"{args.size} pos={length} cap={cap or 'all'}: {free['n_nodes']} nodes, batch {args.batch_size}: "
           f"{free['seconds']:.2f}s, peak {free['hwm_mib']:.0f} MiB (VmHWM)", flush=True)  # fmt: skip
     for budget in budgets:
@@ -296,6 +297,7 @@ def budget_row(args: argparse.Namespace, folder: Path, length: int, cap: int, bu
             for f in ("interp.safetensors", "interp-budget.safetensors")
         )
         ours["graph_difference"] = float((a - b).abs().max())
+        ours.setdefault("hwm_mib", ours["peak_mib"])  # on CUDA: the device's peak allocation
         ours["peak_over_budget"] = ours["hwm_mib"] / (budget * 1024)
         ours["peak_over_modelled"] = ours["hwm_mib"] / ours["modelled_mib"]
         row["budgets"].append(ours)

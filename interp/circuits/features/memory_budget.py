@@ -108,6 +108,8 @@ def plan(
         label = f"the adjacency of {nodes:,} nodes"
     wide = 2 * m + (F32 if m != F32 else 0)
     per_read = (n_layers + 1) * pos * d * wide + 8 * pos * d * m + heads * pos * pos * m + F32 * nodes
+    reads = (max_feature_nodes if capped else n_active) + n_logits  # no pass reads more than there are
+    batch_size = min(batch_size, max(1, reads))
     draft = MemoryPlan(batch_size, frozen, sources, setup, storage, after, per_read, label)
     if max_memory_gb is None:
         return draft
