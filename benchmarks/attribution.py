@@ -28,6 +28,17 @@ With ``--explain-attention N`` only interp runs: after the timed graph, the same
 scores in graph nodes, :func:`interp.circuits.features.attention.explain_edges`) and prints that time over the
 graph's.
 
+With ``--max-memory-gb G1,G2,...`` only interp runs (``--size small`` is a 6-layer Llama of d_model 128, 4
+heads of which 2 key/value, d_mlp 384, 2048 tokens): for each case one graph with the default reads per pass,
+then one per budget (``attribute(..., max_memory_gb=G)``), each in a fresh child process; the peak is the
+resident high-water mark (``VmHWM``, restarted before the call) above the resident set before it. It prints the
+reads per pass the budget chose, the peak over the budget and over the memory model's estimate, and the largest
+difference from the unbudgeted graph, and stops if a peak exceeds its budget (a refused budget is recorded with
+its one-line message).
+
+    python benchmarks/attribution.py --size small --d-transcoder 512 --prompt-lengths 256 \
+        --max-feature-nodes 1024,0 --max-memory-gb 1.0,0.5,0.35,0.25
+
 This is a measurement script, not a test.
 """
 
