@@ -28,14 +28,27 @@ With ``--explain-attention N`` only interp runs: after the timed graph, the same
 scores in graph nodes, :func:`interp.circuits.features.attention.explain_edges`) and prints that time over the
 graph's.
 
+With ``--max-memory-gb G1,G2,...`` only interp runs (``--size small`` is a 6-layer Llama of d_model 128, 4
+heads of which 2 key/value, d_mlp 384, 2048 tokens): for each case one graph with the default reads per pass,
+then one per budget (``attribute(..., max_memory_gb=G)``), each in a fresh child process; the peak is the
+resident high-water mark (``VmHWM``, restarted before the call) above the resident set before it. It prints the
+reads per pass the budget chose, the peak over the budget and over the memory model's estimate, and the largest
+difference from the unbudgeted graph, and stops if a peak exceeds its budget (a refused budget is recorded with
+its one-line message).
+
+    python benchmarks/attribution.py --size small --d-transcoder 512 --prompt-lengths 256 \
+        --max-feature-nodes 1024,0 --max-memory-gb 1.0,0.5,0.35,0.25
+
 This is a measurement script, not a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -49,6 +62,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SIZES = {
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                  intermediate_size=128, vocab_size=512),
+    "small": dict(hidden_size=128, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=384, vocab_size=2048),
     "smollm2": dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
                     intermediate_size=1536, vocab_size=49152),
 }  # fmt: skip
@@ -103,6 +118,7 @@ def worker(args: argparse.Namespace) -> None:
     from safetensors.torch import load_file
 
     from benchmarks.circuits import PeakRSS
+    from tests.load.memory_probe import peak_bytes, reset_peak, resident_bytes
 
     torch.set_num_threads(args.threads)
     folder = Path(args.folder)
@@ -119,10 +135,12 @@ def worker(args: argparse.Namespace) -> None:
         model = interp.load(str(folder), device=args.device, dtype="float32")
         tc = TranscoderSet(w["W_enc"], w["W_dec"], w["b_enc"], w["b_dec"]).to(args.device)
 
+        budget = args.max_memory_gb or None
+        plans = _spy_on_plans() if budget else []
+
         def run(ids=prompt):
-            return attribute(
-                model, tc, ids, batch_size=args.batch_size, max_feature_nodes=cap, progress=False
-            )
+            return attribute(model, tc, ids, batch_size=args.batch_size, max_feature_nodes=cap,
+                             max_memory_gb=budget, progress=False)  # fmt: skip
     else:
         from circuit_tracer import attribute
 
@@ -137,6 +155,9 @@ def worker(args: argparse.Namespace) -> None:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
+    gc.collect()
+    reset_peak()  # VmHWM from here: every page the call touches, however briefly
+    hwm_start = resident_bytes()
     with PeakRSS() as rss:
         start = time.perf_counter()
         graph = run()
@@ -144,12 +165,19 @@ def worker(args: argparse.Namespace) -> None:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
     peak = (torch.cuda.max_memory_allocated() - before) / 2**20 if cuda else rss.peak - rss.start
+    hwm = (peak_bytes() - hwm_start) / 2**20
     adjacency = graph.adjacency_matrix if hasattr(graph, "adjacency_matrix") else graph.adjacency
     if args.save and adjacency.shape[0] <= args.compare_max_nodes:
         from safetensors.torch import save_file
 
         save_file({"adjacency": adjacency.float().cpu().contiguous()}, args.save)
     result = {"seconds": seconds, "peak_mib": peak, "n_nodes": int(adjacency.shape[0])}
+    if args.worker == "interp" and not cuda:
+        result["hwm_mib"] = hwm
+    if args.worker == "interp" and args.max_memory_gb:
+        chosen = plans[-1]  # the plan of the timed graph, made after its forward pass
+        result.update(budget_gb=args.max_memory_gb, reads_per_pass=chosen.batch_size,
+                      modelled_mib=chosen.peak() / 2**20)  # fmt: skip
     if args.explain_attention:  # interp's graph only: its strongest edges between positions explained
         from interp.circuits.features.attention import attention_edges, explain_edges
 
@@ -160,6 +188,20 @@ def worker(args: argparse.Namespace) -> None:
             torch.cuda.synchronize()
         result.update(explain_seconds=time.perf_counter() - start, explained_edges=len(edges))
     print(json.dumps(result))
+
+
+def _spy_on_plans() -> list:
+    """Every memory plan ``attribute`` makes from now on, in order (the last is the timed graph's)."""
+    from interp.circuits.features import direct_effects
+
+    made, plan = [], direct_effects.plan
+
+    def spy(*args, **kwargs):
+        made.append(plan(*args, **kwargs))
+        return made[-1]
+
+    direct_effects.plan = spy
+    return made
 
 
 def _ct_transcoders(w: dict[str, torch.Tensor], device: str):
@@ -225,18 +267,58 @@ def circuit_tracer_model(folder: Path, transcoders, backend: str, device: str):
     return model.eval()
 
 
-def child(args: argparse.Namespace, which: str, folder: Path, length: int, cap: int) -> dict:
+def child(
+    args: argparse.Namespace, which: str, folder: Path, length: int, cap: int, budget: float = 0.0
+) -> dict:
     python = sys.executable if which == "interp" else args.ct_python
+    saved = folder / (f"{which}.safetensors" if not budget else "interp-budget.safetensors")
     cmd = [python, __file__, "--worker", which, "--folder", str(folder), "--prompt-length", str(length),
            "--max-feature-nodes", str(cap), "--threads", str(args.threads), "--batch-size", str(args.batch_size),
-           "--device", args.device, "--save", str(folder / f"{which}.safetensors"),
+           "--device", args.device, "--save", str(saved), "--max-memory-gb", str(budget),
            "--compare-max-nodes", str(args.compare_max_nodes),
            "--explain-attention", str(args.explain_attention)]  # fmt: skip
     env = {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(args.threads), "PATH": "/usr/bin:/bin"}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("MALLOC_")})
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the {which} worker failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def budget_row(args: argparse.Namespace, folder: Path, length: int, cap: int, budgets: list[float]) -> dict:
+    """interp's graph without a budget, then with each of ``budgets``: peak over budget, reads per pass, and
+    the largest difference from the unbudgeted graph (0.0: the same bits)."""
+    from safetensors.torch import load_file
+
+    free = child(args, "interp", folder, length, cap)
+    row = {"prompt_length": length, "max_feature_nodes": cap or None, "interp": free, "budgets": []}
+    free.setdefault("hwm_mib", free["peak_mib"])  # on CUDA: the device's peak allocation
+    print(f"{args.size} pos={length} cap={cap or 'all'}: {free['n_nodes']} nodes, batch {args.batch_size}: "
+          f"{free['seconds']:.2f}s, peak {free['hwm_mib']:.0f} MiB (VmHWM)", flush=True)  # fmt: skip
+    for budget in budgets:
+        try:
+            ours = child(args, "interp", folder, length, cap, budget)
+        except RuntimeError as e:  # refused: the least budget that works, in one line
+            refusal = str(e).strip().splitlines()[-1]
+            row["budgets"].append({"budget_gb": budget, "refused": refusal})
+            print(f"  budget {budget:g} GiB: refused: {refusal}", flush=True)
+            continue
+        a, b = (
+            load_file(str(folder / f))["adjacency"]
+            for f in ("interp.safetensors", "interp-budget.safetensors")
+        )
+        ours["graph_difference"] = float((a - b).abs().max())
+        ours.setdefault("hwm_mib", ours["peak_mib"])  # on CUDA: the device's peak allocation
+        ours["peak_over_budget"] = ours["hwm_mib"] / (budget * 1024)
+        ours["peak_over_modelled"] = ours["hwm_mib"] / ours["modelled_mib"]
+        row["budgets"].append(ours)
+        print(f"  budget {budget:g} GiB: {ours['reads_per_pass']} reads a pass, {ours['seconds']:.2f}s, peak "
+              f"{ours['hwm_mib']:.0f} MiB = {ours['peak_over_budget']:.2f} x the budget, "
+              f"{ours['peak_over_modelled']:.2f} x the model's {ours['modelled_mib']:.0f} MiB; "
+              f"graph difference {ours['graph_difference']:.1e}", flush=True)  # fmt: skip
+        if ours["hwm_mib"] > budget * 1024 and not args.keep_going:
+            raise RuntimeError(f"budget {budget} GiB: the peak was {ours['hwm_mib']:.0f} MiB")
+    return row
 
 
 def same_graph(folder: Path, backend: str) -> float | None:
@@ -271,6 +353,12 @@ def main() -> None:
     p.add_argument(
         "--explain-attention", type=int, default=0, metavar="N", help="interp only: also explain N edges"
     )
+    p.add_argument(
+        "--max-memory-gb",
+        default="",
+        help="comma-separated budgets in GiB: interp alone, one graph with each budget and one without",
+    )
+    p.add_argument("--keep-going", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--worker", choices=("interp", *BACKENDS), help=argparse.SUPPRESS)
     p.add_argument("--save", help=argparse.SUPPRESS)
     p.add_argument("--folder", help=argparse.SUPPRESS)
@@ -278,10 +366,12 @@ def main() -> None:
     args = p.parse_args()
     if args.worker:
         args.max_feature_nodes = int(args.max_feature_nodes)
+        args.max_memory_gb = float(args.max_memory_gb or 0)
         return worker(args)
-    if args.explain_attention:
+    budgets = [float(x) for x in args.max_memory_gb.split(",") if x]
+    if budgets or args.explain_attention:
         args.backends = ""  # interp alone: the explanation against its own graph
-    if not args.ct_python and not args.explain_attention:
+    if not args.ct_python and not (args.explain_attention or budgets):
         p.error("--ct-python is needed: the interpreter of an environment with circuit-tracer 0.5.0")
     env = provenance.environment(
         ["transformers"],
@@ -298,6 +388,9 @@ def main() -> None:
         build(folder, args.size, args.d_transcoder)
         for length in (int(x) for x in args.prompt_lengths.split(",")):
             for cap in (int(x) for x in args.max_feature_nodes.split(",")):
+                if budgets:
+                    rows.append(budget_row(args, folder, length, cap, budgets))
+                    continue
                 ours = child(args, "interp", folder, length, cap)
                 row = {"prompt_length": length, "max_feature_nodes": cap or None, "interp": ours}
                 line = (
@@ -328,7 +421,7 @@ def main() -> None:
     if args.out:
         figures = {"size": args.size, "d_transcoder": args.d_transcoder, "threads": args.threads,
                    "device": args.device, "circuit_tracer_backends": backends, "batch_size": args.batch_size,
-                   "rows": rows}  # fmt: skip
+                   "max_memory_gb": budgets, "rows": rows}  # fmt: skip
         provenance.write_run(args.out, figures, env)
 
 

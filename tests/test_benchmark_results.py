@@ -64,6 +64,9 @@ def test_every_stored_run_says_what_it_lacks(path):
 def _attribution_backends(run: dict) -> list[str]:
     """circuit-tracer's backends an attribution run compared: named in the run, and each row holds them."""
     figures = run["figures"]
+    if figures.get("max_memory_gb"):  # interp alone under memory budgets: no backend, every row budgeted
+        assert figures["circuit_tracer_backends"] == [] and all(row["budgets"] for row in figures["rows"])
+        return []
     if "circuit_tracer_backends" in figures:  # runs with both backends
         backends = figures["circuit_tracer_backends"]
         assert backends and all(set(backends) <= set(row) for row in figures["rows"])

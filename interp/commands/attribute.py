@@ -26,6 +26,17 @@ def fraction(text: str) -> float:
     return value
 
 
+def gigabytes(text: str) -> float:
+    """A positive, finite number of GiB (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GiB such as 2.5, got {text!r}") from None
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of GiB such as 2.5, got {text}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``interp attribute`` to the subcommands."""
     p = add_command(
@@ -66,6 +77,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="most feature nodes (default: all active features)",
     )
     p.add_argument("--batch-size", type=positive_int, default=256, help="rows per backward pass")
+    p.add_argument(
+        "--max-memory-gb",
+        type=gigabytes,
+        default=None,
+        metavar="G",
+        help="attribution's peak memory above the model and transcoders, in GiB: fewer rows per backward "
+        "pass where --batch-size would not fit, refused up front where one row cannot (default: no budget)",
+    )
     p.add_argument(
         "--node-threshold", type=fraction, default=0.8, help="pruning of graph.json: the nodes kept"
     )
@@ -151,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         logit_probability=args.logit_probability,
         max_feature_nodes=args.max_feature_nodes,
         batch_size=args.batch_size,
+        max_memory_gb=args.max_memory_gb,
         progress=not args.quiet,
     )
     graph.metadata.update(model=str(args.model), transcoders=str(folder))

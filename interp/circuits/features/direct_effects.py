@@ -7,6 +7,10 @@ at its input hook), and contracts the gradient at every write site with the vect
 of the adjacency. Logit rows come first; feature rows follow, all of them, or, when ``max_feature_nodes`` caps
 them, in the order of their influence over the rows found so far (re-ranked every ``update_interval`` batches),
 as circuit-tracer does.
+
+With ``max_memory_gb`` the reads per backward pass are chosen so that attribution's own peak memory stays
+within the budget (the memory model is in :mod:`.memory_budget`); the re-ranking still happens every
+``update_interval * batch_size`` reads, so the graph does not depend on how many reads share a pass.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from interp.circuits.features.frozen import FrozenRun, frozen_run
 from interp.circuits.features.graph import AttributionGraph
 from interp.circuits.features.influence import partial_influence
 from interp.circuits.features.inputs import check_fit, prompt_ids
+from interp.circuits.features.memory_budget import plan
 from interp.circuits.features.node_vectors import Sources, find_sources
 from interp.circuits.features.targets import Target, check_targets, select
 from interp.dictionary import SparseDictionary
@@ -39,6 +44,7 @@ def attribute(
     max_feature_nodes: int | None = None,
     batch_size: int = 256,
     update_interval: int = 4,
+    max_memory_gb: float | None = None,
     progress: bool = True,
 ) -> AttributionGraph:
     """The attribution graph of ``prompt`` (see the module docstring and :class:`AttributionGraph`).
@@ -51,20 +57,41 @@ def attribute(
             tokens until their probability reaches ``logit_probability``, at most ``max_logits``.
         max_feature_nodes: at most this many feature nodes, the most influential; ``None``: every active one.
         batch_size: reads per backward pass (rows of one batched gradient).
-        update_interval: batches between re-rankings when ``max_feature_nodes`` caps the features.
+        update_interval: batches of ``batch_size`` reads between re-rankings when ``max_feature_nodes`` caps
+            the features.
+        max_memory_gb: a budget (GiB) for attribution's own peak memory, above the model and transcoders:
+            fewer reads per backward pass where ``batch_size`` would not fit (the graph is the same);
+            ``MemoryBudgetError`` (a ``ValueError``) before any backward pass (and before the forward pass
+            where it can tell) when one read per pass does not fit. ``None``: ``batch_size`` reads per pass.
         progress: show a progress bar.
     """
-    tokens = _check(model, transcoders, prompt, max_feature_nodes, batch_size, max_logits)
+    tokens = _check(model, transcoders, prompt, max_feature_nodes, batch_size, max_logits, max_memory_gb)
     if targets is not None:
         check_targets(model, targets)
+    budget = dict(max_feature_nodes=max_feature_nodes, batch_size=batch_size, max_memory_gb=max_memory_gb)
+    if max_memory_gb is not None:  # the least this prompt can need: no active feature, the fewest targets
+        plan(model, transcoders, len(tokens), n_active=0, n_decoder_writes=0,
+             n_logits=1 if targets is None else len(targets), **budget)  # fmt: skip
     was_training = model.training
     model.eval()
     try:
         run = frozen_run(model, tokens, transcoders)
         sources = find_sources(run, transcoders, model.cfg.n_layers)
         chosen = select(model, run.logits, targets, max_logits, logit_probability)
+        writes = sum(dec.shape[0] * dec.shape[1] for _, dec in sources.decoders.values())
+        passes = plan(model, transcoders, len(tokens), n_active=len(sources.features),
+                      n_decoder_writes=writes, n_logits=len(chosen), **budget).batch_size  # fmt: skip
+        sizes = (batch_size, passes)
         adjacency, selected = _adjacency(
-            run, sources, transcoders, chosen, max_feature_nodes, batch_size, update_interval, progress
+            run,
+            sources,
+            transcoders,
+            chosen,
+            max_feature_nodes,
+            sizes,
+            update_interval,
+            progress,
+            budgeted=max_memory_gb is not None,
         )
     finally:
         model.train(was_training)
@@ -92,17 +119,20 @@ def _adjacency(
     transcoders: SparseDictionary,
     chosen: list[Target],
     max_feature_nodes: int | None,
-    batch_size: int,
+    batch_sizes: tuple[int, int],
     update_interval: int,
     progress: bool,
+    budgeted: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The adjacency ``[n, n]`` in node order (features, errors, tokens, logits) and the features kept.
 
     Logit rows come first, then feature rows: every active feature's, straight into the adjacency, or, when
-    ``max_feature_nodes`` keeps fewer, the most influential ones, found in order and then compacted."""
+    ``max_feature_nodes`` keeps fewer, the most influential ones, found in order and then compacted.
+    ``batch_sizes``: the reads between re-rankings are ``update_interval`` times the first; a backward pass
+    reads at most the second."""
     n_active = len(sources.features)
     capped = max_feature_nodes is not None and max_feature_nodes < n_active
-    reads = _Reads(run, sources, transcoders, chosen, batch_size)
+    reads = _Reads(run, sources, transcoders, chosen, *batch_sizes, budgeted=budgeted)
     bar = tqdm(
         total=max_feature_nodes if capped else n_active, desc="attribution", disable=not progress, leave=False
     )
@@ -125,9 +155,13 @@ class _Reads:
         sources: Sources,
         transcoders: SparseDictionary,
         chosen: list[Target],
+        ranking_batch: int,
         batch_size: int,
+        budgeted: bool = False,
     ) -> None:
         self.run, self.sources, self.transcoders, self.batch_size = run, sources, transcoders, batch_size
+        self.ranking_batch = ranking_batch  # re-ranking every update_interval batches of this many reads
+        self.trim = _malloc_trim() if budgeted else None
         self.n_active, n_pos = len(sources.features), sources.tokens.shape[0]
         self.n_logits = len(chosen)
         self.logit_offset = self.n_active + (sources.errors.shape[0] + 1) * n_pos  # the first logit node
@@ -154,6 +188,8 @@ class _Reads:
             layers, positions = s.features[batch, 0], s.features[batch, 1]
             encoders = s.encoders[batch.to(s.encoders.device)]
             yield batch, _rows(self.run, s, self.transcoders, layers, positions, encoders)
+            if self.trim is not None:
+                self.trim(0)
 
 
 def _every_feature(reads: _Reads, bar: Any) -> torch.Tensor:
@@ -187,7 +223,7 @@ def _most_influential(
     while int(visited.sum()) < cap:
         influence = partial_influence(rows[:filled], weights, row_nodes[:filled])[:n_active]
         ranked = influence.argsort(descending=True)
-        room = min(update_interval * reads.batch_size, cap - int(visited.sum()))
+        room = min(update_interval * reads.ranking_batch, cap - int(visited.sum()))
         for batch, found in reads.feature_rows(ranked[~visited[ranked]][:room]):
             rows[filled : filled + len(batch), :offset] = found
             row_nodes[filled : filled + len(batch)] = batch
@@ -260,6 +296,26 @@ def _rows(
     return out.detach().cpu()
 
 
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+MMAP_THRESHOLD = 2**20
+
+
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None elsewhere, after asking glibc to serve every allocation of 1 MiB or
+    more with its own mapping (``mallopt(M_MMAP_THRESHOLD, 1 MiB)``, for the rest of the process). Under a
+    budget: otherwise glibc raises that threshold as large tensors are freed (up to 32 MiB), serves a backward
+    pass's gradients from its heap and keeps the heap's pages when they are freed, and the resident set drifts
+    well above what is live (by a quarter, measured); ``malloc_trim`` after each pass returns what is left."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        return libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
 def _check(
     model: Any,
     transcoders: SparseDictionary,
@@ -267,9 +323,16 @@ def _check(
     max_feature_nodes: int | None,
     batch_size: int,
     max_logits: int,
+    max_memory_gb: float | None,
 ) -> torch.Tensor:
     """The prompt's ids ``[pos]``, after checking every argument (one line per problem)."""
     cfg = model.cfg
+    if max_memory_gb is not None and (
+        isinstance(max_memory_gb, bool)
+        or not isinstance(max_memory_gb, int | float)
+        or not 0 < max_memory_gb < float("inf")
+    ):
+        raise ValueError(f"max_memory_gb must be a positive number of GiB or None, got {max_memory_gb!r}")
     for name, value in (("batch_size", batch_size), ("max_logits", max_logits)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")

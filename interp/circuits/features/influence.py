@@ -20,7 +20,7 @@ import torch
 def normalise(adjacency: torch.Tensor) -> torch.Tensor:
     """``|A|`` with every row divided by its sum (rows summing to zero stay zero)."""
     a = adjacency.abs()
-    return a / a.sum(1, keepdim=True).clamp(min=1e-10)
+    return a.div_(a.sum(1, keepdim=True).clamp(min=1e-10))  # in place: one copy of the rows at a time
 
 
 def influence(normalised: torch.Tensor, weights: torch.Tensor, max_iter: int = 1000) -> torch.Tensor:
