@@ -18,6 +18,7 @@ sys.path.insert(0, str(HERE))
 from cells_features import CELLS as FEATURES  # noqa: E402
 from cells_graphs import CELLS as GRAPHS  # noqa: E402
 from cells_readable import CELLS as READABLE  # noqa: E402
+from cells_seed import CELLS as SEED  # noqa: E402
 from cells_sentence import CELLS as SENTENCE  # noqa: E402
 
 NOTEBOOKS = {
@@ -25,6 +26,7 @@ NOTEBOOKS = {
     "02-features-to-circuits.ipynb": FEATURES,
     "03-attribution-graphs.ipynb": GRAPHS,
     "04-readable-features.ipynb": READABLE,
+    "05-why-it-means-animal.ipynb": SEED,
 }
 
 

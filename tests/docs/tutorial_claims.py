@@ -157,4 +157,19 @@ CLAIMS: dict[str, list[Claim]] = {
         ),
         Claim("gets about 0.50, its interval holding 0.5", 'abs(theirs["auc"] - 0.50) < 0.02'),
     ],
+    "05-why-it-means-animal.ipynb": [
+        Claim(
+            "by about 7.9 and 7.6 logits",
+            'abs(preference["tired"] - 7.9) < 0.1 and abs(preference["wide"] - 7.6) < 0.1',
+        ),
+        Claim("at all 30 layers", "tc.layers == list(range(30))"),
+        Claim("on 20 King James Bible passages", "len(train_texts) == 20"),
+        setting("128 TopK features with 8 active per token", "d_transcoder=128, k=8"),
+        setting("trained on 6,000 tokens", "tokens=6_000"),
+        Claim("at position 2", "(at_animal, at_street) == (2, 7)"),
+        Claim("the three with the largest", "len(explained.heads) == 3"),
+        Claim("less than a tenth of each head's query side", "pronoun_and_adjective < 0.1"),
+        Claim("less than half of its key side", "at_the_animal < 0.5"),
+        Claim("the first two positions", "(at_animal, at_street) == (2, 7)"),
+    ],
 }
