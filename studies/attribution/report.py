@@ -51,6 +51,8 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
     _findings(report, config, whole, out["groups"])
     if "seed" in out:  # after the graphs' findings: their first says whether intervention confirms them
         _seed_findings(report, out["seed"])
+    if "explanations" in out:
+        _explanations_finding(report, out["explanations"]["summary"])
     report.add_section("Run")
     report.add_text(
         f"Wall time {seconds:.0f} s on {model.device} ({model.dtype}): transcoders "
@@ -264,13 +266,7 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
         )
     report.add_text("\n".join(lines))
     first = next(iter(s["scorers"]), None)
-    if first is not None and not s["scorers"][first]["n_values"]:
-        report.add_finding(
-            f"No explanation of the top features could be scored ({s['n_features']} features; the reasons are in "
-            "the table), so there is no comparison with the shuffled baseline.",
-            "Explanations of the top features",
-        )
-    elif first is not None:
+    if first is not None and s["scorers"][first]["n_values"]:
         d = s["scorers"][first]["difference"]
         lo, hi = d["ci"]
         report.add_headline(
@@ -278,12 +274,6 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
             round(d["mean"], 3),
             ci=(lo, hi) if np.isfinite(lo) else None,
             note="paired per feature; 95% interval over schemas; 0 = no better than another feature's explanation",
-        )
-        verdict = _verdict(lo, hi)
-        report.add_finding(
-            f"Explanations of the top features ({first} score, chance 0.5): true {_ci(s['scorers'][first]['true'])}"
-            f", another feature's {_ci(s['scorers'][first]['shuffled'])}; true - shuffled {_ci(d)}: {verdict}.",
-            "Explanations of the top features",
         )
     frame = pd.DataFrame(
         [
@@ -305,6 +295,48 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
         "feature's explanation", max_rows=200,
     )  # fmt: skip
     return {"summary": s, "features": table_records(frame)}
+
+
+def _explanations_finding(report: Report, s: dict) -> None:
+    """The explanations' finding: the true score against chance, the paired difference against the shuffled
+    baseline, and, when the explainer repeats itself, that the comparison says little. Added after the graphs'
+    findings, whose first says whether the free intervention confirms the graphs."""
+    title = "Explanations of the top features"
+    first = next(iter(s["scorers"]), None)
+    if first is None:
+        return
+    x = s["scorers"][first]
+    if not x["n_values"]:
+        report.add_finding(
+            f"No explanation of the top features could be scored ({s['n_features']} features; the reasons are in "
+            "the table), so there is no comparison with the shuffled baseline.",
+            title,
+        )
+        return
+    chance = x["chance"]
+    low, high = x["true"]["ci"]
+    against = (
+        "one schema, no interval"
+        if not (np.isfinite(low) and np.isfinite(high))
+        else "above chance"
+        if low > chance
+        else "below chance"
+        if high < chance
+        else f"at chance (the interval holds {chance})"
+    )
+    sentence = (
+        f"Explanations of the top features ({first} score, chance {chance}): true {_ci(x['true'])}, {against}; "
+        f"another feature's {_ci(x['shuffled'])}; true - shuffled {_ci(x['difference'])}: "
+        f"{_verdict(*x['difference']['ci'])}."
+    )
+    common = s.get("most_common_explanation")
+    if common and 2 * s["n_distinct_explanations"] <= s["n_features"]:
+        sentence += (
+            f" But the explainer wrote {s['n_distinct_explanations']} distinct explanations for {s['n_features']} "
+            f"features ({common['text']!r} {common['count']} times): a feature and the one whose explanation it "
+            "borrows often share a text, so these scores say little about the features."
+        )
+    report.add_finding(sentence, title)
 
 
 def _verdict(lo: float, hi: float) -> str:

@@ -434,6 +434,33 @@ def test_the_explanations_finding_claims_only_what_its_interval_excludes():
     assert _verdict(float("nan"), float("nan")).startswith("one schema")
 
 
+def test_the_explanations_finding_states_chance_and_a_repeating_explainer():
+    from types import SimpleNamespace
+
+    from studies.attribution.report import _explanations_finding
+
+    def summary(true_ci, distinct, common):
+        score = {"chance": 0.5, "n_values": 18, "true": {"mean": 0.49, "ci": true_ci},
+                 "shuffled": {"mean": 0.48, "ci": [0.39, 0.58]},
+                 "difference": {"mean": 0.008, "ci": [0.003, 0.015]}}  # fmt: skip
+        return {"scorers": {"embedding": score}, "n_features": 30, "n_distinct_explanations": distinct,
+                "most_common_explanation": {"text": "days of the week", "count": common}}  # fmt: skip
+
+    report = SimpleNamespace(findings=[])
+    report.add_finding = lambda text, section: report.findings.append(text)
+    _explanations_finding(report, summary([0.40, 0.59], 2, 13))
+    (text,) = report.findings
+    assert "at chance (the interval holds 0.5)" in text and "above the shuffled baseline" in text
+    assert (
+        "2 distinct explanations for 30 features ('days of the week' 13 times)" in text
+        and "say little" in text
+    )
+    report.findings.clear()
+    _explanations_finding(report, summary([0.55, 0.70], 25, 2))
+    (text,) = report.findings
+    assert "above chance;" in text and "say little" not in text
+
+
 def test_planted_features_score_above_their_shuffled_explanations(tmp_path):
     """Through a model (a rule-following stand-in) the true explanations of planted features are found exactly,
     and each feature asked about with a deranged feature's explanation is judged by that explanation's rule, on
