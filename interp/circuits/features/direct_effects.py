@@ -224,7 +224,11 @@ def _most_influential(
         influence = partial_influence(rows[:filled], weights, row_nodes[:filled])[:n_active]
         ranked = influence.argsort(descending=True)
         room = min(update_interval * reads.ranking_batch, cap - int(visited.sum()))
-        for batch, found in reads.feature_rows(ranked[~visited[ranked]][:room]):
+        chosen = ranked[~visited[ranked]][:room]
+        # The chunk's reads in layer order: a backward pass then injects at few layers (one cotangent
+        # [reads, pos, d_model] per layer it touches), not at every layer the ranking interleaves.
+        chosen = chosen[torch.sort(reads.sources.features[chosen, 0], stable=True).indices]
+        for batch, found in reads.feature_rows(chosen):
             rows[filled : filled + len(batch), :offset] = found
             row_nodes[filled : filled + len(batch)] = batch
             visited[batch] = True
