@@ -14,8 +14,9 @@ The baseline: every feature scored, on its own examples, with the explanation of
 given by a derangement of the features (a permutation with no fixed point, seeded). An explanation that says
 something specific about its feature scores above the one borrowed from another; the paired difference (true
 minus shuffled, per feature) is the headline. Features of one graph, and of twin graphs, are not independent:
-the interval resamples schemas, each schema contributing each of its graphs' top features (a feature top in
-several schemas counts once in each).
+the interval resamples groups of schemas: each feature counts once, in the group that joins every schema it is
+top in with every schema sharing a top feature with those (:func:`linked_schemas`), so no score is drawn as two
+independent values.
 """
 
 from __future__ import annotations
@@ -190,6 +191,24 @@ def schemas_of(groups: Mapping[str, dict], top: int) -> dict[tuple[int, int], li
     return out
 
 
+def linked_schemas(schemas: Mapping[tuple[int, int], list[str]]) -> dict[tuple[int, int], str]:
+    """Each feature's group for the bootstrap: the schemas it is top in, joined with every schema that shares a
+    feature with them (the connected components of "shares a top feature"), so that no feature's score sits in two
+    groups and the groups resampled are independent of one another. A group is named by its smallest schema id."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for found in schemas.values():
+        for other in found[1:]:
+            a, b = sorted((root(found[0]), root(other)))
+            parent[b] = a
+    return {feature: root(found[0]) for feature, found in schemas.items() if found}
+
+
 def summarise(
     rows: Sequence[dict[str, Any]],
     schemas: Mapping[tuple[int, int], list[str]],
@@ -197,7 +216,7 @@ def summarise(
     seed: int,
 ) -> dict[str, Any]:
     """Per scorer: the true and the shuffled explanations' mean score and their paired difference, each with a
-    95% interval over schemas (one value per schema and top feature), the chance level, and counts; how many
+    95% interval over linked groups of schemas (one value per feature), the chance level, and counts; how many
     distinct explanations there are, and the most common (a weak explainer repeats one, and a repeated
     explanation scores the same as its shuffled self)."""
     scored = [r for r in rows if "error" not in r and r.get("shuffled")]
@@ -210,17 +229,12 @@ def summarise(
         "most_common_explanation": {"text": common[0][0], "count": common[0][1]} if common else None,
         "scorers": {},
     }
+    linked = linked_schemas(schemas)
     for name in scorers:
-        values = [
-            (s, r["true"][name], r["shuffled"][name])
-            for r in scored
-            if name in r["true"] and name in r["shuffled"]
-            for s in schemas[(r["layer"], r["feature"])]
-        ]
-        groups = [v[0] for v in values]
-        true = [v[1] for v in values]
-        shuffled = [v[2] for v in values]
         each = [r for r in scored if name in r["true"] and name in r["shuffled"]]  # each feature once
+        groups = [linked[(r["layer"], r["feature"])] for r in each]
+        true = [r["true"][name] for r in each]
+        shuffled = [r["shuffled"][name] for r in each]
         out["scorers"][name] = {
             "quartiles": {
                 side: np.percentile([r[side][name] for r in each], [25, 50, 75]).tolist() if each else []
@@ -228,8 +242,9 @@ def summarise(
             },
             "metric": METRIC[name],
             "chance": CHANCE,
-            "n_values": len(values),
-            "n_schemas": len(set(groups)),
+            "n_values": len(each),
+            "n_schemas": len({x for r in each for x in schemas[(r["layer"], r["feature"])]}),
+            "n_groups": len(set(groups)),
             "true": interval(true, seed, groups),
             "shuffled": interval(shuffled, seed, groups),
             "difference": interval([a - b for a, b in zip(true, shuffled, strict=True)], seed, groups),

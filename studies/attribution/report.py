@@ -251,8 +251,9 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
         "The baseline scores each feature with another feature's explanation (a derangement of the features, "
         f"seed {config.seed}), on the same examples. Chance is 0.5 for every score (embedding: AUC of the "
         "explanation's MiniLM similarity to activating against non-activating examples; detection and fuzzing: "
-        "balanced accuracy). Intervals are 95%, resampling schemas (twins together): each schema contributes "
-        "the score of each of its graphs' top features, a feature top in several schemas once in each. "
+        "balanced accuracy). Intervals are 95%, resampling groups of schemas (twins together): each feature "
+        "counts once, in the group joining the schemas it is top in with every schema sharing a top feature with "
+        "them, so that no score is drawn twice as if independent. "
         f"{s['n_scored']} of {s['n_features']} features were explained and scored; the others are listed with "
         f"the reason. {_repeats(s)}"
     )
@@ -261,7 +262,8 @@ def _explanations_section(report: Report, config, found: dict) -> dict:
         lines.append(
             f"- {name} ({x['metric']}, chance {x['chance']}): true explanations {_ci(x['true'])}, shuffled "
             f"{_ci(x['shuffled'])}, paired difference (true - shuffled) {_ci(x['difference'])} over "
-            f"{x['n_values']} schema-feature pairs of {x['n_schemas']} schemas. Quartiles over features: true "
+            f"{x['n_values']} features of {x['n_schemas']} schemas in {x['n_groups']} independent groups. Quartiles "
+            "over features: true "
             f"{_quartiles(x['quartiles']['true'])}, shuffled {_quartiles(x['quartiles']['shuffled'])}."
         )
     report.add_text("\n".join(lines))

@@ -174,15 +174,22 @@ def _check_explanations(out, results, seed):
             for t in row["top features"].split(", "):
                 key = (int(t.split(".F")[0][1:]), int(t.split(".F")[1].split("@")[0]))
                 schemas.setdefault(key, set()).add(schema)
-    pairs = [(s, r) for r in ok for s in sorted(schemas[(r["layer"], r["feature"])])]
+    # each feature once, in the group of schemas linked through shared top features (merged here set by set)
+    components: list[set] = []
+    for found in schemas.values():
+        touching = [c for c in components if c & found]
+        components = [c for c in components if not c & found] + [set(found).union(*touching)]
+    group = {key: min(next(c for c in components if found <= c)) for key, found in schemas.items()}
+    pairs = [(group[(r["layer"], r["feature"])], r) for r in ok]
     x = results["explanations"]["summary"]["scorers"]["embedding"]
     diffs = [r["embedding (true)"] - r["embedding (shuffled)"] for _, r in pairs]
-    assert x["n_values"] == len(pairs) and x["n_schemas"] == len({s for s, _ in pairs})
+    assert x["n_values"] == len(ok) and x["n_groups"] == len({g for g, _ in pairs})
+    assert x["n_schemas"] == len({s for r in ok for s in schemas[(r["layer"], r["feature"])]})
     assert x["difference"]["mean"] == pytest.approx(np.mean(diffs), abs=1e-5)  # results.json: 6 digits
-    if x["n_schemas"] > 1:
+    if x["n_groups"] > 1:
         true = [r["embedding (true)"] for _, r in pairs]
         assert x["true"]["ci"] == pytest.approx(
-            _grouped_interval(true, [s for s, _ in pairs], seed), abs=1e-5
+            _grouped_interval(true, [g for g, _ in pairs], seed), abs=1e-5
         )
     labels = {r["featureIndex"]: r["explanation"] for r in ok}
     labelled = 0
@@ -348,15 +355,15 @@ def test_the_paired_difference_and_its_interval_resample_schemas():
     out = summarise(rows, schemas, ["embedding"], seed=3)
     assert (out["n_features"], out["n_scored"]) == (5, 4)
     x = out["scorers"]["embedding"]
-    # one value per (schema, feature): (0, 1) counts in s1 and in s2
-    diffs = [0.4, 0.4, 0.1, -0.15, 0.5]
-    groups = ["s1", "s2", "s1", "s2", "s3"]
-    assert x["difference"]["mean"] == pytest.approx(sum(diffs) / 5, abs=1e-12)
-    assert x["true"]["mean"] == pytest.approx((0.9 * 2 + 0.7 + 0.4 + 0.8) / 5, abs=1e-12)
+    # one value per feature; (0, 1) is top in s1 and s2, so s1 and s2 are one group, s3 another
+    diffs = [0.4, 0.1, -0.15, 0.5]
+    groups = ["s1", "s1", "s1", "s3"]
+    assert x["difference"]["mean"] == pytest.approx(sum(diffs) / 4, abs=1e-12)
+    assert x["true"]["mean"] == pytest.approx((0.9 + 0.7 + 0.4 + 0.8) / 4, abs=1e-12)
     assert x["difference"]["ci"] == pytest.approx(_grouped_interval(diffs, groups, 3), abs=1e-12)
-    shuffled = [0.5, 0.5, 0.6, 0.55, 0.3]
+    shuffled = [0.5, 0.6, 0.55, 0.3]
     assert x["shuffled"]["ci"] == pytest.approx(_grouped_interval(shuffled, groups, 3), abs=1e-12)
-    assert (x["n_values"], x["n_schemas"], x["chance"], x["metric"]) == (5, 3, 0.5, "auc")
+    assert (x["n_values"], x["n_schemas"], x["n_groups"], x["chance"], x["metric"]) == (4, 3, 2, 0.5, "auc")
     assert x["quartiles"]["true"] == pytest.approx([0.625, 0.75, 0.825])  # features once: .4 .7 .8 .9
     assert x["quartiles"]["shuffled"] == pytest.approx([0.45, 0.525, 0.5625])  # .3 .5 .55 .6
     assert out["n_distinct_explanations"] == 0 and out["most_common_explanation"] is None  # none given above
@@ -367,6 +374,13 @@ def test_the_paired_difference_and_its_interval_resample_schemas():
         "text": "he",
         "count": 2,
     }
+
+
+def test_schemas_that_share_a_top_feature_are_one_group():
+    from studies.attribution.explanations import linked_schemas
+
+    schemas = {(0, 1): ["b", "c"], (0, 2): ["a"], (1, 3): ["c", "d"], (2, 4): ["e"], (2, 5): ["a"]}
+    assert linked_schemas(schemas) == {(0, 1): "b", (0, 2): "a", (1, 3): "b", (2, 4): "e", (2, 5): "a"}
 
 
 def _grouped_interval(values, groups, seed, n_boot=2000):
