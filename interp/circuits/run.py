@@ -82,16 +82,19 @@ def record_sources(
 
         return record
 
-    specs = [spec for spec in source_hooks(graph) if only is None or bool(only[spec.rows].any())]
-    return [hook for spec in specs for hook in source_recorders(spec, recorder(spec))]
+    return [hook for spec in _recorded(graph, only) for hook in source_recorders(spec, recorder(spec))]
+
+
+def _recorded(graph: Graph, only: torch.Tensor | None) -> list[SourceHook]:
+    """The source hooks that hold some of the sources ``only`` names (every one without ``only``)."""
+    return [spec for spec in source_hooks(graph) if only is None or bool(only[spec.rows].any())]
 
 
 def recorded_rows(graph: Graph, only: torch.Tensor | None) -> torch.Tensor:
     """``[n_sources]`` bool: the rows :func:`record_sources` with ``only`` writes."""
     rows = torch.zeros(len(graph.sources), dtype=torch.bool)
-    for spec in source_hooks(graph):
-        if only is None or bool(only[spec.rows].any()):
-            rows[spec.rows] = True
+    for spec in _recorded(graph, only):
+        rows[spec.rows] = True
     return rows
 
 
@@ -164,7 +167,7 @@ def sources_read(circuits: Sequence[Circuit]) -> torch.Tensor:
         mask = circuit.mask.cpu()
         for spec in input_hooks(graph):
             kept = mask[: spec.n_readable, spec.cols]
-            if _partly_kept(spec, mask[:, spec.cols]):
+            if _partly_kept(spec, kept):
                 read[_sources_of(kept)[1]] = True
     return read
 
