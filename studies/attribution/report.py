@@ -318,7 +318,7 @@ def _explanations_finding(report: Report, s: dict) -> None:
     chance = x["chance"]
     low, high = x["true"]["ci"]
     against = (
-        "one schema, no interval"
+        "one independent group of schemas, no interval"
         if not (np.isfinite(low) and np.isfinite(high))
         else "above chance"
         if low > chance
@@ -344,7 +344,7 @@ def _explanations_finding(report: Report, s: dict) -> None:
 def _verdict(lo: float, hi: float) -> str:
     """What the interval of true - shuffled allows one to say."""
     if not (np.isfinite(lo) and np.isfinite(hi)):
-        return "one schema, so no interval and no claim"
+        return "one independent group of schemas, so no interval and no claim"
     if lo > 0:
         return "above the shuffled baseline (the interval excludes 0)"
     if hi < 0:

@@ -445,7 +445,7 @@ def test_the_explanations_finding_claims_only_what_its_interval_excludes():
     assert _verdict(0.01, 0.2).startswith("above")
     assert _verdict(-0.2, -0.01).startswith("**below**")
     assert _verdict(-0.1, 0.1).startswith("not distinguishable") and _verdict(0.0, 0.1).startswith("not")
-    assert _verdict(float("nan"), float("nan")).startswith("one schema")
+    assert _verdict(float("nan"), float("nan")).startswith("one independent group")
 
 
 def test_the_explanations_finding_states_chance_and_a_repeating_explainer():
