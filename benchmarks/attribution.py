@@ -15,7 +15,8 @@ environment, circuit-tracer's with ``--ct-python``, the interpreter of an enviro
 time is that of the ``attribute`` call (after an untimed graph of the first four tokens, so one-time costs
 such as lazy imports are left out), its peak memory the largest resident set during the call minus that before
 it (on CUDA: ``torch.cuda.max_memory_allocated``). The script prints interp's time and memory over each
-backend's for every case, measured in the same run, and checks that each backend's adjacency equals interp's
+backend's for every case, measured in the same run (with ``--rounds N``: N rounds of one child per library,
+the medians and every round's ratios), and checks that each backend's adjacency equals interp's
 (``|A_backend - A_interp| <= 1e-4 max|A_interp|``, the golden tests' tolerance) where the matrix is at most
 ``--compare-max-nodes`` nodes a side.
 
@@ -49,6 +50,7 @@ import gc
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -321,6 +323,47 @@ def budget_row(args: argparse.Namespace, folder: Path, length: int, cap: int, bu
     return row
 
 
+def cell(args: argparse.Namespace, backends: list[str], folder: Path, length: int, cap: int) -> dict:
+    """One case, ``--rounds`` times: in each round interp's graph and then each backend's, each in a child
+    process of its own, so that a round's ratios compare runs made within the same minute. Times and peaks are
+    the medians over rounds; each ratio is the median of the rounds' ratios, with every round's kept."""
+    rounds: list[dict] = []
+    for _ in range(args.rounds):
+        ours = child(args, "interp", folder, length, cap)
+        got = {"interp": ours}
+        for backend in backends:
+            theirs = child(args, backend, folder, length, cap)
+            diff = same_graph(folder, backend)
+            if diff is not None and (diff > 1e-4 or theirs["n_nodes"] != ours["n_nodes"]):
+                raise RuntimeError(
+                    f"pos={length} cap={cap}: {backend}'s graph differs from interp's ({diff})"
+                )
+            got[backend] = {**theirs, "graph_difference": diff}
+        rounds.append(got)
+    row: dict = {"prompt_length": length, "max_feature_nodes": cap or None, "rounds": rounds}
+    row["interp"] = {**_medians([r["interp"] for r in rounds]), "n_nodes": rounds[0]["interp"]["n_nodes"]}
+    for backend in backends:
+        theirs = [r[backend] for r in rounds]
+        time_ratios = [r["interp"]["seconds"] / r[backend]["seconds"] for r in rounds]
+        memory_ratios = [r["interp"]["peak_mib"] / max(r[backend]["peak_mib"], 1e-9) for r in rounds]
+        diffs = [t["graph_difference"] for t in theirs if t["graph_difference"] is not None]
+        row[backend] = {**_medians(theirs), "n_nodes": theirs[0]["n_nodes"],
+                        "graph_difference": max(diffs) if diffs else None,
+                        "time_ratio": statistics.median(time_ratios), "time_ratios": time_ratios,
+                        "memory_ratio": statistics.median(memory_ratios),
+                        "memory_ratios": memory_ratios}  # fmt: skip
+    return row
+
+
+def _medians(runs: list[dict]) -> dict:
+    keys = ("seconds", "peak_mib", "hwm_mib", "explain_seconds", "explained_edges")
+    return {k: statistics.median(r[k] for r in runs) for k in keys if k in runs[0]}
+
+
+def _spread(values: list[float]) -> str:
+    return f" [{min(values):.2f}-{max(values):.2f}]" if len(values) > 1 else ""
+
+
 def same_graph(folder: Path, backend: str) -> float | None:
     """max |A_backend - A_interp| over max |A_interp|, or None where the graphs were too large to keep."""
     from safetensors.torch import load_file
@@ -344,6 +387,7 @@ def main() -> None:
     p.add_argument("--max-feature-nodes", default="0", help="comma-separated caps; 0: every active feature")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=1, help="rounds per case (medians and every round kept)")
     p.add_argument("--device", default="cpu")
     p.add_argument(
         "--backends", default=",".join(BACKENDS), help="circuit-tracer's backends, comma-separated"
@@ -391,25 +435,20 @@ def main() -> None:
                 if budgets:
                     rows.append(budget_row(args, folder, length, cap, budgets))
                     continue
-                ours = child(args, "interp", folder, length, cap)
-                row = {"prompt_length": length, "max_feature_nodes": cap or None, "interp": ours}
+                row = cell(args, backends, folder, length, cap)
+                ours = row["interp"]
                 line = (
                     f"{args.size} pos={length} cap={cap or 'all'}: {ours['n_nodes']} nodes; interp "
                     f"{ours['seconds']:.2f}s {ours['peak_mib']:.0f} MiB"
                 )
                 for backend in backends:
-                    theirs = child(args, backend, folder, length, cap)
-                    row[backend] = {**theirs, "graph_difference": same_graph(folder, backend),
-                                    "time_ratio": ours["seconds"] / theirs["seconds"],
-                                    "memory_ratio": ours["peak_mib"] / max(theirs["peak_mib"], 1e-9)}  # fmt: skip
-                    diff = row[backend]["graph_difference"]
+                    theirs, diff = row[backend], row[backend]["graph_difference"]
                     line += (
                         f"; {backend} {theirs['seconds']:.2f}s {theirs['peak_mib']:.0f} MiB "
-                        f"(time {row[backend]['time_ratio']:.2f}x, memory {row[backend]['memory_ratio']:.2f}x, "
+                        f"(time {theirs['time_ratio']:.2f}x{_spread(theirs['time_ratios'])}, memory "
+                        f"{theirs['memory_ratio']:.2f}x{_spread(theirs['memory_ratios'])}, "
                         f"graph {'not compared' if diff is None else f'difference {diff:.1e}'})"
                     )
-                    if diff is not None and (diff > 1e-4 or theirs["n_nodes"] != ours["n_nodes"]):
-                        raise RuntimeError(f"{line}: {backend}'s graph differs from interp's")
                 if args.explain_attention:
                     row["explain_ratio"] = ours["explain_seconds"] / ours["seconds"]
                     line += (
@@ -421,6 +460,7 @@ def main() -> None:
     if args.out:
         figures = {"size": args.size, "d_transcoder": args.d_transcoder, "threads": args.threads,
                    "device": args.device, "circuit_tracer_backends": backends, "batch_size": args.batch_size,
+                   "rounds": args.rounds,
                    "max_memory_gb": budgets, "rows": rows}  # fmt: skip
         provenance.write_run(args.out, figures, env)
 

@@ -10,8 +10,11 @@ any linear read of the pass (a feature's pre-activation at its input hook, a log
 
 The pass runs the prompt once; each backward pass injects a batch of reads at once, one per row of a batched
 gradient (``torch.autograd.grad(..., is_grads_batched=True)``, which vectorises the backward over the rows),
-and the autograd graph is kept and reused across backward passes. No per-architecture mapping is involved: the hooks
-exist on every family interp loads.
+and the autograd graph is kept and reused across backward passes. The heads' mix of values (``hook_z``) is
+recomputed from the frozen pattern as one 2-D product per key/value head: vectorised over the rows, the
+backward of a 2-D product reads the pattern in place, where that of the model's own batched product copies it
+once per row (``[rows, head, query, key]``: most of a long prompt's backward time, and its memory). No
+per-architecture mapping is involved: the hooks exist on every family interp loads.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ def frozen_run(model: Any, tokens: torch.Tensor, transcoders: SparseDictionary) 
         return run.embed
 
     fwd.append(("hook_embed", embed))
+    fwd += _mix_by_head(model)
     fwd += [(transcoders.input_hook(layer), _record(run.inputs, layer)) for layer in transcoders.layers]
     fwd += [
         (transcoders.output_hook(out), _write_site(run, transcoders, out))
@@ -89,6 +93,33 @@ def _unread(model: Any, transcoders: SparseDictionary) -> set[str]:
     if all(transcoders.output_hook(layer) == f"blocks.{layer}.hook_mlp_out" for layer in transcoders.layers):
         unread |= {n for n in names if ".mlp.hook_" in n}
     return unread
+
+
+def _mix_by_head(model: Any) -> list[tuple[str, Callable]]:
+    """Hooks that record each layer's values and frozen pattern and replace ``hook_z`` by the same mix, one 2-D
+    product per key/value head (see the module docstring); a batch of one prompt."""
+    seen: dict[str, torch.Tensor] = {}
+    group = model.cfg.group_size
+
+    def keep(key: str) -> Callable:
+        def record(x: torch.Tensor, hook: Any) -> None:
+            seen[key] = x
+
+        return record
+
+    def mix(z: torch.Tensor, hook: Any) -> torch.Tensor:
+        pattern, v = seen.pop("pattern")[0], seen.pop("v")[0]  # [head, query, key], [key, kv_head, d_head]
+        n_heads, n_q, n_k = pattern.shape
+        # The query heads that share a key/value head are one run of rows: [kv_head, group * query, key].
+        grouped = pattern.reshape(-1, group * n_q, n_k)
+        mixed = torch.stack([p @ values for p, values in zip(grouped, v.unbind(1), strict=True)])
+        return mixed.view(n_heads, n_q, -1).transpose(0, 1)[None].to(z.dtype)  # [1, query, head, d_head]
+
+    hooks = []
+    for layer in range(model.cfg.n_layers):
+        a = f"blocks.{layer}.attn."
+        hooks += [(a + "hook_v", keep("v")), (a + "hook_pattern", keep("pattern")), (a + "hook_z", mix)]
+    return hooks
 
 
 def _record(store: dict[int, torch.Tensor], layer: int) -> Callable:

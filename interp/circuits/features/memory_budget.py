@@ -13,10 +13,11 @@ per-layer transcoders, up to ``L`` for a cross-layer one):
   the adjacency ``N^2 * 4``; with ``max_feature_nodes = c``, the rows found ``R = (c + t) N * 4``, and beside
   them, between backward passes, the ranking's normalised copy of them (``R``) or, at the end, the compacted
   adjacency ``(c + (L + 1) pos + t)^2 * 4``;
-- **per read in a backward pass**: ``(L + 1) pos d * (2 m + 4 [m != 4]) + 8 pos d m + h pos^2 m + 4 N``: the
-  gradient at every write site (and the backward's working gradient of the stream beside it, plus a float32
-  copy for a narrower dtype), the attention pattern of the layer being differentiated, a margin of eight
-  vectors a position for the allocator, and the read's row.
+- **per read in a backward pass**: ``(L + 1) pos d * (2 m + 4 [m != 4]) + 4 pos d m + 4 N``: the gradient at
+  every write site (and the backward's working gradient of the stream beside it, plus a float32 copy for a
+  narrower dtype), a margin of four vectors a position for the allocator, and the read's row. No read copies
+  an attention pattern: the frozen pass mixes values with one 2-D product per key/value head, whose batched
+  backward reads the pattern in place (``frozen._mix_by_head``).
 
 The peak is the fixed part (forward pass, sources, storage) plus ``batch`` times the per-read part; the
 largest ``batch`` within the budget (at most the ``batch_size`` asked) is used. The number of active features
@@ -107,7 +108,7 @@ def plan(
         storage = after = nodes * nodes * F32
         label = f"the adjacency of {nodes:,} nodes"
     wide = 2 * m + (F32 if m != F32 else 0)
-    per_read = (n_layers + 1) * pos * d * wide + 8 * pos * d * m + heads * pos * pos * m + F32 * nodes
+    per_read = (n_layers + 1) * pos * d * wide + 4 * pos * d * m + F32 * nodes
     reads = (max_feature_nodes if capped else n_active) + n_logits  # no pass reads more than there are
     batch_size = min(batch_size, max(1, reads))
     draft = MemoryPlan(batch_size, frozen, sources, setup, storage, after, per_read, label)
