@@ -275,28 +275,29 @@ def _rows(
     grads = torch.autograd.grad(
         outputs, run.leaves, injected, retain_graph=True, allow_unused=True, is_grads_batched=True
     )
-    grads = [
-        torch.zeros(n, *leaf.shape[1:], device=leaf.device) if g is None else g[:, 0].float()
-        for g, leaf in zip(grads, run.leaves, strict=True)
-    ]
+    # A leaf no read depends on (a write at or after every read's layer) has no gradient: its columns stay 0.
+    grads = [None if g is None else g[:, 0].float() for g in grads]
     embed_grad, out_grads = grads[0], dict(zip(sorted(run.outputs), grads[1:], strict=True))
     n_active, (n_layers, n_pos, _) = len(sources.features), sources.errors.shape
-    out = torch.zeros(n, n_active + (n_layers + 1) * n_pos, device=embed_grad.device)
+    out = torch.zeros(n, n_active + (n_layers + 1) * n_pos, device=sources.tokens.device)
     for layer, (first, dec) in sources.decoders.items():
         # The features at one position are one run of columns: a matrix product per position, with no
         # gathered copy of the gradient.
         for j, out_layer in enumerate(transcoders.output_layers(layer)):
             g = out_grads[out_layer]  # [n, pos, d_model]
+            if g is None:
+                continue
             for p, start, end in sources.runs[layer]:
                 out[:, start:end] += g[:, p] @ dec[start - first : end - first, j].T  # [n, features at p]
     for layer in range(n_layers):
         start = n_active + layer * n_pos
-        if layer in out_grads:
+        if out_grads.get(layer) is not None:
             out[:, start : start + n_pos] = torch.einsum(
                 "bpd,pd->bp", out_grads[layer], sources.errors[layer]
             )
-    start = n_active + n_layers * n_pos
-    out[:, start : start + n_pos] = torch.einsum("bpd,pd->bp", embed_grad, sources.tokens)
+    if embed_grad is not None:
+        start = n_active + n_layers * n_pos
+        out[:, start : start + n_pos] = torch.einsum("bpd,pd->bp", embed_grad, sources.tokens)
     return out.detach().cpu()
 
 
