@@ -9,6 +9,8 @@ import os
 import pytest
 import torch
 
+from tests.ci_skips import refuse_under_ci
+
 torch.set_num_threads(1)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -29,3 +31,17 @@ def _grad_mode_on():
     torch.set_grad_enabled(True)
     torch.manual_seed(0)
     yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI a skip fails, unless it is for a GPU or MPS (tests/ci_skips.py)."""
+    outcome = yield
+    refuse_under_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same for a module skipped while it is collected (``importorskip``)."""
+    outcome = yield
+    refuse_under_ci(outcome.get_result())
