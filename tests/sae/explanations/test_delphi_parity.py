@@ -203,11 +203,11 @@ def test_classifiers_match_delphi(delphi, source):
 def test_smollm2_answers_are_unreadable_alike(delphi):
     """The 135M model, asked about one example, writes lists of several entries (the worked examples show
     several) or stops mid-list: both read none of them. The test above checks that they agree; this one
-    records what the record holds."""
+    checks that the record holds no readable answer at all."""
     texts = [a["text"] for run, _ in _classifier_runs(delphi, "smollm2") for a in run[3].values()]
     assert len(texts) == 12 * 16
     readable = [t for t in texts if re.fullmatch(r"\s*\[\s*[01]\s*\]\s*", t)]
-    print(f"{len(readable)} of {len(texts)} SmolLM2 answers are a one-entry list")
+    assert readable == []  # none is a one-entry list: every judgement on both sides is unread
 
 
 def _same_marks(ours, shown, case):
