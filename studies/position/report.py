@@ -96,7 +96,7 @@ def build_report(
         "every ordinary token: 1 - cos between its stream vector in the original sentence and in the "
         "shuffled "
         "one, per layer; 0 means the token's representation ignores order. Intervals: 95% bootstrap over "
-        "tokens.",
+        "sentences (a sentence's tokens and shuffles resampled together).",
     )
     results_trained = {}
     for name, frame in trained.items():

@@ -10,9 +10,9 @@ largest absolute difference between ``model(tokens[perm])`` and ``model(tokens)[
 and permutations, relative to the logits' scale; and how well a ridge probe on the final stream recovers a
 token's position (held-out R², chance 0). On the trained models: how much shuffling a sentence's words changes
 each token's representation, layer by layer (1 - cosine between a token's vector in the original order and
-in the shuffled order, mean over tokens with a 95% bootstrap interval), as they are and with positions removed
-by hooks (MiniLM: every position's vector replaced by the mean over positions; SmolLM2: the rotary rotation
-undone by handing ``hook_rot_q``/``hook_rot_k`` the unrotated queries and keys).
+in the shuffled order, mean over tokens with a 95% bootstrap interval over sentences), as they are and with
+positions removed by hooks (MiniLM: every position's vector replaced by the mean over positions; SmolLM2: the
+rotary rotation undone by handing ``hook_rot_q``/``hook_rot_k`` the unrotated queries and keys).
 
 Run time (``interp study position --quiet``, both models): 19 s of CPU time, 18 s wall on 2 CPU cores shared
 with another job (load 3.3). A sentence and its shuffles run as one batch, on one thread (``studies.threads``).

@@ -93,14 +93,23 @@ def shuffle_change(
     return torch.cat(columns, dim=1).cpu().numpy()
 
 
+def sentence_labels(model: HookedTransformer, texts: Sequence[str], n_shuffles: int) -> np.ndarray:
+    """``[n_tokens]``: the sentence each column of :func:`shuffle_change` comes from. The tokens of one sentence
+    and its shuffles are not independent draws, so the intervals resample whole sentences."""
+    counts = [int((~model.tokenizer.to_tokens(text).special[0]).sum()) for text in texts]
+    return np.repeat(np.arange(len(texts)), [n_shuffles * c for c in counts])
+
+
 @single_thread()
 def trained_table(model, name: str, cfg: PositionConfig, seed: int) -> pd.DataFrame:
-    """Per layer: mean 1 - cos under shuffling, as trained and with positions removed, with intervals."""
+    """Per layer: mean 1 - cos under shuffling, as trained and with positions removed, with 95% intervals that
+    resample sentences (a sentence's tokens and shuffles together)."""
     rows = []
     for variant, hooks in (("as trained", []), ("positions removed", remove_positions_hooks(model))):
         change = shuffle_change(model, SENTENCES, cfg.n_shuffles, seed, fwd_hooks=hooks)
+        sentences = sentence_labels(model, SENTENCES, cfg.n_shuffles)
         for layer, values in enumerate(change):
-            mean, low, high = bootstrap_mean_interval(values, cfg.n_boot, seed + layer)
+            mean, low, high = bootstrap_mean_interval(values, cfg.n_boot, seed + layer, groups=sentences)
             rows.append(
                 {
                     "model": name,

@@ -12,7 +12,13 @@ from interp.study import find_model
 from studies.position.config import PositionConfig
 from studies.position.random_models import equivariance_error, random_model, random_models_table
 from studies.position.study import main
-from studies.position.trained import SENTENCES, remove_positions_hooks, shuffle_change, shuffle_positions
+from studies.position.trained import (
+    SENTENCES,
+    remove_positions_hooks,
+    sentence_labels,
+    shuffle_change,
+    shuffle_positions,
+)
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +86,11 @@ def test_minilm_without_positions_is_equivariant():
     removed = shuffle_change(model, texts, n_shuffles=1, seed=0, fwd_hooks=hooks)
     assert removed.max() < 1e-9
     assert as_is[-1].mean() > 0.05
+    # the intervals resample sentences: each column's sentence, counted by a plain loop over the tokens
+    expected = [
+        i
+        for i, text in enumerate(texts)
+        for _ in range(sum(not s for s in model.tokenizer.to_tokens(text).special[0].tolist()))
+    ]
+    assert sentence_labels(model, texts, 1).tolist() == expected and len(expected) == as_is.shape[1]
+    assert sentence_labels(model, texts, 3).tolist() == [i for i in expected for _ in range(3)]
