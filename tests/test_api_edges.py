@@ -83,3 +83,5 @@ def test_to_tokens_names_what_it_accepts(model, text, message):
 def test_to_tokens_still_takes_a_generator_of_texts(model):
     ids, mask = model.to_tokens(t for t in ["the cat", "a dog sat"])
     assert ids.shape == (2, 3) and mask.sum().item() == 5
+    listed_ids, listed_mask = model.to_tokens(["the cat", "a dog sat"])
+    assert torch.equal(ids, listed_ids) and torch.equal(mask, listed_mask)

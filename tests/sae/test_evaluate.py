@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 
 import pandas as pd
+import pytest
 import torch
 
 from interp.report import Report
@@ -77,8 +78,15 @@ def test_metrics_equal_a_naive_computation():
 
 def test_several_saes_one_row_each():
     model = tiny_model()
-    frame = evaluate(model, [random_sae(HOOK), random_sae("blocks.0.hook_mlp_out", seed=2)], tokens())
+    saes = [random_sae(HOOK), random_sae("blocks.0.hook_mlp_out", seed=2)]
+    frame = evaluate(model, saes, tokens())
     assert list(frame["hook"]) == [HOOK, "blocks.0.hook_mlp_out"] and isinstance(frame, pd.DataFrame)
+    # each row is that dictionary's own evaluation (checked against a naive computation above), not a mix
+    for i, sae in enumerate(saes):
+        alone = evaluate(model, [sae], tokens()).iloc[0]
+        for column in ("mse", "explained_variance", "l0", "ce_sae", "kl"):
+            assert frame.iloc[i][column] == pytest.approx(alone[column], rel=1e-6, abs=1e-9), (i, column)
+    assert frame.iloc[0]["mse"] != pytest.approx(frame.iloc[1]["mse"])
 
 
 def test_feature_stats_and_logit_effects_against_naive():
