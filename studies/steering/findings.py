@@ -53,7 +53,9 @@ def focus_section(report: Report, result) -> None:
     )
     onset = _onset(summary, kind, scale)
     if onset is None:
-        text += f" At no layer does the direction flip more items than random at ×{scale:g}."
+        text += (
+            f" At no layer does the direction flip more items than random at ×{scale:g} (intervals apart)."
+        )
     else:
         earlier = summary[
             (summary.kind == kind) & (summary.control == "direction") & (summary.scale == scale)
@@ -128,12 +130,13 @@ def findings_section(report: Report, result) -> None:
             below = [int(l) for l in direction.index if int(l) < min(above)]
             if below:
                 not_found.append(
-                    f"Before layer {min(above)}, adding the {label} direction at the last token flips no more "
-                    f"items than a random direction (×{scale:g})."
+                    f"Before layer {min(above)}, adding the {label} direction at the last token is not shown to "
+                    f"flip more items than a random direction (×{scale:g}; the intervals overlap)."
                 )
         else:
             not_found.append(
-                f"At no layer does the {label} direction flip more items than random at ×{scale:g}."
+                f"At no layer does the {label} direction flip more items than random at ×{scale:g} (intervals "
+                "apart)."
             )
         n = result.counts[kind]["test_pairs"]
         if n < 20:
