@@ -63,7 +63,12 @@ def summarise(rows: list[dict], draws: int, seed: int) -> dict:
             "attention_vs_random": interval(
                 [x["attention"] - r for x, r in zip(t, ra, strict=True)], seed, groups
             ),
-            "beats_every_random": {"count": int(sum(wins)), "n": len(wins), "chance": 1 / (draws + 1)},
+            "beats_every_random": {
+                **interval(wins, seed, groups),
+                "count": int(sum(wins)),
+                "n": len(wins),
+                "chance": 1 / (draws + 1),
+            },
         }
     return out
 
@@ -72,6 +77,14 @@ def _ci(x: dict) -> str:
     lo, hi = x["ci"]
     where = f" [{lo:+.3g}, {hi:+.3g}]" if np.isfinite(lo) else ""
     return f"{x['mean']:+.3g}{where}"
+
+
+def _count(b: dict, unit: str = "") -> str:
+    """``"3 of 6 prompts (0.50 [0.17, 0.83]; chance 0.25)"``: the count, its fraction with the interval over
+    twin pairs (none for one pair), and the chance level."""
+    lo, hi = b.get("ci", (float("nan"), float("nan")))
+    fraction = f"{b['mean']:.2f} [{lo:.2f}, {hi:.2f}]; " if np.isfinite(lo) else ""
+    return f"{b['count']} of {b['n']}{unit} ({fraction}chance {b['chance']:.2f})"
 
 
 def _excludes_zero(x: dict) -> bool:
@@ -96,7 +109,7 @@ def _test_sentence(t: dict, what: str) -> str:
         f" for random nodes (difference {_ci(t['logit_vs_random'])}); the head's attention to the referent "
         f"{_ci(t['attention'])} against {_ci(t['random_attention'])} (difference {_ci(t['attention_vs_random'])}); "
         "the named set lowers the answer more "
-        f"than every random set in {b['count']} of {b['n']} prompts (chance {b['chance']:.2f}); "
+        f"than every random set in {_count(b, ' prompts')}; "
         f"{t['n']} prompt{'s' if t['n'] != 1 else ''}, "
         + (f"{t['pairs']} twin pairs." if t["pairs"] > 1 else "one twin pair: numbers, no intervals.")
     )
@@ -249,7 +262,7 @@ def tests_table(groups: dict) -> list[dict]:
                     "attention, named": ci(t["attention"]),
                     "attention, random": ci(t["random_attention"]),
                     "attention, named - random": ci(t["attention_vs_random"]),
-                    "beats every random": f"{b['count']} of {b['n']} (chance {b['chance']:.2f})",
+                    "beats every random": _count(b),
                 }
             )
     return out

@@ -197,8 +197,11 @@ def test_intervals_are_the_bootstrap_over_twin_pairs():
         )
         att = [x["attention"] for x in t]
         assert s[test]["attention"]["ci"] == list(bootstrap_mean_interval(att, 2000, 4, groups=groups)[1:])
-        wins = sum(x["logit"] < min(x["random_logit"]) for x in t)
-        assert s[test]["beats_every_random"] == {"count": wins, "n": 6, "chance": 0.25}
+        wins = [float(x["logit"] < min(x["random_logit"])) for x in t]
+        mean, low, high = bootstrap_mean_interval(wins, 2000, 4, groups=groups)
+        assert s[test]["beats_every_random"] == {
+            "mean": mean, "ci": [low, high], "count": sum(wins), "n": 6, "chance": 0.25,
+        }  # fmt: skip
     r = s["resolution"]
     assert (r["resolved"], r["pairs"], r["chance"], r["right"], r["prompts"]) == (1, 3, 0.25, 3, 6)
     one = seed_answer.summarise(rows[:2], draws=3, seed=0)  # one twin pair: a mean, no interval
