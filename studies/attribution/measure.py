@@ -186,4 +186,13 @@ def summarise(rows: list[dict], seed: int) -> dict:
         ),
         "frozen_max_relative_error": float(max(errors)) if errors else float("nan"),
         "top_beats_every_random": top_beats_random(rows, seed),
+        "role_shares": role_shares(rows, seed),
     }
+
+
+def role_shares(rows: list[dict], seed: int) -> dict:
+    """Each word's share of the graphs' feature influence (``"name"``, ``"animal"``...): the mean over prompts
+    with its 95% interval over schemas (a word with no feature in a prompt's graph counts 0 there)."""
+    groups = [r["schema"] for r in rows]
+    roles = sorted({role for r in rows for role in r["role_shares"]})
+    return {role: interval([r["role_shares"].get(role, 0.0) for r in rows], seed, groups) for role in roles}

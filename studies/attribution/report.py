@@ -182,6 +182,13 @@ def _group_section(report: Report, model, config, name: str, group: dict) -> dic
     }
 
 
+def _role_share(summary: dict, role: str) -> str:
+    """A word's share of the feature influence with its interval over schemas (``"33% [25%, 41%]"``)."""
+    x = summary["role_shares"].get(role, {"mean": 0.0, "ci": [float("nan")] * 2})
+    lo, hi = x["ci"]
+    return f"{x['mean']:.0%}" + (f" [{lo:.0%}, {hi:.0%}]" if np.isfinite(lo) else "")
+
+
 def _share(x: dict) -> str:
     lo, hi = x["ci"]
     where = f" [{lo:.1%}, {hi:.1%}]" if np.isfinite(lo) else ""
@@ -447,9 +454,9 @@ def _findings(report: Report, config, whole: dict, groups: dict) -> None:
         asked = ", ".join(f"{h} {_share(spread[h])}" for h in ag["head_shares_asked"])
         lead = ", ".join(f"{h['head']} {_share(spread[h['head']])}" for h in ag["top_heads"][:3])
         base = next(iter(spread.values()))
-        name = np.mean([shares.get("name", 0.0) for shares in ag["role_shares"].values()])
+        name = _role_share(ag["summary"], "name")
         report.add_finding(
-            f"Features at the name hold {name:.0%} of the agreement graphs' feature influence; the heads carrying "
+            f"Features at the name hold {name} of the agreement graphs' feature influence; the heads carrying "
             f"the name's top features to the target: {asked} of the loadings; the largest are {lead} (a shuffled "
             f"assignment gives any head {base['shuffled_mean']:.1%} on average and a largest share up to "
             f"{base['shuffled_max_95']:.1%}).",

@@ -306,6 +306,24 @@ def test_top_beats_random_uses_effects_signed_toward_the_answer():
     )
 
 
+def test_role_shares_are_means_over_prompts_with_intervals_over_schemas():
+    rows = [
+        {"schema": "s1", "role_shares": {"name": 0.5, "last": 0.5}},
+        {"schema": "s1", "role_shares": {"name": 0.3, "last": 0.7}},
+        {"schema": "s2", "role_shares": {"last": 1.0}},  # no feature at the name: a share of 0
+        {"schema": "s2", "role_shares": {"name": 0.2, "last": 0.8}},
+        {"schema": "s3", "role_shares": {"name": 0.6, "last": 0.4}},
+        {"schema": "s3", "role_shares": {"name": 0.4, "last": 0.6}},
+    ]
+    out = measure.role_shares(rows, seed=2)
+    names = [0.5, 0.3, 0.0, 0.2, 0.6, 0.4]
+    assert out["name"]["mean"] == pytest.approx(sum(names) / 6)
+    groups = ["s1", "s1", "s2", "s2", "s3", "s3"]
+    assert out["name"]["ci"] == list(bootstrap_mean_interval(names, 2000, 2, groups=groups)[1:])
+    assert set(out) == {"name", "last"}
+    assert np.isnan(measure.role_shares(rows[:2], seed=0)["name"]["ci"]).all()  # one schema: no interval
+
+
 def test_head_shares_get_intervals_over_schemas_and_a_shuffled_baseline():
     rng = np.random.default_rng(0)
     loadings = [{"heads": rng.normal(size=(2, 3)).tolist(), "direct": float(rng.normal())} for _ in range(6)]
