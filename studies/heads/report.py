@@ -71,7 +71,8 @@ def add_model_section(report: Report, name: str, scores: dict, cfg: HeadsConfig,
         f"{hold['fit']:+.2f}) puts {hold['test']:+.2f} more attention on the antecedent than on the other "
         "noun in "
         f"the {hold['n_test']} held-out sentences (95% CI over schemas {hold['low']:+.2f} to "
-        f"{hold['high']:+.2f}; chance 0; right in {hold['correct_share']:.0%} of them, chance 50%; mirrored "
+        f"{hold['high']:+.2f}; chance 0; right in {hold['correct_share']:.0%} of them [{hold['correct_low']:.0%}, "
+        f"{hold['correct_high']:.0%}], chance 50%; mirrored "
         "sentence pairs are held out together). "
         + (
             "The interval excludes 0, so some head does prefer the antecedent."

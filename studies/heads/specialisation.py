@@ -50,6 +50,8 @@ def coreference_holdout(items: torch.Tensor, n_boot: int, seed: int, schemas=Non
     layer, head = divmod(int(fit.argmax()), fit.shape[1])
     values = test[:, layer, head].numpy()
     mean, low, high = bootstrap_mean_interval(values, n_boot, seed, groups=schemas[~fitting])
+    right = (values > 0).astype(float)
+    _, right_low, right_high = bootstrap_mean_interval(right, n_boot, seed, groups=schemas[~fitting])
     return {
         "n_fit": int(fitting.sum()),
         "n_test": int((~fitting).sum()),
@@ -59,5 +61,7 @@ def coreference_holdout(items: torch.Tensor, n_boot: int, seed: int, schemas=Non
         "test": mean,
         "low": low,
         "high": high,
-        "correct_share": float((values > 0).mean()),
+        "correct_share": float(right.mean()),
+        "correct_low": right_low,
+        "correct_high": right_high,
     }

@@ -94,3 +94,8 @@ def test_coreference_holdout_keeps_mirrored_sentences_on_one_side():
     assert (hold["low"], hold["high"]) == bootstrap_mean_interval(values, 200, 1, groups=schemas[~fitting])[
         1:
     ]
+    right = (values > 0).astype(float)
+    assert hold["correct_share"] == right.mean()
+    assert (hold["correct_low"], hold["correct_high"]) == bootstrap_mean_interval(
+        right, 200, 1, groups=schemas[~fitting]
+    )[1:]
