@@ -154,6 +154,10 @@ def test_the_report_is_written_and_valid(planted, tmp_path):
     assert results["headline"]["she − he flips at L1"]["value"] == 1.0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "Where patching found the signal" in page and "What is and is not found" in page
+    data = next((tmp_path / "report").rglob("data.csv")).read_text().splitlines()
+    row = dict(zip(data[0].split(","), data[1].split(","), strict=True))
+    # every held-out item is right unsteered: accuracy 1 with an interval of [1, 1], beside its chance
+    assert [float(row[k]) for k in ("unsteered_accuracy", "ci_low", "ci_high", "chance")] == [1, 1, 1, 0.5]
 
 
 needs_smollm2 = pytest.mark.skipif(
