@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.analysis import attribution_patch
+from interp.analysis import attribution_patch, bootstrap_mean_interval
 from interp.circuits import Circuit, EdgeScores, corrupt_run, faithfulness, logit_difference, run_circuit
 from studies.circuits.data import StudyPairs
 
@@ -42,8 +42,10 @@ def per_pair_metrics(model, circuit: Circuit, pairs: StudyPairs, batch_size: int
     return pd.DataFrame(rows)
 
 
-def by_people(per_pair: pd.DataFrame) -> pd.DataFrame:
-    """Faithfulness and accuracy (metric > 0: the clean answer preferred) on one- and two-person prompts."""
+def by_people(per_pair: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """Faithfulness and accuracy (metric > 0: the clean answer preferred; chance 0.5) on one- and two-person
+    prompts. The accuracies get 95% bootstrap intervals that resample twin pairs: a pair's two directions (each
+    twin clean once) are not independent, so they are drawn together."""
     rows = []
     for label, part in (
         ("one person", per_pair[~per_pair["two_people"]]),
@@ -61,11 +63,20 @@ def by_people(per_pair: pd.DataFrame) -> pd.DataFrame:
                 "corrupt": corrupt,
                 "circuit": value,
                 "faithfulness": faithfulness(value, full, corrupt),
-                "accuracy_full": float((part["full"] > 0).mean()),
-                "accuracy_circuit": float((part["circuit"] > 0).mean()),
+                **_accuracy("full", part, seed),
+                **_accuracy("circuit", part, seed),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _accuracy(column: str, part: pd.DataFrame, seed: int) -> dict:
+    """``accuracy_COLUMN`` and its interval bounds, resampling twin pairs (``a/b`` and ``b/a`` are one)."""
+    right = (part[column] > 0).to_numpy(float)
+    twins = ["/".join(sorted(p.split("/"))) for p in part["pair"]]
+    _, low, high = bootstrap_mean_interval(right, 2000, seed, groups=twins)
+    name = f"accuracy_{column}"
+    return {name: float(right.mean()), f"{name}_low": low, f"{name}_high": high}
 
 
 @torch.no_grad()

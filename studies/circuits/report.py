@@ -310,8 +310,9 @@ def _people_text(people: pd.DataFrame) -> str:
         if r is not None:
             parts.append(
                 f"{label}: {r.pairs} pairs, faithfulness {_f(r.faithfulness)}, the full model prefers the clean "
-                f"pronoun in {r.accuracy_full:.0%} of pairs and the circuit alone in {r.accuracy_circuit:.0%} "
-                "(chance 50%)."
+                f"pronoun in {r.accuracy_full:.0%} [{r.accuracy_full_low:.0%}, {r.accuracy_full_high:.0%}] of "
+                f"pairs and the circuit alone in {r.accuracy_circuit:.0%} [{r.accuracy_circuit_low:.0%}, "
+                f"{r.accuracy_circuit_high:.0%}] (chance 50%; 95% intervals over twin pairs)."
             )
     if "one person" in rows and "two people" in rows:
         gap = rows["one person"].faithfulness - rows["two people"].faithfulness

@@ -123,3 +123,26 @@ def test_smollm2_at_the_smallest_settings(tmp_path):
     assert r["graph"] == {"nodes": 302, "edges": 70651, "inputs": 481}
     assert r["pairs"]["dropped_twin_pairs"] == 44  # twins whose names tokenize to different lengths
     assert {h["head"] for h in r["heads"] if h["reference"]} == {"L25.H2", "L26.H2"}
+
+
+def test_accuracies_by_people_have_intervals_over_twin_pairs():
+    import numpy as np
+    import pandas as pd
+
+    from interp.analysis import bootstrap_mean_interval
+    from studies.circuits.anatomy import by_people
+
+    # four twin pairs, each in both directions; the full model is right on both directions of two of them
+    pairs = [f"ag-{i}a/ag-{i}b" for i in range(4)] + [f"ag-{i}b/ag-{i}a" for i in range(4)]
+    full = [1.0, 2.0, -1.0, -0.5, 1.5, 0.5, -2.0, -1.0]
+    circuit = [0.5, -1.0, 0.2, -0.1, 0.3, -0.2, 0.1, 0.4]
+    frame = pd.DataFrame(
+        {"pair": pairs, "two_people": False, "full": full, "corrupt": -1.0, "circuit": circuit}
+    )
+    row = by_people(frame, seed=3).set_index("prompts").loc["one person"]
+    twins = [f"ag-{i}" for i in range(4)] * 2
+    for column, values in (("full", full), ("circuit", circuit)):
+        right = (np.asarray(values) > 0).astype(float)
+        assert row[f"accuracy_{column}"] == right.mean()
+        expected = bootstrap_mean_interval(right, 2000, 3, groups=twins)[1:]
+        assert (row[f"accuracy_{column}_low"], row[f"accuracy_{column}_high"]) == expected
