@@ -116,7 +116,7 @@ def test_a_head_with_a_sink_shows_the_models_weights_and_the_sinks_share(tmp_pat
     assert len(sinks) == 1 and float(sinks[0][3]) == pytest.approx(data["sinks"][data["layer"]][data["head"]])
     share = float(sinks[0][5])
     # the page shows 3 significant digits: half a unit in the third digit is at most 5e-3 of the value
-    shown = dict(rel=5e-3, abs=1e-6)
+    shown = dict(rel=5.01e-3, abs=1e-6)  # and a margin for the page recomputing the softmax in float64
     assert 0.05 < share and share == pytest.approx(1 - sum(row), **shown)
     for c in cells:
         if (
