@@ -13,7 +13,8 @@ weights converted by TransformerLens's own Llama converter, offline) and ``nnsig
 environment, circuit-tracer's with ``--ct-python``, the interpreter of an environment with
 ``circuit-tracer==0.5.0``, ``nnsight==0.6.*`` and ``transformer-lens``), with ``--threads`` threads; its wall
 time is that of the ``attribute`` call (after an untimed graph of the first four tokens, so one-time costs
-such as lazy imports are left out), its peak memory the largest resident set during the call minus that before
+such as lazy imports are left out; the process's CPU time too, which other work on the machine enters less),
+its peak memory the largest resident set during the call minus that before
 it (on CUDA: ``torch.cuda.max_memory_allocated``). The script prints interp's time and memory over each
 backend's for every case, measured in the same run (with ``--rounds N``: N rounds of one child per library,
 the medians and every round's ratios), and checks that each backend's adjacency equals interp's
@@ -161,11 +162,11 @@ def worker(args: argparse.Namespace) -> None:
     reset_peak()  # VmHWM from here: every page the call touches, however briefly
     hwm_start = resident_bytes()
     with PeakRSS() as rss:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         graph = run()
         if cuda:
             torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     peak = (torch.cuda.max_memory_allocated() - before) / 2**20 if cuda else rss.peak - rss.start
     hwm = (peak_bytes() - hwm_start) / 2**20
     adjacency = graph.adjacency_matrix if hasattr(graph, "adjacency_matrix") else graph.adjacency
@@ -173,7 +174,12 @@ def worker(args: argparse.Namespace) -> None:
         from safetensors.torch import save_file
 
         save_file({"adjacency": adjacency.float().cpu().contiguous()}, args.save)
-    result = {"seconds": seconds, "peak_mib": peak, "n_nodes": int(adjacency.shape[0])}
+    result = {
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "peak_mib": peak,
+        "n_nodes": int(adjacency.shape[0]),
+    }
     if args.worker == "interp" and not cuda:
         result["hwm_mib"] = hwm
     if args.worker == "interp" and args.max_memory_gb:
@@ -345,18 +351,20 @@ def cell(args: argparse.Namespace, backends: list[str], folder: Path, length: in
     for backend in backends:
         theirs = [r[backend] for r in rounds]
         time_ratios = [r["interp"]["seconds"] / r[backend]["seconds"] for r in rounds]
+        cpu_ratios = [r["interp"]["cpu_seconds"] / r[backend]["cpu_seconds"] for r in rounds]
         memory_ratios = [r["interp"]["peak_mib"] / max(r[backend]["peak_mib"], 1e-9) for r in rounds]
         diffs = [t["graph_difference"] for t in theirs if t["graph_difference"] is not None]
         row[backend] = {**_medians(theirs), "n_nodes": theirs[0]["n_nodes"],
                         "graph_difference": max(diffs) if diffs else None,
                         "time_ratio": statistics.median(time_ratios), "time_ratios": time_ratios,
+                        "cpu_time_ratio": statistics.median(cpu_ratios), "cpu_time_ratios": cpu_ratios,
                         "memory_ratio": statistics.median(memory_ratios),
                         "memory_ratios": memory_ratios}  # fmt: skip
     return row
 
 
 def _medians(runs: list[dict]) -> dict:
-    keys = ("seconds", "peak_mib", "hwm_mib", "explain_seconds", "explained_edges")
+    keys = ("seconds", "cpu_seconds", "peak_mib", "hwm_mib", "explain_seconds", "explained_edges")
     return {k: statistics.median(r[k] for r in runs) for k in keys if k in runs[0]}
 
 
@@ -445,7 +453,8 @@ def main() -> None:
                     theirs, diff = row[backend], row[backend]["graph_difference"]
                     line += (
                         f"; {backend} {theirs['seconds']:.2f}s {theirs['peak_mib']:.0f} MiB "
-                        f"(time {theirs['time_ratio']:.2f}x{_spread(theirs['time_ratios'])}, memory "
+                        f"(time {theirs['time_ratio']:.2f}x{_spread(theirs['time_ratios'])}, CPU time "
+                        f"{theirs['cpu_time_ratio']:.2f}x{_spread(theirs['cpu_time_ratios'])}, memory "
                         f"{theirs['memory_ratio']:.2f}x{_spread(theirs['memory_ratios'])}, "
                         f"graph {'not compared' if diff is None else f'difference {diff:.1e}'})"
                     )
