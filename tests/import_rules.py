@@ -55,6 +55,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "interp.registry",
             "interp.arguments",
             "interp.dictionary",
+            "interp.allocator",
         ),
     ),
     ("hooks", ("hooks.*",)),

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from interp.allocator import map_large_allocations
 from interp.circuits.features.frozen import FrozenRun, frozen_run
 from interp.circuits.features.graph import AttributionGraph
 from interp.circuits.features.influence import partial_influence
@@ -161,7 +162,9 @@ class _Reads:
     ) -> None:
         self.run, self.sources, self.transcoders, self.batch_size = run, sources, transcoders, batch_size
         self.ranking_batch = ranking_batch  # re-ranking every update_interval batches of this many reads
-        self.trim = _malloc_trim() if budgeted else None
+        # under a budget: otherwise glibc serves a backward pass's gradients from its heap and keeps them when
+        # freed, and the resident set drifts above what is live (by a quarter, measured); trimmed after each pass
+        self.trim = map_large_allocations() if budgeted else None
         self.n_active, n_pos = len(sources.features), sources.tokens.shape[0]
         self.n_logits = len(chosen)
         self.logit_offset = self.n_active + (sources.errors.shape[0] + 1) * n_pos  # the first logit node
@@ -299,26 +302,6 @@ def _rows(
         start = n_active + n_layers * n_pos
         out[:, start : start + n_pos] = torch.einsum("bpd,pd->bp", embed_grad, sources.tokens)
     return out.detach().cpu()
-
-
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-MMAP_THRESHOLD = 2**20
-
-
-def _malloc_trim():
-    """glibc's ``malloc_trim``, or None elsewhere, after asking glibc to serve every allocation of 1 MiB or
-    more with its own mapping (``mallopt(M_MMAP_THRESHOLD, 1 MiB)``, for the rest of the process). Under a
-    budget: otherwise glibc raises that threshold as large tensors are freed (up to 32 MiB), serves a backward
-    pass's gradients from its heap and keeps the heap's pages when they are freed, and the resident set drifts
-    well above what is live (by a quarter, measured); ``malloc_trim`` after each pass returns what is left."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-        return libc.malloc_trim
-    except (OSError, AttributeError):
-        return None
 
 
 def _check(

@@ -25,7 +25,7 @@ is known only after the forward pass: before it the budget is checked with the l
 active feature, one target), after it with the real counts, so a budget too small is refused before any
 backward pass (and, where even the least is too much, before the forward pass). Under a budget glibc maps every
 allocation of 1 MiB or more on its own, so that freed gradients leave the resident set (see
-``direct_effects._malloc_trim``). Measured against the resident set of a fresh process in
+:mod:`interp.allocator`). Measured against the resident set of a fresh process in
 ``benchmarks/attribution.py --max-memory-gb`` (see ``benchmarks/README.md``).
 """
 

@@ -61,7 +61,7 @@ class Histograms:
         if grew.any():
             rows = grew.nonzero().squeeze(1)
             self._merge(rows, (top - self.top)[rows].long())
-        self.top = top
+        self.top.copy_(top)  # in place: the table keeps its one allocation
         e = top[feature]
         ones = torch.ones_like(feature)
         self.linear.view(-1).index_add_(0, feature * LINEAR_BINS + linear_bins(values, e), ones)

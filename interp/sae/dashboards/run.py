@@ -1,10 +1,12 @@
 """``collect`` (the pass) and ``write_dashboards`` (the pass, resumable, then every feature's file and the page).
 
 The pass reads each batch once: every layer's input rows are encoded and folded into the :class:`Collector`,
-whose size is fixed by the features and the examples kept. ``write_dashboards`` checkpoints the collector
-every ``checkpoint_seconds`` (and when the pass ends), so a run that stops continues from its last
-checkpoint with the same batches, and, the sample being a function of the tokens alone, ends with the files an
-uninterrupted run writes. Then the records are made ``chunk`` features at a time and written.
+whose size is fixed by the features and the examples kept; with glibc, what each batch frees is handed back
+(see :func:`_open`), so the pass's resident peak is the tables plus one batch, whatever the tokens.
+``write_dashboards`` checkpoints the collector every ``checkpoint_seconds`` (and when the pass ends), so a run
+that stops continues from its last checkpoint with the same batches, and, the sample being a function of the
+tokens alone, ends with the files an uninterrupted run writes. Then the records are made ``chunk`` features at a
+time and written.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import torch
 
+from interp.allocator import START_THRESHOLD, map_large_allocations
 from interp.dictionary import SparseDictionary
 from interp.sae.dashboards.collector import Collector, Settings
 from interp.sae.dashboards.dictionary import as_dictionary, device_of, fingerprint, kind
@@ -245,7 +248,11 @@ def _open(
     max_tokens: int | None,
     skip_first: int | None,
 ) -> tuple[Reading, CorpusSource | StoreSource]:
-    """What a pass reads of ``dictionary``, and where its tokens come from."""
+    """What a pass reads of ``dictionary``, and where its tokens come from. From here on glibc maps every
+    allocation of 128 KiB or more on its own (:mod:`interp.allocator`): the tables and each batch's buffers
+    (activations, and the indices of active pairs, a few hundred KiB each), so that what a batch frees leaves
+    the resident set, which is then the tables plus the batch under way, whatever ran before."""
+    map_large_allocations(START_THRESHOLD)
     reading = Reading.of(dictionary, features, model)
     source = make_source(
         model,

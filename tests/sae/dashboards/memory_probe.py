@@ -1,0 +1,77 @@
+"""What a dashboard pass holds, measured in a fresh process: ``python -m tests.sae.dashboards.memory_probe ITEMS``.
+
+A tiny model with transcoders of 2,048 features at each of its 2 layers reads ``ITEMS`` items of 63 tokens in
+batches of 32, so each batch's activations are 16 MiB a layer while the tables are 10 MiB. After a warm-up
+pass (first-use costs), glibc's own counts (``mallinfo2``) are read once the tables are made and after each
+batch: the bytes it holds from the system (its heap and the blocks mapped on their own: ``arena + hblkhd``)
+and the bytes live in them (``uordblks + hblkhd``), exact at the moment read, unlike the resident set, which
+the kernel's paging moves; and the bytes Python's own allocations hold (``tracemalloc``, started with the
+pass). One JSON line: ``start`` and ``batches``, each ``[held, live, python]`` in MiB.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+import tracemalloc
+
+import torch
+
+MIB = 2**20
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                     "keepcost")
+    ]  # fmt: skip
+
+
+def mallinfo2():
+    """glibc's ``mallinfo2`` (2.33 or later), or ``None`` elsewhere."""
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _Mallinfo2
+    return fn
+
+
+def main(argv: list[str]) -> None:
+    from interp.sae.dashboards import Settings, collect
+    from interp.sae.dashboards.run import _open, run_pass
+    from tests.circuits.transcoders import tiny_transcoders
+    from tests.sae.dashboards import helpers
+
+    torch.set_num_threads(1)
+    n_items, info = int(argv[0]), mallinfo2()
+    model = helpers.model()
+    tc = tiny_transcoders(model.cfg, d_transcoder=2048, seed=7)
+    with torch.no_grad():
+        tc.b_enc.sub_(1.5)  # about 2% of the features fire at a token
+    g = torch.Generator().manual_seed(0)
+    texts = [" ".join(f"w{int(t)}" for t in row) for row in torch.randint(3, 64, (n_items, 62), generator=g)]
+    settings = Settings(top=4, quantiles=3, per_quantile=2, sample=10, before=3, after=2)
+    collect(model, tc, data=texts[:32], settings=settings, batch_size=32)  # warm-up
+
+    def counts() -> list[float]:
+        m = info()
+        python = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
+        return [(m.arena + m.hblkhd) / MIB, (m.uordblks + m.hblkhd) / MIB, python / MIB]
+
+    reading, source = _open(model, tc, None, texts, None, 32, None, None)
+    collector = reading.collector(settings)
+    start, batches = counts(), []
+    tracemalloc.start()
+    run_pass(
+        collector, reading.dictionary, source.batches({}), after_batch=lambda _: batches.append(counts())
+    )
+    tracemalloc.stop()
+    table = sum(t.numel() * t.element_size() for t in collector.state().values()) / MIB
+    print(json.dumps({"n_tokens": collector.n_tokens, "table": table, "start": start, "batches": batches}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
