@@ -19,7 +19,8 @@ builds both), and texts of random words, ``--seq-len`` tokens each with the spec
   token counts (the cost of the tokens in between), which leaves out the one-time cost of filling the
   tables. Then once: the records of every feature and their files (a fixed cost, independent of the tokens).
 - Peak memory: the largest resident set (anonymous memory: weights mapped from their file left out) during one
-  more, untimed pass minus that before it, in a fresh process for each of ``--tokens`` (two counts).
+  more, untimed pass minus that before it (with the heap's free pages handed back first, so that the start
+  holds nothing freed), in a fresh process for each of ``--tokens`` (two counts).
 
 **SAEDashboard** (``--part saedashboard --saed-python PATH``): a GPT-2-shaped random checkpoint (``--sae-layers``
 layers, d_model 768) and one SAELens-format SAE of ``--d-sae`` features at ``blocks.L.hook_resid_post``, saved
@@ -83,6 +84,7 @@ def transcoder_worker(args: argparse.Namespace) -> None:
 
     import interp
     from benchmarks.circuits import PeakRSS
+    from interp.allocator import heap_trim
     from interp.sae import TranscoderSet
     from interp.sae.dashboards import collect
     from interp.sae.dashboards.folder import DashboardFolder
@@ -119,6 +121,9 @@ def transcoder_worker(args: argparse.Namespace) -> None:
             collected = fn()
             times[name].append(time.perf_counter() - start)
             cpu[name].append(time.process_time() - clock)
+    trim = heap_trim()
+    if trim is not None:
+        trim(0)  # the start holds no memory the timed runs freed, which the pass would reuse unseen
     with PeakRSS(anonymous=True) as rss:  # apart from the timed runs: its sampling thread costs time
         collected = dashboards()
     peak = rss.peak - rss.start

@@ -2,7 +2,7 @@
 
 The pass reads each batch once: every layer's input rows are encoded and folded into the :class:`Collector`,
 whose size is fixed by the features and the examples kept; with glibc, what each batch frees is handed back
-(see :func:`_open`), so the pass's resident peak is the tables plus one batch, whatever the tokens.
+(see :func:`run_pass`), so the pass's resident peak is the tables plus one batch, whatever the tokens.
 ``write_dashboards`` checkpoints the collector every ``checkpoint_seconds`` (and when the pass ends), so a run
 that stops continues from its last checkpoint with the same batches, and, the sample being a function of the
 tokens alone, ends with the files an uninterrupted run writes. Then the records are made ``chunk`` features at a
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from interp.allocator import START_THRESHOLD, map_large_allocations
+from interp.allocator import heap_trim
 from interp.dictionary import SparseDictionary
 from interp.sae.dashboards.collector import Collector, Settings
 from interp.sae.dashboards.dictionary import as_dictionary, device_of, fingerprint, kind
@@ -172,7 +172,10 @@ def run_pass(
     *,
     after_batch: Callable[[Batch], None] | None = None,
 ) -> None:
-    """Feed every batch's layers through the dictionary into ``collector``."""
+    """Feed every batch's layers through the dictionary into ``collector``; with glibc, hand the heap's free
+    pages back after each batch (:mod:`interp.allocator`), so that what a batch freed leaves the resident set,
+    which is then the tables plus the batch under way, whatever ran before."""
+    trim = heap_trim()
     for batch in batches:
         rows = batch.rows.to(collector.count.device)
 
@@ -182,6 +185,8 @@ def run_pass(
 
         batch.feed(fold)
         collector.add_tokens(len(rows))
+        if trim is not None:
+            trim(0)
         if after_batch is not None:
             after_batch(batch)
 
@@ -248,11 +253,7 @@ def _open(
     max_tokens: int | None,
     skip_first: int | None,
 ) -> tuple[Reading, CorpusSource | StoreSource]:
-    """What a pass reads of ``dictionary``, and where its tokens come from. From here on glibc maps every
-    allocation of 128 KiB or more on its own (:mod:`interp.allocator`): the tables and each batch's buffers
-    (activations, and the indices of active pairs, a few hundred KiB each), so that what a batch frees leaves
-    the resident set, which is then the tables plus the batch under way, whatever ran before."""
-    map_large_allocations(START_THRESHOLD)
+    """What a pass reads of ``dictionary``, and where its tokens come from."""
     reading = Reading.of(dictionary, features, model)
     source = make_source(
         model,

@@ -1,18 +1,19 @@
 """What a dashboard pass holds, measured in a fresh process: ``python -m tests.sae.dashboards.memory_probe ITEMS``.
 
 A tiny model with transcoders of 2,048 features at each of its 2 layers reads ``ITEMS`` items of 63 tokens in
-batches of 32, so each batch's activations are 16 MiB a layer while the tables are 10 MiB. After a warm-up
-pass (first-use costs), glibc's own counts (``mallinfo2``) are read once the tables are made and after each
-batch: the bytes it holds from the system (its heap and the blocks mapped on their own: ``arena + hblkhd``)
-and the bytes live in them (``uordblks + hblkhd``), exact at the moment read, unlike the resident set, which
-the kernel's paging moves; and the bytes Python's own allocations hold (``tracemalloc``, started with the
-pass). One JSON line: ``start`` and ``batches``, each ``[held, live, python]`` in MiB.
+batches of 32, so each batch's activations are 16 MiB a layer while the tables are 10 MiB. After a warm-up pass
+(first-use costs) and with the heap's free pages handed back, three things are read once the tables are made and
+after each batch of the pass: the resident set (``/proc/self/statm``, memory backed by no file), read between
+batches, where nothing is under way; the bytes live in glibc's heap and its own mappings (``mallinfo2``: ``uordblks
++ hblkhd``), exact at the moment read; and the bytes Python's own allocations hold (``tracemalloc``, started with
+the pass). One JSON line: ``start`` and ``batches``, each ``[resident, live, python]`` in MiB.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import resource
 import sys
 import tracemalloc
 
@@ -39,7 +40,15 @@ def mallinfo2():
     return fn
 
 
+def resident() -> int:
+    """The resident set backed by no file (``/proc/self/statm``: resident less shared), in bytes."""
+    with open("/proc/self/statm") as f:
+        fields = f.read().split()
+    return (int(fields[1]) - int(fields[2])) * resource.getpagesize()
+
+
 def main(argv: list[str]) -> None:
+    from interp.allocator import heap_trim
     from interp.sae.dashboards import Settings, collect
     from interp.sae.dashboards.run import _open, run_pass
     from tests.circuits.transcoders import tiny_transcoders
@@ -59,10 +68,11 @@ def main(argv: list[str]) -> None:
     def counts() -> list[float]:
         m = info()
         python = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
-        return [(m.arena + m.hblkhd) / MIB, (m.uordblks + m.hblkhd) / MIB, python / MIB]
+        return [resident() / MIB, (m.uordblks + m.hblkhd) / MIB, python / MIB]
 
     reading, source = _open(model, tc, None, texts, None, 32, None, None)
     collector = reading.collector(settings)
+    heap_trim()(0)  # the start holds nothing freed: what the pass keeps is its own
     start, batches = counts(), []
     tracemalloc.start()
     run_pass(
