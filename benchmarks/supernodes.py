@@ -3,9 +3,10 @@
 The graph is random (``--layers`` layers, ``--positions`` positions, about a tenth of the allowed edges present)
 with random transcoders of ``--d-model``; it is timed twice: with the default criterion (few pairs qualify, the
 usual case) and with every pair at one position allowed (``decoder_cosine=-1``, ``effect_cosine=0``: the most
-groups, the most work for the tolerance). It prints the seconds, the groups and the influence kept.
+groups, the most work for the tolerance). It prints the seconds, the groups and the influence kept, and with
+``--out`` appends them to a JSON file of runs (with the versions, threads and load).
 
-    python benchmarks/supernodes.py --threads 1
+    python benchmarks/supernodes.py --threads 1 --out benchmarks/results/supernodes-cpu.json
 
 This is a measurement script, not a test.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import provenance
 import torch
 
 from interp.circuits import AttributionGraph
@@ -66,8 +68,11 @@ def main() -> None:
     p.add_argument("--positions", type=int, default=20)
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default=None, help="append the results to this JSON file of runs")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    env = provenance.environment()
+    rows = []
     graph, tc = random_graph(args.features, args.layers, args.positions, args.d_model)
     for label, criterion in (
         ("default criterion", {}),
@@ -76,10 +81,17 @@ def main() -> None:
         start = time.perf_counter()
         proposal = propose_supernodes(graph, tc, **criterion)
         seconds = time.perf_counter() - start
+        rows.append({"criterion": label, "seconds": seconds, "groups": len(proposal.groups),
+                     "units": proposal.n_units, "influence_kept": proposal.influence_kept})  # fmt: skip
         print(
             f"{len(graph.nodes)} nodes ({graph.n_features} features), {label}: {seconds:.2f} s, "
             f"{len(proposal.groups)} groups, {proposal.n_units} units, influence kept {proposal.influence_kept:.3f}"
         )
+    if args.out:
+        figures = {"features": args.features, "layers": args.layers, "positions": args.positions,
+                   "d_model": args.d_model, "threads": args.threads, "nodes": len(graph.nodes),
+                   "rows": rows}  # fmt: skip
+        provenance.write_run(args.out, figures, env)
 
 
 if __name__ == "__main__":

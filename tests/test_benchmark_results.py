@@ -42,10 +42,20 @@ def test_a_file_in_the_older_layout_is_one_run_missing_every_field(tmp_path):
 
 @pytest.mark.parametrize("script", sorted((ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)
 def test_every_script_writes_its_json_through_write_run(script):
+    """A script run from the command line takes ``--out`` and writes through ``provenance.write_run``; the others
+    are parts of one (a worker in a peer's environment, the splicing half of ``sae.py``, provenance itself)."""
     text = script.read_text()
-    if '"--out"' not in text:
+    if 'if __name__ == "__main__":' not in text:
+        assert script.stem in PARTS, (
+            f"{script.name} has no command line and is not a known part of another script"
+        )
         return
+    assert '"--out"' in text, f"{script.name} stores no run: it needs --out and provenance.write_run"
     assert "provenance.write_run(args.out" in text and not re.search(r"Path\(args\.out\)\.write_text", text)
+
+
+PARTS = {"provenance": "the run's record itself", "dashboards_peer": "SAEDashboard's worker for dashboards.py",
+         "sae_splice": "the splicing half of sae.py"}  # fmt: skip
 
 
 @pytest.mark.parametrize(
