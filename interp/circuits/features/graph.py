@@ -271,6 +271,11 @@ class AttributionGraph:
         """Write ``graph.safetensors``, the pruned Neuronpedia-schema ``{slug}.json`` (``graph.json``), its entry
         in ``graph-metadata.json`` and the viewer ``index.html``: the folder circuit-tracer's local server serves.
 
+        The files are written as one set, over only an earlier graph's files
+        (:mod:`~interp.circuits.features.graph_folder`): an error or Ctrl-C while they are written leaves the
+        folder's earlier graph whole, and a file of the same name that no save of a graph wrote is refused before
+        anything is written. Pinned nodes (:attr:`selection`) are kept by the pruning.
+
         Args:
             folder: created if missing.
             node_threshold, edge_threshold: the pruning of ``graph.json`` and the page.
@@ -284,7 +289,9 @@ class AttributionGraph:
                 of the same slug, as circuit-tracer's ``create_graph_files`` does), the key of the page's pins.
             dashboards: a folder of feature dashboards (``interp dashboards``; the dictionary's
                 ``features/SCAN`` or the folder holding it): linked as ``features/SCAN`` beside the graph,
-                named in its ``metadata.scan`` (``./data/features/SCAN``), and shown by the viewer.
+                named in its ``metadata.scan`` (``./data/features/SCAN``), and shown by the viewer; with
+                ``model`` and ``transcoders``, refused unless they made it
+                (:func:`~interp.sae.dashboards.link.check_identity`).
             attention: explained edges (:meth:`explain_attention`), saved in the file's ``interp`` extension
                 (:mod:`~interp.circuits.features.extension`) and shown by the viewer.
             supernode_report: how proposed supernodes were found and what they keep, saved beside them.

@@ -7,7 +7,11 @@ frontends draw it, and again with interp's own node names in the file's ``interp
 (:mod:`~interp.circuits.features.extension`), which stays exact where two Neuronpedia ids coincide. Every
 member of a supernode is pinned (the frontends group pinned nodes).
 
-Reading accepts either naming: interp's node names (``L3.F417@5``) or Neuronpedia ids (``3_417_5``).
+Reading accepts either naming: interp's node names (``L3.F417@5``) or Neuronpedia ids (``3_417_5``). A file is
+checked through when it is read (:func:`subgraph_file`: every field's type and every name's form, the
+supernodes' names and members), and its nodes when they are resolved against a graph
+(:meth:`SubgraphFile.resolve`), or, before attribution, against the nodes the prompt's graph will have
+(:mod:`~interp.circuits.features.pins`); every refusal names the file and the field.
 """
 
 from __future__ import annotations
