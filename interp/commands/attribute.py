@@ -150,9 +150,7 @@ def run(args: argparse.Namespace) -> int:
         model,
         tc,
         args.prompt,
-        targets=args.target,
-        max_logits=args.max_logits,
-        logit_probability=args.logit_probability,
+        **_targets(args),
         max_feature_nodes=args.max_feature_nodes,
         batch_size=args.batch_size,
         max_memory_gb=args.max_memory_gb,
@@ -247,15 +245,17 @@ def _checked_with_model(args: argparse.Namespace, model, tc, subgraph) -> list[s
         return []
     from interp.circuits.features.pins import check_pins, prospect
 
-    will = prospect(
-        model,
-        tc,
-        args.prompt,
-        targets=args.target,
-        max_logits=args.max_logits,
-        logit_probability=args.logit_probability,
-    )
+    will = prospect(model, tc, args.prompt, **_targets(args))
     return check_pins(subgraph, will, vocab=model.cfg.d_vocab, max_feature_nodes=args.max_feature_nodes)
+
+
+def _targets(args: argparse.Namespace) -> dict:
+    """How the graph's logit targets are chosen: what ``attribute`` and the nodes checked before it share."""
+    return {
+        "targets": args.target,
+        "max_logits": args.max_logits,
+        "logit_probability": args.logit_probability,
+    }
 
 
 def _summary(graph, args: argparse.Namespace, out: Path, explained: list, report: dict | None) -> str:

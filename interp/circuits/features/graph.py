@@ -35,6 +35,15 @@ from interp.circuits.features.subgraph import Subgraph, make_subgraph
 from interp.dictionary import SparseDictionary
 
 
+def node_order(features: torch.Tensor, n_layers: int, n_pos: int, n_logits: int) -> tuple[Node, ...]:
+    """The nodes of a graph with ``features [n, 3]`` (layer, position, feature), in circuit-tracer's order (see
+    the module docstring)."""
+    feats = [Node.feature_node(int(lay), int(p), int(f)) for lay, p, f in features.tolist()]
+    errors = [Node.error(lay, p) for lay in range(n_layers) for p in range(n_pos)]
+    tokens = [Node.token(p) for p in range(n_pos)]
+    return (*feats, *errors, *tokens, *(Node.logit(i) for i in range(n_logits)))
+
+
 @dataclass(frozen=True, eq=False)
 class AttributionGraph:
     """An attribution graph (see the module docstring).
@@ -94,10 +103,7 @@ class AttributionGraph:
     @functools.cached_property
     def nodes(self) -> tuple[Node, ...]:
         """Every node, in the adjacency's order."""
-        feats = [Node.feature_node(int(lay), int(p), int(f)) for lay, p, f in self.features.tolist()]
-        errors = [Node.error(lay, p) for lay in range(self.n_layers) for p in range(self.n_pos)]
-        tokens = [Node.token(p) for p in range(self.n_pos)]
-        return (*feats, *errors, *tokens, *(Node.logit(i) for i in range(self.n_logits)))
+        return node_order(self.features, self.n_layers, self.n_pos, self.n_logits)
 
     @functools.cached_property
     def _index(self) -> dict[str, int]:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from interp.analysis.node import Node
+from interp.circuits.features.graph import node_order
 from interp.circuits.features.subgraph import SubgraphFile
 from interp.dictionary import SparseDictionary
 
@@ -53,10 +54,7 @@ class Prospect:
     @functools.cached_property
     def nodes(self) -> tuple[Node, ...]:
         """Every node, in the order the graph will have them."""
-        feats = [Node.feature_node(int(lay), int(p), int(f)) for lay, p, f in self.active.tolist()]
-        errors = [Node.error(lay, p) for lay in range(self.n_layers) for p in range(self.n_pos)]
-        tokens = [Node.token(p) for p in range(self.n_pos)]
-        return (*feats, *errors, *tokens, *(Node.logit(i) for i in range(self.n_logits)))
+        return node_order(self.active, self.n_layers, self.n_pos, self.n_logits)
 
     @functools.cached_property
     def _index(self) -> dict[str, int]:
