@@ -35,17 +35,48 @@ from interp.circuits.features.subgraph import Subgraph, make_subgraph
 from interp.dictionary import SparseDictionary
 
 
-def node_order(features: torch.Tensor, n_layers: int, n_pos: int, n_logits: int) -> tuple[Node, ...]:
-    """The nodes of a graph with ``features [n, 3]`` (layer, position, feature), in circuit-tracer's order (see
-    the module docstring)."""
-    feats = [Node.feature_node(int(lay), int(p), int(f)) for lay, p, f in features.tolist()]
-    errors = [Node.error(lay, p) for lay in range(n_layers) for p in range(n_pos)]
-    tokens = [Node.token(p) for p in range(n_pos)]
-    return (*feats, *errors, *tokens, *(Node.logit(i) for i in range(n_logits)))
+class GraphNodes:
+    """The nodes of a graph of ``features [n, 3]`` (layer, position, feature), ``n_layers``, ``input_tokens`` and
+    ``logit_tokens``, in circuit-tracer's order (see the module docstring): what a graph and the nodes one will
+    have (:class:`~interp.circuits.features.pins.Prospect`) share. A subclass says why a node is missing."""
+
+    features: torch.Tensor
+    input_tokens: torch.Tensor
+    logit_tokens: torch.Tensor
+    n_layers: int
+
+    @property
+    def n_pos(self) -> int:
+        return len(self.input_tokens)
+
+    @property
+    def n_logits(self) -> int:
+        return len(self.logit_tokens)
+
+    @functools.cached_property
+    def nodes(self) -> tuple[Node, ...]:
+        """Every node, in the adjacency's order."""
+        feats = [Node.feature_node(int(lay), int(p), int(f)) for lay, p, f in self.features.tolist()]
+        errors = [Node.error(lay, p) for lay in range(self.n_layers) for p in range(self.n_pos)]
+        tokens = [Node.token(p) for p in range(self.n_pos)]
+        return (*feats, *errors, *tokens, *(Node.logit(i) for i in range(self.n_logits)))
+
+    @functools.cached_property
+    def _index(self) -> dict[str, int]:
+        return {node: i for i, node in enumerate(self.nodes)}
+
+    def index(self, node: str) -> int:
+        """Row and column of ``node`` (a :class:`~interp.analysis.node.Node` or its text)."""
+        if node not in self._index:
+            raise KeyError(self._missing(node))
+        return self._index[node]
+
+    def _missing(self, node: str) -> str:
+        return f"the graph has no node {str(node)!r}; it has {len(self.nodes)} (e.g. {self.nodes[0]!r})"
 
 
 @dataclass(frozen=True, eq=False)
-class AttributionGraph:
+class AttributionGraph(GraphNodes):
     """An attribution graph (see the module docstring).
 
     Attributes:
@@ -85,37 +116,12 @@ class AttributionGraph:
     # -- nodes ------------------------------------------------------------------------------------------
 
     @property
-    def n_pos(self) -> int:
-        return len(self.input_tokens)
-
-    @property
-    def n_logits(self) -> int:
-        return len(self.logit_tokens)
-
-    @property
     def n_features(self) -> int:
         return len(self.features)
 
     @property
     def n_errors(self) -> int:
         return self.n_layers * self.n_pos
-
-    @functools.cached_property
-    def nodes(self) -> tuple[Node, ...]:
-        """Every node, in the adjacency's order."""
-        return node_order(self.features, self.n_layers, self.n_pos, self.n_logits)
-
-    @functools.cached_property
-    def _index(self) -> dict[str, int]:
-        return {node: i for i, node in enumerate(self.nodes)}
-
-    def index(self, node: str) -> int:
-        """Row and column of ``node`` (a :class:`~interp.analysis.node.Node` or its text)."""
-        if node not in self._index:
-            raise KeyError(
-                f"the graph has no node {str(node)!r}; it has {len(self.nodes)} (e.g. {self.nodes[0]!r})"
-            )
-        return self._index[node]
 
     def edge(self, target: str, source: str) -> float:
         """``A[target, source]``: the direct effect of ``source`` on ``target``."""

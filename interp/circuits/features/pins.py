@@ -11,7 +11,6 @@ them; the pinned features it returns go to ``attribute(keep=...)``, so that a ca
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,13 +18,13 @@ from typing import Any
 import torch
 
 from interp.analysis.node import Node
-from interp.circuits.features.graph import node_order
+from interp.circuits.features.graph import GraphNodes
 from interp.circuits.features.subgraph import SubgraphFile
 from interp.dictionary import SparseDictionary
 
 
 @dataclass(frozen=True, eq=False)
-class Prospect:
+class Prospect(GraphNodes):
     """The nodes of a prompt's attribution graph, before it is computed: what
     :func:`~interp.circuits.features.subgraph.SubgraphFile.resolve` reads of a graph.
 
@@ -33,38 +32,18 @@ class Prospect:
         input_tokens: ``[pos]`` the prompt's ids.
         logit_tokens: ``[n_logits]`` the targets' ids (-1 for a direction).
         n_layers: layers of the model.
-        active: ``[n_active, 3]`` (layer, position, feature) of the active features, in the graph's order.
+        features: ``[n_active, 3]`` (layer, position, feature) of the active features, in the graph's order.
         widths: features per layer.
     """
 
     input_tokens: torch.Tensor
     logit_tokens: torch.Tensor
     n_layers: int
-    active: torch.Tensor
+    features: torch.Tensor
     widths: dict[int, int]
 
-    @property
-    def n_pos(self) -> int:
-        return len(self.input_tokens)
-
-    @property
-    def n_logits(self) -> int:
-        return len(self.logit_tokens)
-
-    @functools.cached_property
-    def nodes(self) -> tuple[Node, ...]:
-        """Every node, in the order the graph will have them."""
-        return node_order(self.active, self.n_layers, self.n_pos, self.n_logits)
-
-    @functools.cached_property
-    def _index(self) -> dict[str, int]:
-        return {node: i for i, node in enumerate(self.nodes)}
-
-    def index(self, node: str) -> int:
-        """The row ``node`` will have; ``KeyError`` saying why the graph will not have it."""
-        if node in self._index:
-            return self._index[node]
-        raise KeyError(f"the graph will have no node {str(node)!r}: {self._why(Node.parse(node))}")
+    def _missing(self, node: str) -> str:
+        return f"the graph will have no node {str(node)!r}: {self._why(Node.parse(node))}"
 
     def _why(self, node: Node) -> str:
         last = self.n_pos - 1
@@ -112,7 +91,7 @@ def prospect(
         input_tokens=tokens.cpu(),
         logit_tokens=torch.tensor([-1 if t.token is None else t.token for t in chosen]),
         n_layers=model.cfg.n_layers,
-        active=active,
+        features=active,
         widths={layer: transcoders.n_features(layer) for layer in transcoders.layers},
     )
 
