@@ -109,9 +109,10 @@ def test_explaining_and_proposing_say_what_they_do_and_count_it(tmp_path, tc_fol
         r"\d+\.\d s",
         steps[1],
     )
-    assert steps[2] == f"interp attribute: proposing supernodes among {n_features} feature nodes ..."
+    nodes = f"{n_features} feature node{'s' * (n_features != 1)}"
+    assert steps[2] == f"interp attribute: proposing supernodes among {nodes} ..."
     assert re.fullmatch(
-        rf"interp attribute: proposing supernodes among {n_features} feature nodes: {proposed} proposed in "
+        rf"interp attribute: proposing supernodes among {nodes}: {proposed} proposed in "
         r"\d+\.\d s",
         steps[3],
     )

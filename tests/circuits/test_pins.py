@@ -39,7 +39,11 @@ def _one_line(capsys) -> str:
 @pytest.mark.parametrize(
     ("pins", "message"),
     [
-        ({"pinnedIds": None}, "pinnedIds is null; it must be a list of node ids such as ['3_417_5'"),
+        (
+            {"pinnedIds": None},
+            'pinnedIds is null; it must be a list of nodes, each such as "3_417_5" (a Neuronpedia id) or '
+            '"L3.F417@5" (interp\'s name)',
+        ),
         ({"interp": {"subgraph": [1]}}, 'interp.subgraph is a list; it must be an object {"pinned": [...]'),
         ({"interp": 3}, "interp is a number; it must be an object (interp's extension)"),
         ({"qParams": []}, "qParams is a list; it must be an object with pinnedIds"),

@@ -55,7 +55,9 @@ def readable(
     if supernodes == "auto":
         records, _ = pruned_parts(graph, node_threshold, edge_threshold, vocab)
         shown = [str(graph.nodes[i]) for i in records if graph.nodes[i].kind == "feature"]
-        with _step(say, f"proposing supernodes among {len(shown)} feature nodes") as done:
+        with _step(
+            say, f"proposing supernodes among {len(shown)} feature node{'s' * (len(shown) != 1)}"
+        ) as done:
             proposal = graph.supernodes(transcoders, candidates=shown)
             taken = {m for _, members in groups for m in members}
             proposed = [

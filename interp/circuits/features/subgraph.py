@@ -276,10 +276,14 @@ def _checked(path: Path, pinned: Any, supernodes: Any, fields: tuple[str, str], 
     """A :class:`SubgraphFile` of ``pinned`` and ``supernodes`` as read, once every field has the right type and
     form and the supernodes are well made."""
     where = f"--subgraph {path}"
-    example = "'L3.F417@5'" if own else "'3_417_5' (or interp's 'L3.F417@5')"
+    example = (
+        '"L3.F417@5" (interp\'s name)'
+        if own
+        else '"3_417_5" (a Neuronpedia id) or "L3.F417@5" (interp\'s name)'
+    )
     if not isinstance(pinned, list):
         raise ValueError(
-            f"{where}: {fields[0]} is {_shown(pinned)}; it must be a list of node ids such as [{example}]"
+            f"{where}: {fields[0]} is {_shown(pinned)}; it must be a list of nodes, each such as {example}"
         )
     if not isinstance(supernodes, list):
         raise ValueError(
