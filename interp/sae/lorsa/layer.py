@@ -222,4 +222,5 @@ def layer_mask(n_pos: int, valid: torch.Tensor | None, device: torch.device) -> 
 
 def softmax(scores: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Each row's softmax over the keys, in float32 at least."""
-    return scores.softmax(dim=-1, dtype=torch.float32).to(dtype)
+    wide = scores.dtype if scores.dtype in (torch.float32, torch.float64) else torch.float32
+    return scores.softmax(dim=-1, dtype=wide).to(dtype)
