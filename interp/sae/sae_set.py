@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from hooks import HookPoint
 from hooks.names import layer_of
 from interp.dictionary import sources
-from interp.sae.module import SAE
+from interp.sae.latents import Code, Run
+from interp.sae.module import INFERENCE, SAE, SAE_HOOKS
 
 
 class SAESet:
@@ -74,6 +76,16 @@ class SAESet:
 
     def __repr__(self) -> str:
         return f"SAESet({ {layer: sae.cfg.hook_name for layer, sae in self.saes.items()} })"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the first SAE's parameters are (the device a splice and an evaluation compute on)."""
+        return self.saes[self.layers[0]].device
+
+    def activation_of(self, layer: int) -> str:
+        """The activation the SAE of ``layer`` runs at inference (``relu``, ``jumprelu`` or ``topk``; an SAE
+        trained with BatchTopK runs as a JumpReLU)."""
+        return INFERENCE[self.sae(layer).cfg.architecture]
 
     def sae(self, layer: int) -> SAE:
         """The SAE of ``layer``."""
@@ -143,6 +155,29 @@ class SAESet:
     def reconstruct(self, inputs: Mapping[int, torch.Tensor]) -> dict[int, torch.Tensor]:
         """``{layer: the SAE's output}`` for each given input, past the SAE's hook points."""
         return {layer: self.sae(layer).output(x, hooked=False)[0] for layer, x in inputs.items()}
+
+    # -- what a splice needs (interp.sae.splice) -----------------------------------------------------------
+
+    def hook_points(self, layer: int) -> dict[str, HookPoint]:
+        """The SAE's own hook points (``hook_sae_input`` ... ``hook_sae_output``): spliced, they are listed under
+        the model's names, and ``sae.run_with_cache`` sees the same points standalone."""
+        sae = self.sae(layer)
+        return {name: getattr(sae, name) for name in SAE_HOOKS}
+
+    def hooked_encode(self, x: torch.Tensor, layer: int, points: dict[str, HookPoint], run: Run) -> Code:
+        """The code of the input hook's tensor through the SAE's input and latent hook points (``points`` are
+        :meth:`hook_points`, which the SAE's own computation passes through): a TopK code kept as its k active
+        latents unless something reads the dense one (:mod:`interp.sae.latents`)."""
+        sae = self.sae(layer)
+        return sae.hooked_encode(x.to(sae.device), run)
+
+    def hooked_decode(
+        self, codes: Mapping[int, Code], out_layer: int, points: dict[str, HookPoint], run: Run
+    ) -> torch.Tensor:
+        """The SAE's output from the code of its layer, through ``hook_sae_recons`` (in the input's shape: heads
+        again for ``hook_z``)."""
+        (layer,) = sources(self, out_layer)
+        return self.sae(layer).hooked_decode(codes[layer], run)
 
     def _affine(self, layer: int, what: str) -> SAE:
         sae = self.sae(layer)
