@@ -8,8 +8,9 @@ An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (
   published format's convention;
 - ``sae_set.py``: :class:`SAESet`, SAEs by layer as a :class:`~interp.dictionary.SparseDictionary`, the
   interface transcoders share;
-- ``formats/``: one module per published format, each a ``load``/``save`` pair; :func:`load` recognises
-  SAELens, sparsify and Gemma Scope files, :func:`save` writes SAELens's;
+- ``formats/``: one module per published format, each a ``load``/``save`` pair; :func:`load_dictionary`
+  reads any dictionary, told from its files, :func:`save_dictionary` writes one in its kind's format;
+  :func:`load` recognises SAELens, sparsify and Gemma Scope files, :func:`save` writes SAELens's;
 - ``transcoder/``: :class:`TranscoderSet` and :class:`CrossLayerTranscoder` (one interface);
 - ``splice.py``: :func:`spliced`, the one splice of every dictionary: ``model.saes([...])``,
   ``model.run_with_saes(...)`` and ``model.transcoders(tc)`` (the replacement model) run it;
@@ -34,7 +35,7 @@ from interp.sae.config import SAEConfig
 from interp.sae.evaluate import evaluate, evaluate_transcoders
 from interp.sae.feature_patching import feature_attribution, patch_features
 from interp.sae.features import add_feature_section, feature_stats, logit_effects
-from interp.sae.formats import load, save
+from interp.sae.formats import load, load_dictionary, save, save_dictionary
 from interp.sae.formats.build import SAEFormatError
 from interp.sae.formats.transcoders import load_transcoders, save_transcoders
 from interp.sae.module import SAE, SAE_HOOKS
@@ -59,10 +60,12 @@ __all__ = [
     "feature_attribution",
     "feature_stats",
     "load",
+    "load_dictionary",
     "load_transcoders",
     "logit_effects",
     "patch_features",
     "save",
+    "save_dictionary",
     "save_transcoders",
     "spliced",
     "spliced_transcoders",

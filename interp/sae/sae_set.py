@@ -15,12 +15,13 @@ Pre-activations are affine in the input, and the output in the latents, unless t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
 from hooks import HookPoint
 from hooks.names import layer_of
-from interp.dictionary import sources
+from interp.dictionary import SparseDictionary, sources
 from interp.sae.latents import Code, Run
 from interp.sae.module import INFERENCE, SAE, SAE_HOOKS
 
@@ -188,6 +189,23 @@ class SAESet:
                 f"has no fixed {what}; use encode and reconstruct, which take the input"
             )
         return sae
+
+
+def as_dictionary(dictionary: Any) -> SparseDictionary:
+    """``dictionary`` as a :class:`~interp.dictionary.SparseDictionary`: an :class:`~interp.sae.SAE` as an
+    :class:`SAESet` of one (its layer the block of the hook it reads), any other dictionary as it is.
+
+    Raises:
+        TypeError: neither an SAE nor a sparse dictionary.
+    """
+    if isinstance(dictionary, SAE):
+        return SAESet(dictionary)
+    if isinstance(dictionary, SparseDictionary):
+        return dictionary
+    raise TypeError(
+        "expected a sparse dictionary (an interp.sae.SAE or SAESet, a TranscoderSet or a CrossLayerTranscoder), "
+        f"got {type(dictionary).__name__}"
+    )
 
 
 def _check_hooks(sae: SAE) -> None:

@@ -48,8 +48,8 @@ import torch
 from hooks import HookPoint
 from interp.dictionary import SparseDictionary, check_fits, sources, written_layers
 from interp.sae.latents import Code, Run
-from interp.sae.module import SAE, SAE_HOOKS
-from interp.sae.sae_set import SAESet
+from interp.sae.module import SAE_HOOKS
+from interp.sae.sae_set import as_dictionary
 
 _INPUT_SIDE = ("hook_sae_input", "hook_sae_acts_pre", "hook_sae_acts_post")
 _OUTPUT_SIDE = ("hook_sae_recons", "hook_sae_error", "hook_sae_output")
@@ -80,19 +80,19 @@ def with_error(
 
 
 def as_spliceable(dictionary: Any) -> SparseDictionary:
-    """``dictionary`` as a dictionary a splice reads: an :class:`~interp.sae.SAE` as an
-    :class:`~interp.sae.SAESet` of one (its layer the block of the hook it reads), any other dictionary as it is.
+    """``dictionary`` as a dictionary a splice reads (:func:`~interp.sae.sae_set.as_dictionary`: an SAE as an
+    SAESet of one).
 
     Raises:
         TypeError: not a sparse dictionary, or one without what a splice needs (``hooked_encode`` ...).
     """
-    if isinstance(dictionary, SAE):
-        return SAESet(dictionary)
-    if not isinstance(dictionary, SparseDictionary):
+    try:
+        dictionary = as_dictionary(dictionary)
+    except TypeError:
         raise TypeError(
             "expected an SAE, a list of SAEs or a sparse dictionary (an interp.sae.SAESet, TranscoderSet or "
             f"CrossLayerTranscoder), got {type(dictionary).__name__}"
-        )
+        ) from None
     lacking = [name for name in _SPLICED if not hasattr(dictionary, name)]
     if lacking:
         raise TypeError(
