@@ -19,7 +19,7 @@ An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (
   features) and spliced in whole (CE loss recovered, KL);
 - ``dashboards/``: every feature's dashboard in one streaming pass (quantile examples, histogram, density,
   logits), written as circuit-tracer's feature files with a page to browse them;
-- ``features.py``: the dashboards of a few features as a report section;
+- ``feature_report.py``: the dashboards of a few features as a report section;
 - ``feature_patching.py``: attribution patching of a metric to features and the error node, checked by exact
   patching of features.
 
@@ -34,7 +34,7 @@ Example:
 from interp.sae.config import SAEConfig
 from interp.sae.evaluate import evaluate, evaluate_transcoders
 from interp.sae.feature_patching import feature_attribution, patch_features
-from interp.sae.features import add_feature_section, feature_stats, logit_effects
+from interp.sae.feature_report import add_feature_section, feature_stats, logit_effects
 from interp.sae.formats import load, load_dictionary, save, save_dictionary
 from interp.sae.formats.build import SAEFormatError
 from interp.sae.formats.transcoders import load_transcoders, save_transcoders

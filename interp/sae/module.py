@@ -111,6 +111,12 @@ class SAE(HookedModule):
         return self.W_enc.device
 
     @property
+    def metadata(self) -> dict:
+        """What the files recorded and training adds (``metadata["training"]``): ``cfg.metadata``, named as a
+        transcoder's is."""
+        return self.cfg.metadata
+
+    @property
     def dtype(self) -> torch.dtype:
         return self.W_enc.dtype
 
