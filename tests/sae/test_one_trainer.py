@@ -85,3 +85,23 @@ def test_a_run_worse_than_the_mean_says_so_and_what_to_try():
         warnings.simplefilter("error", TrainingWarning)
         good = train(codes @ atoms, d_sae=32, k=3, batch_size=100, tokens=40000, lr=3e-3, progress=False)
     assert good.metadata["training"]["history"][-1]["fvu"] < 0.5
+
+
+def test_every_kind_trains_on_the_same_rows_of_a_store(tmp_path):
+    """``min_position`` leaves each item's first tokens out for transcoders as for SAEs (it was recorded, and
+    ignored, for transcoders)."""
+    from interp.sae.training import TrainSettings
+    from interp.sae.training.kinds import job_for, transcoder_hooks
+    from interp.store import cache_activations
+    from tests.sae.models import tiny_model
+
+    model = tiny_model()
+    ids = torch.randint(0, 40, (3, 7), generator=torch.Generator().manual_seed(0))
+    hooks = transcoder_hooks([0, 1], "ln2.hook_normalized", "hook_mlp_out")
+    store = cache_activations(model, [ids], hooks, tmp_path / "store", progress=False)
+    assert len(store) == 21
+    settings = TrainSettings(d_sae=8, k=2, min_position=2)
+    _, tc_rows, _ = job_for("clt", settings, store)
+    _, sae_rows, _ = job_for("sae", settings, store, hook_name=hooks[0])
+    assert tc_rows.n_rows == sae_rows.n_rows == 3 * (7 - 2)
+    torch.testing.assert_close(tc_rows.read(0)[:, :16], sae_rows.read(0), rtol=0, atol=0)

@@ -71,7 +71,7 @@ def job_for(
             "output_site"
         )
     sites = (input_site or "ln2.hook_normalized", output_site or "hook_mlp_out")
-    rows, layers = transcoder_rows(source, layers, *sites)
+    rows, layers = transcoder_rows(source, layers, *sites, min_position=settings.min_position)
     if kind == "clt" and layers != list(range(len(layers))):
         raise ValueError(f"a CLT spans every layer 0..n-1 of the model; layers={layers}")
     label = f"|{kind}|{layers}|{sites[0]}|{sites[1]}"
@@ -142,8 +142,10 @@ def transcoder_hooks(layers: list[int], input_site: str, output_site: str) -> li
 
 
 def transcoder_rows(
-    source: Any, layers: list[int] | None, input_site: str, output_site: str
+    source: Any, layers: list[int] | None, input_site: str, output_site: str, min_position: int = 0
 ) -> tuple[RowSource, list[int]]:
+    """The training rows of transcoders (every layer's input, then every layer's output) and the layers they
+    hold: from a pair of tensors, or from a store (its rows from ``min_position`` of each item on, as an SAE's)."""
     if isinstance(source, tuple):
         if len(source) != 2 or not all(isinstance(t, torch.Tensor) for t in source):
             raise TypeError("a tensor source is a pair (inputs, outputs), each [rows, n_layers, d_model]")
@@ -170,7 +172,7 @@ def transcoder_rows(
             f"the store lacks {missing[0]!r}, the {side} hook of layer {missing[0].split('.')[1]}; cache every "
             f"layer's input and output together (it holds {names})"
         )
-    return RowSource(source, hooks), layers
+    return RowSource(source, hooks, min_position=min_position), layers
 
 
 class TranscoderJob:
