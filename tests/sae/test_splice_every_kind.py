@@ -6,41 +6,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.dictionary import sources
 from interp.sae import SAESet, spliced, spliced_transcoders
 from tests.sae.models import random_sae, tiny_model, tokens
-from tests.sae.transcoder.factories import random_clt, random_set
+from tests.sae.transcoder.factories import random_clt, random_set, replacement_hooks
 
 SAE_HOOK = "blocks.0.hook_resid_pre"
-
-
-def _transcoder_hooks(tc, edit=None):
-    """Hooks that replace each output by the reconstruction from the inputs seen (a forward by hand)."""
-    inputs: dict[int, torch.Tensor] = {}
-
-    def read(layer):
-        return lambda x, hook: inputs.__setitem__(layer, x.detach().clone())
-
-    def write(layer):
-        def fn(x, hook):
-            acts = {s: tc.encode(inputs[s], s)[1] for s in sources(tc, layer)}
-            out = tc.decode(acts, layer)
-            skip = tc.skip(inputs[layer], layer)
-            return out if skip is None else out + skip
-
-        return fn
-
-    hooks = []
-    for layer in tc.layers:
-        hooks += [(tc.input_hook(layer), read(layer)), (tc.output_hook(layer), write(layer))]
-    return hooks
 
 
 @pytest.mark.parametrize("make", [lambda: random_set(activation="topk", k=4), lambda: random_clt(skip=True)])
 def test_an_sae_and_transcoders_spliced_together_run_as_both_by_hand(make):
     model, ids = tiny_model(), tokens()
     sae, tc = random_sae(SAE_HOOK), make()
-    by_hand = [(SAE_HOOK, lambda a, hook: sae(a)), *_transcoder_hooks(tc)]
+    by_hand = [(SAE_HOOK, lambda a, hook: sae(a)), *replacement_hooks(tc)]
     with torch.no_grad():
         want = model.run_with_hooks(ids, fwd_hooks=by_hand)
         with spliced(model, [sae, tc]):
