@@ -308,6 +308,6 @@ class HookedTransformer(HookedModule):
             tc: an :class:`interp.sae.TranscoderSet` or :class:`interp.sae.CrossLayerTranscoder`.
             error: add each layer's reconstruction error back, so outputs are unchanged unless edited.
 
-        See :mod:`interp.sae.transcoder.splice` for the hook names.
+        The same splice as :meth:`saes` (:mod:`interp.sae.splice`, which names the hooks).
         """
         return extensions.implementation("transcoders")(self, tc, error=error)

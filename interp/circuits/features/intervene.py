@@ -23,7 +23,8 @@ import torch
 from interp.circuits.features.held import Held
 from interp.circuits.features.inputs import check_fit, prompt_ids
 from interp.dictionary import SparseDictionary, written_layers
-from interp.sae.transcoder import Transcoder, spliced_transcoders
+from interp.sae.splice import spliced
+from interp.sae.transcoder import Transcoder
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def generate_with_features(
     to :func:`interp.generate` (the whole sequence is rerun each step, so positions are absolute)."""
     check_fit(model, transcoders)
     edits = _checked(edits, transcoders)
-    with spliced_transcoders(model, transcoders, error=True):
+    with spliced(model, transcoders, use_error_term=True):
         return model.generate(
             prompt, max_new_tokens, fwd_hooks=_clamps(transcoders, edits), use_kv_cache=False, **kwargs
         )
@@ -145,7 +146,7 @@ def _free(model: Any, transcoders: Transcoder, tokens: torch.Tensor, edits: list
         seen[hook.name] = x[0]
 
     ins = [transcoders.input_hook(layer) for layer in transcoders.layers]
-    with spliced_transcoders(model, transcoders, error=True):
+    with spliced(model, transcoders, use_error_term=True):
         logits = model.run_with_hooks(
             tokens[None],
             fwd_hooks=[*_clamps(transcoders, edits), *((n, keep) for n in [*ins, "unembed.hook_in"])],

@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from interp.dictionary import SparseDictionary, check_fits
+from interp.dictionary import SparseDictionary
+from interp.sae.sae_set import as_dictionary  # noqa: F401 (the package's name for it)
 
 PROBED = 64
 """Features per layer whose encoder and decoder rows go into a dictionary's fingerprint."""
@@ -43,23 +44,6 @@ there can be read by the unembedding; a row written to ``hook_z`` or an MLP's hi
 def cantor(layer: int, feature: int) -> int:
     """The ``featureIndex`` circuit-tracer gives feature ``feature`` of ``layer`` (its graph nodes' ``feature``)."""
     return (layer + feature) * (layer + feature + 1) // 2 + feature
-
-
-def as_dictionary(dictionary: Any) -> SparseDictionary:
-    """``dictionary`` itself if it is a :class:`~interp.dictionary.SparseDictionary`; an SAE as an
-    :class:`~interp.sae.SAESet` (the layer is the block of the hook it reads)."""
-    from interp.sae.module import SAE
-
-    if isinstance(dictionary, SAE):
-        from interp.sae.sae_set import SAESet
-
-        return SAESet(dictionary)
-    if isinstance(dictionary, SparseDictionary):
-        return dictionary
-    raise TypeError(
-        "expected a sparse dictionary (an interp.sae.SAE or SAESet, a TranscoderSet or a CrossLayerTranscoder), "
-        f"got {type(dictionary).__name__}"
-    )
 
 
 def kind(dictionary: SparseDictionary) -> str:
@@ -131,31 +115,12 @@ def _rows(read: Any, layer: int, features: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
-def is_transcoder_folder(folder: Path) -> bool:
-    """Whether ``folder`` holds transcoders :func:`interp.sae.load_transcoders` reads (not an SAE)."""
-    from interp.sae.formats import circuit_tracer, circuit_tracer_clt
-
-    return folder.is_dir() and (
-        (folder / circuit_tracer.CONFIG).is_file()
-        or circuit_tracer_clt.is_clt_folder(folder)
-        or (folder / "layer_0.safetensors").is_file()
-    )
-
-
 def load_dictionary(path: str | Path, model: Any) -> SparseDictionary:
     """Read the SAE or transcoders at ``path`` for ``model`` (on its device and dtype) and check they fit it
-    (:func:`interp.dictionary.check_fits`)."""
+    (:func:`interp.sae.formats.load_dictionary`)."""
+    from interp.sae.formats import load_dictionary as load
+
     path = Path(path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"--dictionary {path} does not exist; give an SAE or transcoder folder")
-    if is_transcoder_folder(path):
-        from interp.sae.formats.transcoders import load_transcoders
-
-        module = load_transcoders(path, model=model, device=model.device, dtype=model.dtype)
-    else:
-        from interp.sae.formats import load
-
-        module = load(path, device=model.device, dtype=model.dtype)
-    dictionary = as_dictionary(module)
-    check_fits(model, dictionary)
-    return dictionary
+    return load(path, model=model, device=model.device, dtype=model.dtype)
