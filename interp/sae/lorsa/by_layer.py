@@ -12,17 +12,32 @@ The protocol's linear pieces hold with the pattern fixed: ``encoder(L, f)`` is h
 ``decoder(L, f)`` its output direction ``W_O[f]``. What a graph needs beyond the protocol is here too:
 :meth:`Lorsa.pattern` and :meth:`Lorsa.queries_keys` for a prompt, and :meth:`Lorsa.qk_head`, the QK head a
 feature's pattern comes from.
+
+Spliced into a model (:func:`interp.sae.spliced`, ``model.saes``), each layer's hook points are the SAE ones
+under the output hook (``blocks.L.hook_attn_out.hook_sae_acts_post`` ...) and four of its own, listed after
+the input hook in the forward order: ``hook_lorsa_q``, ``hook_lorsa_k`` (``[batch, pos, qk_head, d_qk_head]``,
+after the q/k norm and rotary), ``hook_lorsa_v`` (``[batch, pos, head]``) and ``hook_lorsa_pattern`` (``[batch,
+qk_head, query, key]``), formed only when something hooks it. A pattern held at cached values is a hook there
+returning them. The splice watches the model's calls for padding (:mod:`.sequence`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
+from hooks import HookPoint
+from interp.sae.latents import Code, Latents, Run
 from interp.sae.lorsa.layer import LorsaLayer
+from interp.sae.lorsa.sequence import ForwardTokens
+from interp.sae.module import SAE_HOOKS
+
+LORSA_HOOKS = ("hook_lorsa_q", "hook_lorsa_k", "hook_lorsa_v", "hook_lorsa_pattern")
+"""A spliced layer's own hook points, beyond the SAE ones (see the module docstring)."""
 
 
 class Lorsa(nn.Module):
@@ -58,6 +73,12 @@ class Lorsa(nn.Module):
         self.layers = sorted(layers)
         self.by_layer = nn.ModuleDict({str(key): layers[key] for key in self.layers})
         self.metadata = dict(metadata or {})
+        self.forward_tokens = ForwardTokens()
+
+    def at(self, layers: list[int]) -> Lorsa:
+        """The Lorsa of ``layers`` alone (the same layer modules, not copies): Lorsa in place of attention at
+        chosen layers only."""
+        return Lorsa({layer: self.layer(layer) for layer in layers}, metadata=self.metadata)
 
     # -- the SparseDictionary protocol ----------------------------------------------------------------------
 
@@ -177,6 +198,41 @@ class Lorsa(nn.Module):
         """``[batch, qk_head, query, key]``: the attention of each QK head of ``layer`` on these sequences."""
         x, valid = self._checked(x, valid, layer)
         return self.layer(layer).pattern(x, valid)
+
+    # -- what a splice calls (interp.sae.splice) ----------------------------------------------------------------
+
+    def hook_points(self, layer: int) -> dict[str, HookPoint]:
+        """New hook points for ``layer``, one set per splice: the SAE ones with Lorsa's own after the input."""
+        self.check_layer(layer)
+        names = [*SAE_HOOKS[:1], *LORSA_HOOKS, *SAE_HOOKS[1:]]
+        return {name: HookPoint() for name in names}
+
+    @contextlib.contextmanager
+    def spliced_into(self, model: Any) -> Iterator[None]:
+        """While spliced: the real tokens of each of ``model``'s forward calls (:mod:`.sequence`)."""
+        with self.forward_tokens.watching(model):
+            yield
+
+    def hooked_encode(self, x: torch.Tensor, layer: int, points: dict[str, HookPoint], run: Run) -> Code:
+        """The heads of ``layer`` from the input hook's tensor, through ``points`` (past them unless
+        ``run.hooked``); the pattern is formed only when something listens at ``hook_lorsa_pattern``."""
+        module = self.layer(layer)
+        x_in, valid = self._checked(x.to(self.device), self.forward_tokens.of(x), layer)
+        sae_in = run(points["hook_sae_input"], x_in)
+
+        def tap(name: str, tensor: torch.Tensor) -> torch.Tensor:
+            return run(points[f"hook_lorsa_{name}"], tensor)
+
+        z = module.pre_acts(sae_in, valid, tap=tap, explicit=run.listens(points["hook_lorsa_pattern"]))
+        pre = run(points["hook_sae_acts_pre"], z)
+        return Code(Latents(dense=run(points["hook_sae_acts_post"], module.activate(pre))), None)
+
+    def hooked_decode(
+        self, codes: Mapping[int, Code], out_layer: int, points: dict[str, HookPoint], run: Run
+    ) -> torch.Tensor:
+        """The output at ``out_layer`` through ``points``' ``hook_sae_recons``."""
+        acts = codes[out_layer].latents.to_dense(self.n_features(out_layer))
+        return run(points["hook_sae_recons"], self.decode({out_layer: acts}, out_layer))
 
     # -- checks -----------------------------------------------------------------------------------------------
 
