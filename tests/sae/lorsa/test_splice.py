@@ -18,7 +18,9 @@ def _model():
 
 
 def _lorsa(layers=(0, 1), **settings):
-    return random_lorsa(layers, d_model=D_MODEL, n_heads=12, n_qk_heads=3, d_qk_head=8, k=3, seed=4, **settings)
+    return random_lorsa(
+        layers, d_model=D_MODEL, n_heads=12, n_qk_heads=3, d_qk_head=8, k=3, seed=4, **settings
+    )
 
 
 def lorsa_by_hand(lorsa, valid=None) -> list:
@@ -67,14 +69,18 @@ def test_with_the_error_term_the_output_is_the_models_and_the_error_is_what_lors
     for layer in (0, 1):
         recons = lorsa.reconstruct({layer: cache[f"blocks.{layer}.ln1.hook_normalized"]})[layer]
         error = spliced_cache[f"blocks.{layer}.hook_attn_out.hook_sae_error"]
-        torch.testing.assert_close(error, cache[f"blocks.{layer}.hook_attn_out"] - recons, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(
+            error, cache[f"blocks.{layer}.hook_attn_out"] - recons, rtol=1e-5, atol=1e-6
+        )
 
 
 def test_the_hook_points_are_listed_and_cached_and_the_pattern_can_be_held():
     model, ids = _model(), tokens(batch=1, pos=6)
     other = tokens(batch=1, pos=6, seed=3)
     lorsa = _lorsa(layers=(1,))
-    names = [f"blocks.1.hook_attn_out.{h}" for h in ("hook_lorsa_pattern", "hook_lorsa_v", "hook_sae_acts_pre")]
+    names = [
+        f"blocks.1.hook_attn_out.{h}" for h in ("hook_lorsa_pattern", "hook_lorsa_v", "hook_sae_acts_pre")
+    ]
     with torch.no_grad(), spliced(model, lorsa):
         order = list(model.hook_dict)
         _, cache = model.run_with_cache(ids, names_filter=[*names, "blocks.1.ln1.hook_normalized"])
@@ -97,7 +103,9 @@ def test_the_hook_points_are_listed_and_cached_and_the_pattern_can_be_held():
         torch.testing.assert_close(held, lorsa.pattern(x, 1), rtol=0, atol=1e-6)
         # another prompt run with this prompt's pattern held: its values mixed by the held pattern
         hold = [(names[0], lambda p, hook: held)]
-        _, moved = model.run_with_cache(other, fwd_hooks=hold, names_filter=[*names, "blocks.1.ln1.hook_normalized"])
+        _, moved = model.run_with_cache(
+            other, fwd_hooks=hold, names_filter=[*names, "blocks.1.ln1.hook_normalized"]
+        )
     v = moved[names[1]]  # [batch, pos, head]
     want = lorsa.layer(1).mix(held, v)
     torch.testing.assert_close(moved[names[2]], want, rtol=0, atol=0)
