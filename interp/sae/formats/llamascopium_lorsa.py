@@ -116,8 +116,7 @@ def from_folder(config: dict[str, Any], tensors: dict[str, torch.Tensor], source
     with torch.no_grad():
         for name, w in (weights | qk).items():
             getattr(lorsa_layer, name).copy_(w)
-        f_in, f_out = scales(config, tensors, [hook_in, hook_out], source)
-        _fold(lorsa_layer, f_in, f_out)
+        lorsa_layer.fold_scales(*scales(config, tensors, [hook_in, hook_out], source))
     return Lorsa({layer: lorsa_layer}, metadata={"format": "llamascopium", "llamascopium_config": config})
 
 
@@ -134,19 +133,6 @@ def _scaling(config: dict[str, Any], source: str) -> RotaryScaling | None:
         )
     except (KeyError, ValueError) as err:
         raise SAEFormatError(f"{source}: use_NTK_by_parts_rope with unusable settings: {err}") from None
-
-
-def _fold(layer: LorsaLayer, f_in: float, f_out: float) -> None:
-    """Fold the training scales (the input times ``f_in``, the output times ``f_out``) into the weights: the
-    layer then reads and writes the model's activations, with the same activations as before."""
-    if f_in != 1.0:
-        for w in (layer.W_Q, layer.W_K, layer.W_V):
-            w.mul_(f_in)
-    if f_out != 1.0:
-        layer.W_O.div_(f_out)
-        layer.b_O.div_(f_out)
-        if layer.threshold is not None and layer.cfg.gate_by_decoder_norm:
-            layer.threshold.div_(f_out)  # compared with z * |W_O[h]|, which shrank by f_out
 
 
 def save(lorsa: Lorsa, folder: str | Path) -> list[Path]:

@@ -193,6 +193,21 @@ class LorsaLayer(nn.Module):
         """``[..., d_model]``: each head's activation times its output direction, plus ``b_O``."""
         return acts.to(self.W_O.dtype) @ self.W_O + self.b_O
 
+    @torch.no_grad()
+    def fold_scales(self, scale_in: float, scale_out: float) -> LorsaLayer:
+        """Fold constant scales into the weights (in place): trained to map ``x * scale_in`` to ``y * scale_out``
+        (llamascopium's dataset-wise normalisation, the trainer's), it then maps ``x`` to ``y`` with the same
+        activations, heads and patterns."""
+        if scale_in != 1.0:
+            for w in (self.W_Q, self.W_K, self.W_V):
+                w.mul_(scale_in)
+        if scale_out != 1.0:
+            self.W_O.div_(scale_out)
+            self.b_O.div_(scale_out)
+            if self.threshold is not None and self.cfg.gate_by_decoder_norm:
+                self.threshold.div_(scale_out)  # compared with z * |W_O[h]|, which shrank by scale_out
+        return self
+
     def extra_repr(self) -> str:
         cfg = self.cfg
         k = f", k={cfg.k}" if cfg.k is not None else ""
