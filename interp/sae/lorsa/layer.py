@@ -81,15 +81,28 @@ class LorsaLayer(nn.Module):
         self, x: torch.Tensor, valid: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``q``, ``k`` ``[batch, pos, qk_head, d_qk_head]`` after the q/k norm and rotary."""
-        x = x.to(self.W_Q.dtype)
-        q = torch.einsum("bpd,mde->bpme", x, self.W_Q) + self.b_Q  # [batch, pos, qk_head, d_qk_head]
-        k = torch.einsum("bpd,mde->bpme", x, self.W_K) + self.b_K
+        return self.qkv(x, valid, with_values=False)[:2]
+
+    def qkv(
+        self, x: torch.Tensor, valid: torch.Tensor | None = None, *, with_values: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``(q, k, v)`` in one matrix product of ``x`` with the layer's reads (``v``: :meth:`values`)."""
+        m, e = self.cfg.n_qk_heads, self.cfg.d_qk_head
+        reads = [self.W_Q.permute(1, 0, 2).flatten(1), self.W_K.permute(1, 0, 2).flatten(1)]
+        biases = [self.b_Q.flatten(), self.b_K.flatten()]
+        if with_values:
+            reads, biases = reads + [self.W_V.T], biases + [self.b_V]
+        out = torch.addmm(torch.cat(biases), x.to(self.W_Q.dtype).flatten(0, -2), torch.cat(reads, dim=1))
+        out = out.unflatten(0, x.shape[:-1])  # [batch, pos, 2 * qk_head * d_qk_head (+ head)]
+        q = out[..., : m * e].unflatten(-1, (m, e))  # [batch, pos, qk_head, d_qk_head]
+        k = out[..., m * e : 2 * m * e].unflatten(-1, (m, e))
+        v = out[..., 2 * m * e :] if with_values else None  # [batch, pos, head]
         if self.q_norm is not None:
             q, k = self._rms(q, self.q_norm), self._rms(k, self.k_norm)
         if self.inv_freq is not None:
             cos, sin = self.rotary(positions(x.shape[0], x.shape[1], valid, x.device), q.dtype)
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        return q, k
+        return q, k, v
 
     def values(self, x: torch.Tensor) -> torch.Tensor:
         """``v [batch, pos, head]``: each head's read ``x . W_V[h] + b_V[h]``."""
@@ -147,8 +160,7 @@ class LorsaLayer(nn.Module):
             tap: called on ``q``, ``k``, ``v`` and (on the explicit path) ``pattern``; what it returns is used.
             explicit: form the pattern (a caller reads or edits it); otherwise the fused kernel runs.
         """
-        q, k = self.queries_keys(x, valid)
-        v = self.values(x)
+        q, k, v = self.qkv(x, valid)
         if tap is not None:
             q, k, v = tap("q", q), tap("k", k), tap("v", v)
         if explicit:

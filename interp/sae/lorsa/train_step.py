@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from interp import distributed
-from interp.sae.activation import activate
+from interp.sae.activation import top_k
 from interp.sae.lorsa.layer import LorsaLayer
 from interp.sae.training.sparsity import JumpReLU, Step, aux_k, batch_top_k
 
@@ -56,9 +56,14 @@ class LorsaStep(nn.Module):
         z = layer.pre_acts(x)  # [sequences, context, head]
         in_loss = global_tokens // context * (context - first) / distributed.world_size()  # this rank's share
         pre = z[:, first:].reshape(-1, z.shape[-1])  # [tokens in the loss, head]
-        acts = self._activate(z, global_tokens)
         out: dict[str, torch.Tensor] = {}
-        recons = layer.decode(acts)
+        if s.architecture == "topk":  # the k chosen heads' output directions alone, as an embedding bag
+            chosen = top_k(z, s.k, rectify=True)
+            recons = chosen.decode(layer.W_O) + layer.b_O
+            acts = chosen.to_dense(z.shape[-1]).detach()  # what is counted active
+        else:
+            acts = self._activate(z, global_tokens)
+            recons = layer.decode(acts)
         error = (recons - y)[:, first:].reshape(-1, y.shape[-1])  # [tokens in the loss, d_model]
         fvu = error.pow(2).sum() / (in_loss * self.variance)
         loss = fvu
@@ -85,8 +90,6 @@ class LorsaStep(nn.Module):
     def _activate(self, z: torch.Tensor, global_tokens: int) -> torch.Tensor:
         """The activations ``[sequences, context, head]`` (BatchTopK's cut over every rank's tokens)."""
         s = self.s
-        if s.architecture == "topk":
-            return activate(z, "topk", rectify=True, k=s.k)
         if s.architecture == "batchtopk":
             return batch_top_k(z.relu().flatten(0, 1), s.k, global_tokens)[0].view_as(z)
         if s.architecture == "jumprelu":
