@@ -134,7 +134,10 @@ class LorsaJob:
                 _copy_attention(layer, self.model, self.layer, scale[0])
             else:
                 for w in (layer.W_Q, layer.W_K):
-                    bound = math.sqrt(6 / (w.shape[1] + w.shape[2]))  # Xavier's, as llamascopium starts them
+                    # Xavier's uniform bound with torch's fans of a [qk_head, d_model, d_qk_head] tensor, as
+                    # llamascopium starts them (xavier_uniform_): fan_in d_model * e, fan_out qk_head * e
+                    m, d, e = w.shape
+                    bound = math.sqrt(6 / (d * e + m * e))
                     w.copy_(torch.rand(w.shape, generator=g) * 2 * bound - bound)
         return LorsaStep(layer, s, variance, self.rows.split), scale, variance
 

@@ -69,9 +69,9 @@ class LorsaStep(nn.Module):
         loss = fvu
         arch = s.architecture
         if arch in ("topk", "batchtopk"):
-            aux = aux_k(
-                pre, dead, lambda c: pre.gather(-1, c), layer.W_O, error, max(1, layer.cfg.d_model // 2)
-            )
+            k_aux = max(1, layer.cfg.d_model // 2)
+            dense = 4 * min(k_aux, int(dead.sum())) >= layer.cfg.n_heads  # many dead heads: one product
+            aux = aux_k(pre, dead, lambda c: pre.gather(-1, c), layer.W_O, error, k_aux, dense=dense)
             aux = aux / (in_loss * self.variance)
             out["aux"] = aux.detach()
             loss = loss + s.aux_coefficient * aux

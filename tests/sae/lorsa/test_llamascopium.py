@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 import interp.sae
 from interp.sae import SAE, CrossLayerTranscoder, SAEFormatError, TranscoderSet
@@ -295,8 +295,6 @@ def test_a_lorsa_written_by_interp_reads_in_llamascopium_as_it_reads_here(refere
         "        out[folder.rsplit('/', 1)[-1]] = m.decode(m.encode(x))\n"
         "save_file(out, sys.argv[2])\n"
     )
-    from safetensors.torch import save_file
-
     save_file({"x": x}, str(tmp_path / "x.safetensors"))
     command = [str(require("llamascopium")), "-W", "ignore", str(script), str(tmp_path / "x.safetensors")]
     command += [str(tmp_path / "theirs.safetensors"), *(str(tmp_path / name) for name in specs)]
@@ -333,3 +331,25 @@ def test_settings_interp_cannot_express_are_refused_in_one_line(reference, tmp_p
     with pytest.raises(SAEFormatError) as err:
         interp.sae.load(target)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_llamascopium_s_own_folding_misses_three_cases_that_interp_folds(reference, tmp_path):
+    """What interp.sae.formats.llamascopium's docstring says of llamascopium's ``fold_activation_scale``: it
+    leaves an SAE's and a gated Lorsa's JumpReLU thresholds unscaled and changes a gated CLT's decoder norms
+    unevenly, so that its folded dictionary computes another function than the one trained (interp's, tested
+    above, computes the trained one)."""
+    folders, results = reference
+    cases = []
+    for name in ("sae_jumprelu_gated", "jumprelu_gated", "clt_topk_gated"):
+        x = results[f"{name}/x"]
+        if name == "sae_jumprelu_gated":
+            x = x * 3.0  # inputs of the size the dataset's norm says, so that thresholds matter
+        save_file({"x": x.contiguous()}, str(tmp_path / f"{name}.safetensors"))
+        cases.append({"name": name, "folder": str(folders[name]), "x": str(tmp_path / f"{name}.safetensors")})
+    (tmp_path / "spec.json").write_text(json.dumps(cases))
+    script = Path(__file__).resolve().parent / "llamascopium_fold.py"
+    command = [str(require("llamascopium")), "-W", "ignore", str(script), str(tmp_path / "spec.json")]
+    result = subprocess.run([*command, str(tmp_path / "out.json")], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name, (difference, largest) in json.loads((tmp_path / "out.json").read_text()).items():
+        assert difference > 0.01 * largest, (name, difference, largest)
