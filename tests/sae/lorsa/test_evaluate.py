@@ -53,7 +53,8 @@ def test_a_lorsa_is_evaluated_on_its_sequences_with_ce_recovered_and_agreement()
         x, y = cache[f"blocks.{row.layer}.ln1.hook_normalized"], cache[row.hook][real].double()
         # each sequence's real tokens alone, as a sequence of their own: padding neither seen nor counted
         alone = [x[i : i + 1, real[i]] for i in range(3)]
-        out = torch.cat([lorsa.reconstruct({row.layer: seq})[row.layer][0] for seq in alone])
+        with torch.no_grad():
+            out = torch.cat([lorsa.reconstruct({row.layer: seq})[row.layer][0] for seq in alone])
         fvu = float((out.double() - y).pow(2).sum() / (y - y.mean(0)).pow(2).sum())
         assert math.isclose(row.fvu, fvu, rel_tol=1e-5), (row.layer, row.fvu, fvu)
         assert row.n_tokens == int(real.sum())
