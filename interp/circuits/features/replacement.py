@@ -1,0 +1,346 @@
+"""Attribution graphs on the complete replacement model: Lorsa heads in place of attention, transcoders in place
+of the MLPs.
+
+The frozen pass of :mod:`.frozen` (every pattern and norm divisor held, each transcoder's write a leaf) runs with
+each Lorsa layer's attention output made a leaf as well, holding the model's own value: downstream of it the
+model's attention carries nothing, and what moves between positions at that layer is a Lorsa head. A head's
+QK pattern is frozen per prompt (computed once from the clean pass's input), so its pre-activation at query
+``q`` is linear in the input at every key ``k <= q``::
+
+    z[q, h] = sum_k P[g(h), q, k] * (x[k] . W_V[h] + b_V[h])        (g(h): the head's QK head)
+
+Its read is therefore a cotangent spread over the keys, ``P[g(h), q, k] * W_V[h]`` at each ``k``, injected at
+the Lorsa's input hook; its write is its activation times ``W_O[h]`` at its output hook and query position.
+A Lorsa error node is what the heads' reconstruction (their writes and ``b_O``) misses of the attention output
+at one layer and position. At layers without a Lorsa, the model's attention stays as today's graphs hold it
+(pattern frozen, values and outputs live), so :func:`attribute_replacement` with Lorsa at every layer is the
+complete replacement model and with Lorsa at some layers a mix of the two.
+
+As in :func:`~interp.circuits.features.direct_effects.attribute`, nothing is attributed at the first position
+(its features are left out and its error nodes are zero), every entry ``(target, source)`` of the adjacency is
+the direct effect of the source's write on the target's pre-activation (or logit direction) with every other
+node's write held, and the graph is built from batched backward passes of one frozen pass.
+
+Nodes, in order (:class:`ReplacementGraph`): transcoder features (layer-major, then position, then feature),
+Lorsa features (the same order over ``(layer, position, head)``), transcoder error nodes (``n_layers x pos``),
+Lorsa error nodes (``len(lorsa_layers) x pos``), tokens, logits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from interp.circuits.features.direct_effects import _check
+from interp.circuits.features.frozen import FrozenRun, frozen_run
+from interp.circuits.features.node_vectors import Sources, find_sources
+from interp.circuits.features.targets import Target, check_targets, select
+from interp.dictionary import SparseDictionary, check_fits, written_layers
+
+
+@dataclass
+class ReplacementGraph:
+    """The direct effects between the nodes of a prompt on the complete replacement model (plain data).
+
+    Attributes:
+        adjacency: ``[n_nodes, n_nodes]``, ``adjacency[target, source]`` (rows of sources and errors are zero).
+        features: ``[n_features, 3]`` transcoder features (layer, position, feature); ``activations`` theirs.
+        lorsa_features: ``[n_lorsa, 3]`` Lorsa features (layer, position, head); ``lorsa_activations`` theirs.
+        lorsa_layers: the model layers whose attention a Lorsa replaces, in the order of their error nodes.
+        input_tokens: ``[pos]``; ``logit_tokens``, ``logit_probabilities``, ``logit_labels``: the targets.
+    """
+
+    adjacency: torch.Tensor
+    features: torch.Tensor
+    activations: torch.Tensor
+    lorsa_features: torch.Tensor
+    lorsa_activations: torch.Tensor
+    lorsa_layers: list[int]
+    input_tokens: torch.Tensor
+    logit_tokens: torch.Tensor
+    logit_probabilities: torch.Tensor
+    n_layers: int
+    logit_labels: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def n_pos(self) -> int:
+        return len(self.input_tokens)
+
+    @property
+    def n_features(self) -> int:
+        return len(self.features)
+
+    @property
+    def n_lorsa(self) -> int:
+        return len(self.lorsa_features)
+
+    @property
+    def error_offset(self) -> int:
+        """The first transcoder error node (layer ``l``, position ``p``: ``error_offset + l * n_pos + p``)."""
+        return self.n_features + self.n_lorsa
+
+    @property
+    def lorsa_error_offset(self) -> int:
+        """The first Lorsa error node (the ``i``-th Lorsa layer, position ``p``: ``+ i * n_pos + p``)."""
+        return self.error_offset + self.n_layers * self.n_pos
+
+    @property
+    def token_offset(self) -> int:
+        return self.lorsa_error_offset + len(self.lorsa_layers) * self.n_pos
+
+    @property
+    def logit_offset(self) -> int:
+        return self.token_offset + self.n_pos
+
+
+@dataclass
+class LorsaSources:
+    """The Lorsa side of the frozen pass: live inputs, output leaves, and every Lorsa node's vectors.
+
+    Attributes:
+        inputs: layer -> the live input ``[1, pos, d_model]``; ``outputs``: layer -> the leaf at the output hook.
+        features: ``[n, 3]`` (layer, position, head); ``activations``: ``[n]``.
+        reads: ``[n, pos, d_model]``: each head's read, ``P[g(h), q, k] * W_V[h]`` at key ``k``.
+        writes: ``[n, d_model]``: activation times ``W_O[h]``.
+        errors: ``[n_lorsa_layers, pos, d_model]`` (zero at position 0).
+    """
+
+    inputs: dict[int, torch.Tensor] = field(default_factory=dict)
+    outputs: dict[int, torch.Tensor] = field(default_factory=dict)
+    features: torch.Tensor | None = None
+    activations: torch.Tensor | None = None
+    reads: torch.Tensor | None = None
+    writes: torch.Tensor | None = None
+    errors: torch.Tensor | None = None
+
+
+def attribute_replacement(
+    model: Any,
+    transcoders: SparseDictionary,
+    lorsa: Any,
+    prompt: str | torch.Tensor | Sequence[int],
+    *,
+    targets: Sequence[str | int | Target] | None = None,
+    max_logits: int = 10,
+    logit_probability: float = 0.95,
+    batch_size: int = 64,
+) -> ReplacementGraph:
+    """The complete-replacement attribution graph of ``prompt`` (see the module docstring), every active
+    feature kept.
+
+    Args:
+        model: a :class:`~interp.HookedTransformer`.
+        transcoders: a transcoder set or cross-layer transcoder with features at every layer.
+        lorsa: a :class:`~interp.sae.lorsa.Lorsa` at some or all layers (its output hooks must not be the
+            transcoders').
+        prompt, targets, max_logits, logit_probability: as for
+            :func:`~interp.circuits.features.direct_effects.attribute`.
+        batch_size: reads per backward pass.
+    """
+    tokens = _check(model, transcoders, prompt, None, batch_size, max_logits, None)
+    _check_lorsa(model, transcoders, lorsa)
+    if targets is not None:
+        check_targets(model, targets)
+    was_training = model.training
+    model.eval()
+    try:
+        heads = LorsaSources()
+        with model.hooks(_lorsa_hooks(lorsa, heads)):
+            run = frozen_run(model, tokens, transcoders)
+        sources = find_sources(run, transcoders, model.cfg.n_layers)
+        _find_heads(lorsa, heads)
+        chosen = select(model, run.logits, targets, max_logits, logit_probability)
+        adjacency = _adjacency(run, sources, heads, transcoders, lorsa, chosen, batch_size)
+    finally:
+        model.train(was_training)
+    return ReplacementGraph(
+        adjacency=adjacency,
+        features=sources.features,
+        activations=sources.activations.cpu(),
+        lorsa_features=heads.features,
+        lorsa_activations=heads.activations.cpu(),
+        lorsa_layers=list(lorsa.layers),
+        input_tokens=tokens.cpu(),
+        logit_tokens=torch.tensor([-1 if t.token is None else t.token for t in chosen]),
+        logit_probabilities=torch.tensor([t.weight for t in chosen]),
+        n_layers=model.cfg.n_layers,
+        logit_labels=tuple(t.label for t in chosen),
+    )
+
+
+def _check_lorsa(model: Any, transcoders: SparseDictionary, lorsa: Any) -> None:
+    """Raise one line when ``lorsa`` is not a Lorsa fitting ``model`` beside ``transcoders``."""
+    if not getattr(lorsa, "reads_sequences", False) or not hasattr(lorsa, "pattern"):
+        raise TypeError(f"lorsa must be an interp.sae.lorsa.Lorsa, got {type(lorsa).__name__}")
+    check_fits(model, lorsa)
+    taken = {transcoders.output_hook(out) for out in written_layers(transcoders)}
+    clash = sorted(taken & {lorsa.output_hook(layer) for layer in lorsa.layers})
+    if clash:
+        raise ValueError(
+            f"the Lorsa and the transcoders both write {clash[0]!r}; a Lorsa replaces attention "
+            "(blocks.L.hook_attn_out), the transcoders the MLPs"
+        )
+
+
+def _lorsa_hooks(lorsa: Any, heads: LorsaSources) -> list[tuple[str, Any]]:
+    """Hooks keeping each Lorsa layer's live input and making its output hook a leaf of the same value."""
+
+    def record(layer: int) -> Any:
+        def keep(x: torch.Tensor, hook: Any) -> None:
+            heads.inputs[layer] = x
+
+        return keep
+
+    def leaf(layer: int) -> Any:
+        def write(x: torch.Tensor, hook: Any) -> torch.Tensor:
+            heads.outputs[layer] = x.detach().requires_grad_(True)
+            return heads.outputs[layer]
+
+        return write
+
+    return [(lorsa.input_hook(layer), record(layer)) for layer in lorsa.layers] + [
+        (lorsa.output_hook(layer), leaf(layer)) for layer in lorsa.layers
+    ]
+
+
+@torch.no_grad()
+def _find_heads(lorsa: Any, heads: LorsaSources) -> None:
+    """The active heads after the first position, their reads through the frozen pattern, writes and the
+    error nodes, from the frozen pass's inputs and leaves."""
+    found, values, reads, writes, errors = [], [], [], [], []
+    for layer in lorsa.layers:
+        x = heads.inputs[layer].detach()  # [1, pos, d_model]
+        acts = lorsa.encode(x, layer)[1][0].clone()  # [pos, head]
+        acts[0] = 0
+        where = acts.nonzero()  # (position, head), position-major
+        pos, head = where[:, 0], where[:, 1]
+        pattern = lorsa.pattern(x, layer)[0]  # [qk_head, query, key]
+        weights = pattern[lorsa.qk_head(layer, head), pos].float()  # [n, key]
+        reads.append(weights[:, :, None] * lorsa.encoder(layer, head).float()[:, None, :])
+        value = acts[pos, head].float()
+        writes.append(lorsa.decoder(layer, head)[:, 0].float() * value[:, None])
+        found.append(torch.stack([torch.full_like(pos, layer), pos, head], 1))
+        values.append(value)
+        error = heads.outputs[layer][0].float() - lorsa.decode({layer: acts}, layer).float()
+        error[0] = 0
+        errors.append(error)
+    heads.features = torch.cat(found).cpu()
+    heads.activations = torch.cat(values)
+    heads.reads, heads.writes, heads.errors = torch.cat(reads), torch.cat(writes), torch.stack(errors)
+
+
+def _adjacency(
+    run: FrozenRun,
+    sources: Sources,
+    heads: LorsaSources,
+    transcoders: SparseDictionary,
+    lorsa: Any,
+    chosen: list[Target],
+    batch_size: int,
+) -> torch.Tensor:
+    """``[n, n]``: the rows of every transcoder feature, Lorsa feature and logit target, by batches of reads."""
+    n_tc, n_lorsa, n_pos = len(sources.features), len(heads.features), sources.tokens.shape[0]
+    n_sources = n_tc + n_lorsa + (sources.errors.shape[0] + len(lorsa.layers) + 1) * n_pos
+    n = n_sources + len(chosen)
+    adjacency = torch.zeros(n, n)
+    writes = _writes(sources, heads, transcoders, lorsa, n_tc)
+    leaves = {
+        **_leaf_hooks(run, transcoders),
+        **{lorsa.output_hook(l): heads.outputs[l] for l in lorsa.layers},
+    }
+
+    def fill(rows: torch.Tensor, injections: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        names = list(leaves)
+        grads = torch.autograd.grad(
+            [t for t, _ in injections],
+            [leaves[name] for name in names],
+            [g for _, g in injections],
+            retain_graph=True,
+            allow_unused=True,
+            is_grads_batched=True,
+        )
+        out = torch.zeros(len(rows), n_sources)
+        for name, g in zip(names, grads, strict=True):
+            if g is None or name not in writes:
+                continue
+            positions, vectors, columns = writes[name]
+            effect = torch.einsum("nmd,md->nm", g[:, 0, positions].float(), vectors)
+            out.index_add_(1, columns, effect.cpu())
+        adjacency[rows, :n_sources] = out
+
+    for batch in torch.arange(n_tc).split(batch_size):
+        fill(batch, _point_reads(run.inputs, sources.features[batch], sources.encoders[batch]))
+    for batch in torch.arange(n_lorsa).split(batch_size):
+        by_layer = []
+        for layer in heads.features[batch, 0].unique().tolist():
+            t = heads.inputs[layer]
+            g = torch.zeros(len(batch), *t.shape, dtype=t.dtype, device=t.device)
+            mine = (heads.features[batch, 0] == layer).nonzero().flatten()
+            g[mine, 0] = heads.reads[batch[mine]].to(t.dtype)
+            by_layer.append((t, g))
+        fill(batch + n_tc, by_layer)
+    vectors = torch.stack([t.vector for t in chosen])
+    for batch in torch.arange(len(chosen)).split(batch_size):
+        at = torch.tensor([[-1, n_pos - 1, 0]]).expand(len(batch), 3)
+        fill(batch + n_sources, _point_reads({-1: run.unembed_in}, at, vectors[batch]))
+    return adjacency
+
+
+def _point_reads(
+    inputs: dict[int, torch.Tensor], at: torch.Tensor, vectors: torch.Tensor
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """One cotangent per read, ``vectors[i]`` at ``inputs[at[i, 0]]`` position ``at[i, 1]``: ``(tensor,
+    [n, 1, pos, d_model])`` for each tensor read."""
+    found = []
+    for layer in at[:, 0].unique().tolist():
+        t = inputs[layer]
+        g = torch.zeros(len(at), *t.shape, dtype=t.dtype, device=t.device)
+        mine = (at[:, 0] == layer).nonzero().flatten()
+        g[mine, 0, at[mine, 1]] = vectors[mine].to(t.device, t.dtype)
+        found.append((t, g))
+    return found
+
+
+def _leaf_hooks(run: FrozenRun, transcoders: SparseDictionary) -> dict[str, torch.Tensor]:
+    """The frozen pass's leaves by the hook they sit at."""
+    outputs = {transcoders.output_hook(out): leaf for out, leaf in run.outputs.items()}
+    return {"hook_embed": run.embed, **outputs}
+
+
+def _writes(
+    sources: Sources, heads: LorsaSources, transcoders: SparseDictionary, lorsa: Any, n_tc: int
+) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Every source node's write, by hook: ``(positions [m], vectors [m, d_model], columns [m])``."""
+    found: dict[str, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
+
+    def add(name: str, positions: torch.Tensor, vectors: torch.Tensor, columns: torch.Tensor) -> None:
+        found.setdefault(name, []).append((positions.cpu(), vectors.float(), columns.cpu()))
+
+    for layer, (first, dec) in sources.decoders.items():
+        columns = torch.arange(first, first + len(dec))
+        for j, out in enumerate(transcoders.output_layers(layer)):
+            add(transcoders.output_hook(out), sources.features[columns, 1], dec[:, j], columns)
+    n_lorsa, (n_layers, n_pos, _) = len(heads.features), sources.errors.shape
+    for layer in lorsa.layers:
+        columns = (heads.features[:, 0] == layer).nonzero().flatten()
+        add(lorsa.output_hook(layer), heads.features[columns, 1], heads.writes[columns], columns + n_tc)
+    positions, errors = torch.arange(n_pos), n_tc + n_lorsa
+    for layer in range(n_layers):
+        add(
+            transcoders.output_hook(layer),
+            positions,
+            sources.errors[layer],
+            errors + layer * n_pos + positions,
+        )
+    errors += n_layers * n_pos
+    for i, layer in enumerate(lorsa.layers):
+        add(lorsa.output_hook(layer), positions, heads.errors[i], errors + i * n_pos + positions)
+    tokens = errors + len(lorsa.layers) * n_pos
+    add("hook_embed", positions, sources.tokens, tokens + positions)
+    return {
+        name: tuple(torch.cat([r[i] for r in runs]) for i in range(3))  # type: ignore[misc]
+        for name, runs in found.items()
+    }
