@@ -12,10 +12,14 @@ every de-meaned logit then moves by exactly its adjacency entry.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
-from interp.circuits.features.replacement import attribute_replacement
+from interp.circuits.features.lorsa_qk import lorsa_score
+from interp.circuits.features.replacement import attribute_replacement, replacement_run
+from interp.model.positional import apply_rotary
 from tests.circuits.transcoders import family_model, input_site, tiny_transcoders
 from tests.sae.lorsa.factories import random_lorsa
 
@@ -153,3 +157,67 @@ def test_bad_lorsa_is_refused_in_one_line():
     lorsa = random_lorsa([0], d_model=model.cfg.d_model, n_heads=4, k=2, output_site="hook_mlp_out")
     with pytest.raises(ValueError, match="both write 'blocks.0.hook_mlp_out'"):
         attribute_replacement(model, tc, lorsa, tokens)
+
+
+@pytest.mark.parametrize(("family", "qk_norm"), [("llama3-rope", "none"), ("qwen3", "rmsnorm")])
+def test_a_lorsa_score_splits_into_node_terms_that_sum_to_it_and_move_with_their_node(family, qk_norm):
+    model = family_model(family)
+    tc = tiny_transcoders(model.cfg, seed=3, input_site=input_site(model))
+    layers = list(range(model.cfg.n_layers))
+    lorsa = random_lorsa(
+        layers,
+        d_model=model.cfg.d_model,
+        n_heads=12,
+        n_qk_heads=3,
+        k=3,
+        seed=1,
+        qk_norm=qk_norm,
+        rotary_dim=2,
+    )
+    tokens = torch.randint(2, model.cfg.d_vocab, (N_POS,), generator=torch.Generator().manual_seed(5))
+    tokens[0] = 0
+    frozen = replacement_run(model, tc, lorsa, tokens)
+    layer, query, head = frozen.heads.features[-1].tolist()  # a head active at the last position
+    score = lorsa_score(frozen, lorsa, layer, query, head, batch_size=5)
+    module, g = lorsa.layer(layer), head // lorsa.layer(layer).cfg.group_size
+    assert score.qk_head == g and score.key_parts.shape[0] == query + 1
+
+    nodes = SimpleNamespace(
+        features=frozen.sources.features,
+        activations=frozen.sources.activations,
+        lorsa_features=frozen.heads.features,
+        lorsa_activations=frozen.heads.activations,
+    )
+    cache = _pushed_run(model, tc, lorsa, tokens, [])[0]
+    pushes = _pushes(nodes, tc, lorsa, cache, model.cfg.n_layers)
+    assert len(pushes) == frozen.n_sources
+    _, seen = _pushed_run(model, tc, lorsa, tokens, pushes)
+    with torch.no_grad():
+        x = cache[lorsa.input_hook(layer)]
+        q, k = lorsa.queries_keys(x, layer)  # [1, pos, qk_head, e]
+        own = (k[0, : query + 1, g] @ q[0, query, g]) / module.cfg.attn_scale
+        # every term summed is the Lorsa's own score, at each key
+        sums = torch.stack([score.matrix(key).sum() for key in range(query + 1)])
+        torch.testing.assert_close(sums.float(), own, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(score.scores.float(), own, atol=1e-4, rtol=1e-4)
+        # each node's part is its write's frozen effect, through the held norm divisor and the rotation
+        rows = seen[lorsa.input_hook(layer)].double()
+
+        def moved(position, w, b, gain):
+            pre = rows[:, position] @ w.double() + b.double()
+            if gain is not None:
+                pre = pre / (pre[0].pow(2).mean() + module.cfg.eps).sqrt() * gain.double()
+            cos, sin = module.rotary(torch.tensor([[position]]), torch.float64)
+            out = apply_rotary(pre, cos[0, 0, 0], sin[0, 0, 0])
+            return out[1:] - out[0]
+
+        q_gain = None if module.q_norm is None else module.q_norm[g]
+        k_gain = None if module.k_norm is None else module.k_norm[g]
+        want = moved(query, module.W_Q[g], module.b_Q[g], q_gain)
+        scale = float(want.abs().max())
+        torch.testing.assert_close(score.query_parts[:-1], want, atol=2e-5 * scale, rtol=1e-4)
+        for key in range(query + 1):
+            want = moved(key, module.W_K[g], module.b_K[g], k_gain)
+            torch.testing.assert_close(score.key_parts[key, :-1], want, atol=2e-5 * scale, rtol=1e-4)
+    with pytest.raises(ValueError, match="query 0 is outside positions 1..6"):
+        lorsa_score(frozen, lorsa, layer, 0, head)

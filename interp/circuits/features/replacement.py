@@ -147,15 +147,12 @@ def attribute_replacement(
     was_training = model.training
     model.eval()
     try:
-        heads = LorsaSources()
-        with model.hooks(_lorsa_hooks(lorsa, heads)):
-            run = frozen_run(model, tokens, transcoders)
-        sources = find_sources(run, transcoders, model.cfg.n_layers)
-        _find_heads(lorsa, heads)
-        chosen = select(model, run.logits, targets, max_logits, logit_probability)
-        adjacency = _adjacency(run, sources, heads, transcoders, lorsa, chosen, batch_size)
+        frozen = replacement_run(model, transcoders, lorsa, tokens)
+        chosen = select(model, frozen.run.logits, targets, max_logits, logit_probability)
+        adjacency = _adjacency(frozen, chosen, batch_size)
     finally:
         model.train(was_training)
+    sources, heads = frozen.sources, frozen.heads
     return ReplacementGraph(
         adjacency=adjacency,
         features=sources.features,
@@ -232,64 +229,97 @@ def _find_heads(lorsa: Any, heads: LorsaSources) -> None:
     heads.reads, heads.writes, heads.errors = torch.cat(reads), torch.cat(writes), torch.stack(errors)
 
 
-def _adjacency(
-    run: FrozenRun,
-    sources: Sources,
-    heads: LorsaSources,
-    transcoders: SparseDictionary,
-    lorsa: Any,
-    chosen: list[Target],
-    batch_size: int,
-) -> torch.Tensor:
-    """``[n, n]``: the rows of every transcoder feature, Lorsa feature and logit target, by batches of reads."""
-    n_tc, n_lorsa, n_pos = len(sources.features), len(heads.features), sources.tokens.shape[0]
-    n_sources = n_tc + n_lorsa + (sources.errors.shape[0] + len(lorsa.layers) + 1) * n_pos
-    n = n_sources + len(chosen)
-    adjacency = torch.zeros(n, n)
-    writes = _writes(sources, heads, transcoders, lorsa, n_tc)
-    leaves = {
-        **_leaf_hooks(run, transcoders),
-        **{lorsa.output_hook(l): heads.outputs[l] for l in lorsa.layers},
-    }
+@dataclass
+class ReplacementRun:
+    """The frozen pass of a prompt on the complete replacement model, and what its nodes read and write.
 
-    def fill(rows: torch.Tensor, injections: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        names = list(leaves)
+    Attributes:
+        run: the frozen pass (:mod:`.frozen`); ``sources``: the transcoders' nodes; ``heads``: the Lorsa's.
+        writes: hook -> ``(positions [m], vectors [m, d_model], columns [m])``: every source node's write.
+        leaves: hook -> the leaf at it (token embeddings, transcoder and Lorsa outputs).
+        n_sources: the source nodes (features, errors, tokens): the columns of :meth:`effects`.
+    """
+
+    run: FrozenRun
+    sources: Sources
+    heads: LorsaSources
+    writes: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+    leaves: dict[str, torch.Tensor]
+    n_sources: int
+
+    def effects(self, injections: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """``[n, n_sources]``: the direct effect of every source node on ``n`` linear reads of the pass, each
+        read given as cotangents ``(tensor, [n, *tensor.shape])`` (one backward pass, batched over the rows)."""
+        names = list(self.leaves)
         grads = torch.autograd.grad(
             [t for t, _ in injections],
-            [leaves[name] for name in names],
+            [self.leaves[name] for name in names],
             [g for _, g in injections],
             retain_graph=True,
             allow_unused=True,
             is_grads_batched=True,
         )
-        out = torch.zeros(len(rows), n_sources)
+        out = torch.zeros(len(injections[0][1]), self.n_sources)
         for name, g in zip(names, grads, strict=True):
-            if g is None or name not in writes:
-                continue
-            positions, vectors, columns = writes[name]
+            if g is None or name not in self.writes:
+                continue  # a leaf no read depends on
+            positions, vectors, columns = self.writes[name]
             effect = torch.einsum("nmd,md->nm", g[:, 0, positions].float(), vectors)
             out.index_add_(1, columns, effect.cpu())
-        adjacency[rows, :n_sources] = out
+        return out
 
+
+def replacement_run(
+    model: Any, transcoders: SparseDictionary, lorsa: Any, tokens: torch.Tensor
+) -> ReplacementRun:
+    """The frozen pass of ``tokens [pos]`` with each Lorsa layer's output a leaf, and every node's vectors."""
+    heads = LorsaSources()
+    with model.hooks(_lorsa_hooks(lorsa, heads)):
+        run = frozen_run(model, tokens, transcoders)
+    sources = find_sources(run, transcoders, model.cfg.n_layers)
+    _find_heads(lorsa, heads)
+    n_tc, n_lorsa, n_pos = len(sources.features), len(heads.features), len(tokens)
+    leaves = {
+        "hook_embed": run.embed,
+        **{transcoders.output_hook(out): leaf for out, leaf in run.outputs.items()},
+        **{lorsa.output_hook(layer): heads.outputs[layer] for layer in lorsa.layers},
+    }
+    return ReplacementRun(
+        run=run,
+        sources=sources,
+        heads=heads,
+        writes=_writes(sources, heads, transcoders, lorsa, n_tc),
+        leaves=leaves,
+        n_sources=n_tc + n_lorsa + (sources.errors.shape[0] + len(lorsa.layers) + 1) * n_pos,
+    )
+
+
+def _adjacency(frozen: ReplacementRun, chosen: list[Target], batch_size: int) -> torch.Tensor:
+    """``[n, n]``: the rows of every transcoder feature, Lorsa feature and logit target, by batches of reads."""
+    run, sources, heads, n_sources = frozen.run, frozen.sources, frozen.heads, frozen.n_sources
+    n_tc, n_lorsa, n_pos = len(sources.features), len(heads.features), sources.tokens.shape[0]
+    adjacency = torch.zeros(n_sources + len(chosen), n_sources + len(chosen))
     for batch in torch.arange(n_tc).split(batch_size):
-        fill(batch, _point_reads(run.inputs, sources.features[batch], sources.encoders[batch]))
+        reads = point_reads(run.inputs, sources.features[batch], sources.encoders[batch])
+        adjacency[batch, :n_sources] = frozen.effects(reads)
     for batch in torch.arange(n_lorsa).split(batch_size):
-        by_layer = []
+        reads = []
         for layer in heads.features[batch, 0].unique().tolist():
             t = heads.inputs[layer]
             g = torch.zeros(len(batch), *t.shape, dtype=t.dtype, device=t.device)
             mine = (heads.features[batch, 0] == layer).nonzero().flatten()
             g[mine, 0] = heads.reads[batch[mine]].to(t.dtype)
-            by_layer.append((t, g))
-        fill(batch + n_tc, by_layer)
+            reads.append((t, g))
+        adjacency[batch + n_tc, :n_sources] = frozen.effects(reads)
     vectors = torch.stack([t.vector for t in chosen])
     for batch in torch.arange(len(chosen)).split(batch_size):
         at = torch.tensor([[-1, n_pos - 1, 0]]).expand(len(batch), 3)
-        fill(batch + n_sources, _point_reads({-1: run.unembed_in}, at, vectors[batch]))
+        reads = point_reads({-1: run.unembed_in}, at, vectors[batch])
+        adjacency[batch + n_sources, :n_sources] = frozen.effects(reads)
     return adjacency
 
 
-def _point_reads(
+def point_reads(
     inputs: dict[int, torch.Tensor], at: torch.Tensor, vectors: torch.Tensor
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """One cotangent per read, ``vectors[i]`` at ``inputs[at[i, 0]]`` position ``at[i, 1]``: ``(tensor,
@@ -302,12 +332,6 @@ def _point_reads(
         g[mine, 0, at[mine, 1]] = vectors[mine].to(t.device, t.dtype)
         found.append((t, g))
     return found
-
-
-def _leaf_hooks(run: FrozenRun, transcoders: SparseDictionary) -> dict[str, torch.Tensor]:
-    """The frozen pass's leaves by the hook they sit at."""
-    outputs = {transcoders.output_hook(out): leaf for out, leaf in run.outputs.items()}
-    return {"hook_embed": run.embed, **outputs}
 
 
 def _writes(
