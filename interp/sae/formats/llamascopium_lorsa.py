@@ -31,7 +31,7 @@ from safetensors.torch import save_file
 from interp.atomic import write_together
 from interp.config import RotaryScaling
 from interp.sae.formats.build import SAEFormatError
-from interp.sae.formats.llamascopium import (
+from interp.sae.formats.llamascopium_files import (
     CONFIG,
     WEIGHTS,
     d_sae,
