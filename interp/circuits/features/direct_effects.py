@@ -15,7 +15,7 @@ within the budget (the memory model is in :mod:`.memory_budget`); the re-ranking
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -46,7 +46,7 @@ def attribute(
     batch_size: int = 256,
     update_interval: int = 4,
     max_memory_gb: float | None = None,
-    progress: bool = True,
+    progress: bool | Callable[[int, int], Any] = True,
 ) -> AttributionGraph:
     """The attribution graph of ``prompt`` (see the module docstring and :class:`AttributionGraph`).
 
@@ -64,7 +64,9 @@ def attribute(
             fewer reads per backward pass where ``batch_size`` would not fit (the graph is the same);
             ``MemoryBudgetError`` (a ``ValueError``) before any backward pass (and before the forward pass
             where it can tell) when one read per pass does not fit. ``None``: ``batch_size`` reads per pass.
-        progress: show a progress bar.
+        progress: show a progress bar; or a function ``(feature rows done, in all)`` called once the forward
+            pass is done and after each backward pass: a server's progress report, and where it stops the work
+            (an exception it raises ends the attribution there and propagates).
     """
     tokens = _check(model, transcoders, prompt, max_feature_nodes, batch_size, max_logits, max_memory_gb)
     if targets is not None:
@@ -122,7 +124,7 @@ def _adjacency(
     max_feature_nodes: int | None,
     batch_sizes: tuple[int, int],
     update_interval: int,
-    progress: bool,
+    progress: bool | Callable[[int, int], Any],
     budgeted: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The adjacency ``[n, n]`` in node order (features, errors, tokens, logits) and the features kept.
@@ -134,9 +136,7 @@ def _adjacency(
     n_active = len(sources.features)
     capped = max_feature_nodes is not None and max_feature_nodes < n_active
     reads = _Reads(run, sources, transcoders, chosen, *batch_sizes, budgeted=budgeted)
-    bar = tqdm(
-        total=max_feature_nodes if capped else n_active, desc="attribution", disable=not progress, leave=False
-    )
+    bar = _Progress(progress, max_feature_nodes if capped else n_active)
     try:
         if not capped:
             return _every_feature(reads, bar), torch.arange(n_active)
@@ -145,6 +145,26 @@ def _adjacency(
         return _compacted(rows, row_nodes, selected, reads), selected
     finally:
         bar.close()
+
+
+class _Progress:
+    """Rows done: a tqdm bar, or the caller's function ``(done, total)`` (see :func:`attribute`)."""
+
+    def __init__(self, progress: bool | Callable[[int, int], Any], total: int) -> None:
+        self.report = progress if callable(progress) else None
+        self.done, self.total = 0, total
+        self.bar = tqdm(total=total, desc="attribution", disable=self.report is not None or not progress, leave=False)
+        if self.report is not None:
+            self.report(0, total)
+
+    def update(self, n: int) -> None:
+        self.done += n
+        self.bar.update(n)
+        if self.report is not None:
+            self.report(self.done, self.total)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 class _Reads:
