@@ -32,6 +32,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("package root", ("interp", "interp.__main__")),
     ("cli", ("interp.cli",)),
     ("commands", ("interp.commands.*",)),
+    # interp serve's app calls every package below it and computes nothing of its own.
+    ("serve", ("interp.serve.*",)),
     ("study scaffold", ("interp.study",)),
     ("compat", ("interp.compat.*",)),
     ("circuits", ("interp.circuits.*",)),
@@ -50,6 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "interp.config",
             "interp.tokens",
+            "interp.chat_template",
             "interp.atomic",
             "interp.distributed",
             "interp.registry",
