@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 
 class Cancelled(Exception):
     """A job stopped because its request went away or the server is shutting down."""
@@ -74,10 +76,13 @@ class Engine:
 
     Args:
         max_waiting: jobs that may wait for the worker at once; one more is refused with :class:`QueueFull`.
+        threads: torch's intra-op threads on the worker (default: those of the thread creating the engine;
+            a new thread would otherwise start with OpenMP's default, every core).
     """
 
-    def __init__(self, max_waiting: int) -> None:
+    def __init__(self, max_waiting: int, threads: int | None = None) -> None:
         self.max_waiting = max_waiting
+        self.threads = torch.get_num_threads() if threads is None else threads
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._jobs: set[_Job] = set()
         self._lock = threading.Lock()
@@ -167,6 +172,7 @@ class Engine:
         self._thread.join()
 
     def _work(self) -> None:
+        torch.set_num_threads(self.threads)
         while True:
             job = self._queue.get()
             if job is None:
