@@ -3,7 +3,8 @@
 Binding to loopback (127.0.0.1, the default) keeps other machines out; any other address needs a secret, and
 whenever a secret is set, on any address, a request without it in the ``x-secret-key`` header (Neuronpedia's
 clients send it there) gets 401, compared in constant time. A body larger than the limit gets 413 before it is
-read whole: at once when its ``Content-Length`` says so, or as soon as the bytes received pass the limit.
+read whole: at once when its ``Content-Length`` says so, or as soon as the bytes received pass the limit (the
+body is read here, before any route, and handed on whole).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def check_host(host: str, secret: str | None) -> None:
 
 
 class BodyTooLarge(RequestError):
+    """A request body over ``--max-body-bytes``."""
+
     def __init__(self, limit: int) -> None:
         super().__init__(
             413, f"the request body is larger than this server's limit of {limit} bytes (--max-body-bytes)"
@@ -71,15 +74,24 @@ class Guard:
         if length.isdigit() and int(length) > self.max_body_bytes:
             await error_response(413, BodyTooLarge(self.max_body_bytes).message)(scope, receive, send)
             return
-        received = 0
-
-        async def counted() -> dict:
-            nonlocal received
+        body = bytearray()
+        while True:  # the whole body, before any route reads it: refused as soon as it passes the limit
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
-                    raise BodyTooLarge(self.max_body_bytes)
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away while sending
+            body += message.get("body", b"")
+            if len(body) > self.max_body_bytes:
+                await error_response(413, BodyTooLarge(self.max_body_bytes).message)(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
 
-        await self.app(scope, counted, send)
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()  # what follows the body: the client's going away
+
+        await self.app(scope, replay, send)

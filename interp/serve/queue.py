@@ -92,6 +92,12 @@ class Engine:
         self._thread.start()
 
     @property
+    def running(self) -> int:
+        """Jobs started and not finished (0 or 1)."""
+        with self._lock:
+            return sum(job.started.is_set() for job in self._jobs)
+
+    @property
     def waiting(self) -> int:
         """Jobs queued and not yet started."""
         with self._lock:
