@@ -151,7 +151,11 @@ def run(args: argparse.Namespace) -> int:
         f"{' (secret required)' if secret else ''}; Ctrl-C stops it",
         flush=True,
     )
-    serve(served, args.host, args.port, log_level="warning" if args.quiet else "info")
+    try:
+        serve(served, args.host, args.port, log_level="warning" if args.quiet else "info")
+    except KeyboardInterrupt:  # uvicorn raises the Ctrl-C again once it has shut down cleanly
+        pass
+    print("interp serve: stopped", flush=True)
     return 0
 
 
