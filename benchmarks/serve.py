@@ -8,8 +8,9 @@ folder listing a home page reads.
    within each round, same threads; each ratio is the median of per-round ratios.
 2. **Clients at once.** ``--clients`` threads send a mix of requests (tokenize, activation single/all,
    topk-by-token, steering, sae-vector, decoder cosine, graphs) for ``--duration`` seconds: every request sent
-   must be answered 200; the process's resident memory is sampled, and after the first quarter (warm-up) it must
-   stay flat (its rise under a fifth of the model's size, so no second copy of the model is ever made).
+   must be answered 200; the process's resident memory is sampled every half second: after the first quarter
+   (warm-up), its level at rest (the least of each quarter) must stay flat, and its peaks (a request's working
+   memory) stay below the model's size, so no second copy of the model is ever made.
 3. **Listing.** ``--graphs`` graphs and ``--scans`` dashboard scans in the named folders: the server's time to
    list them (``Folders.catalogue``) and the round trip of ``GET /api/folders``.
 
@@ -240,6 +241,10 @@ def clients(url: str, served: Served, n_clients: int, duration: float, n_tokens:
     warm = [rss for t, rss in samples if t >= duration / 4]
     model_bytes = sum(p.numel() * p.element_size() for p in served.model.parameters())
     rise = max(warm) - warm[0] if warm else 0
+    quarter = max(
+        1, len(warm) // 4
+    )  # memory at rest: the least of a window, between one request's peak and the next
+    floors = (min(warm[:quarter]), min(warm[-quarter:])) if warm else (0, 0)
     result = {
         "clients": n_clients,
         "seconds": elapsed,
@@ -250,12 +255,15 @@ def clients(url: str, served: Served, n_clients: int, duration: float, n_tokens:
         "by_route": by_route,
         "rss_after_warmup_mb": warm[0] / 2**20 if warm else None,
         "rss_rise_after_warmup_mb": rise / 2**20,
+        "rss_at_rest_first_quarter_mb": floors[0] / 2**20,
+        "rss_at_rest_last_quarter_mb": floors[1] / 2**20,
         "model_mb": model_bytes / 2**20,
         "rss_samples_mb": [round(rss / 2**20, 1) for _, rss in samples],
     }
     print(f"{n_clients} clients, {elapsed:.0f} s: {sent[0]} sent, {answered[0]} answered, {len(errors)} errors; "
-          f"resident memory after warm-up {result['rss_after_warmup_mb']:.0f} MB, rise {rise / 2**20:.1f} MB "
-          f"(model {model_bytes / 2**20:.0f} MB)")  # fmt: skip
+          f"resident memory at rest {floors[0] / 2**20:.1f} MB after warm-up, {floors[1] / 2**20:.1f} MB at the end; "
+          f"peaks {rise / 2**20:.0f} MB above (a request's working memory; "
+          f"the model is {model_bytes / 2**20:.0f} MB)")  # fmt: skip
     return result
 
 
