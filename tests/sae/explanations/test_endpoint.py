@@ -103,7 +103,12 @@ def test_autointerp_over_http_end_to_end(server, tmp_path, capsys):
             assert (
                 score["chance"] == 0.5 and len(score["prompts"]) == 2 and score["model"] == str(hf_folder())
             )
-            assert score["auc"] is None  # transformers serve returns no log probabilities
+            # with no answer the metrics can be computed from, none is reported and the row says why
+            if "error" in score:
+                assert not {"accuracy", "f1", "auc"} & set(score)
+                assert f"{name}: {score['error']}" in row["error"]
+            else:
+                assert score["auc"] is None  # transformers serve returns no log probabilities
     labelled = json.loads((tmp_path / "g.json").read_text())["nodes"]
     assert labelled[0]["clerp"] == rows[0].get("explanation", "") and labelled[1]["clerp"] == ""
     assert "requests sent" in printed
