@@ -217,19 +217,20 @@ class EndpointBackend:
 
     async def _with_retries(self, client: Any, request: ChatRequest) -> ChatReply | Failure:
         openai = _openai()
-        for attempt in range(self.max_retries + 1):
+        retries = 0
+        while True:
             try:
                 return await self._ask(client, request)
             except openai.APIError as err:
-                if attempt == self.max_retries or not _retryable(err):
-                    after = f" (after {attempt} {'retry' if attempt == 1 else 'retries'})" if attempt else ""
+                if retries == self.max_retries or not _retryable(err):
+                    after = f" (after {retries} {'retry' if retries == 1 else 'retries'})" if retries else ""
                     return Failure(f"{self.url}: {type(err).__name__}: {_reason(err)}{after}")
-                delay = _backoff(attempt, err)
+                delay = _backoff(retries, err)
+                retries += 1
                 self.say(
-                    f"{self.url}: {self._trouble(err)}; retry {attempt + 1} of {self.max_retries} in {delay:.1f} s"
+                    f"{self.url}: {self._trouble(err)}; retry {retries} of {self.max_retries} in {delay:.1f} s"
                 )
                 await asyncio.sleep(delay)
-        raise AssertionError("unreachable: the last try returns")
 
     def _trouble(self, err: Exception) -> str:
         openai = _openai()
