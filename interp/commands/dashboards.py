@@ -92,9 +92,9 @@ def check_args(args: argparse.Namespace):
     Returns:
         ``(items or None, store or None, settings, features or None, scan)``.
     """
-    from interp.preflight import check_command, check_output_folder, check_placement
+    from interp.preflight import check_command, check_output_folder, check_owned, check_placement
     from interp.sae.dashboards import Settings
-    from interp.sae.dashboards.folder import check_scan, default_scan
+    from interp.sae.dashboards.folder import RUN, check_scan, default_scan
 
     check_placement(args)
     check_output_folder(args.out, flag="--out")
@@ -124,6 +124,8 @@ def check_args(args: argparse.Namespace):
     )
     features = None if args.features is None else parse_features(args.features)
     scan = check_scan(args.scan) if args.scan is not None else default_scan(dictionary)
+    root = Path(args.out).expanduser() / "features" / scan  # the folder's part that is the run's
+    check_owned(root, None, (root / RUN).is_file(), flag="--out", command="interp dashboards", record=RUN)
     return items, store, settings, features, scan
 
 

@@ -136,6 +136,19 @@ class DashboardFolder:
         (self.root / STATE).unlink(missing_ok=True)
 
 
+def read_run(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The identity a dashboards folder (``OUT/features/SCAN``) was claimed with (its ``run.json``: model,
+    dictionary, data, settings), or ``None`` when it has none."""
+    path = Path(folder) / RUN
+    if not path.is_file():
+        return None
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return run if isinstance(run, dict) else None
+
+
 def read_index(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``index.json`` of a dashboards folder (``OUT/features/SCAN``), checked."""
     path = Path(folder) / INDEX

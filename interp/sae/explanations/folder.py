@@ -71,7 +71,7 @@ class FeatureFiles:
                 raise ValueError(f"{root} holds several scans ({', '.join(scans)}); name one with --scan")
             scan = scans[0]
         if scan not in scans:
-            raise ValueError(f"scan {scan!r} is not in {base}; it holds {', '.join(scans)}")
+            raise ValueError(f"--scan {scan!r} is not in {base}; it holds {', '.join(scans)}")
         entries = _index_entries(root, scan)
         if entries is None and (base / scan / "run.json").is_file():
             raise ValueError(
