@@ -80,7 +80,7 @@ class Folders:
         return {"folders": [self._listing(name, root) for name, root in self.roots.items()]}
 
     def _listing(self, name: str, root: Path) -> dict[str, Any]:
-        from interp.circuits.features.graph import METADATA_FILE
+        from interp.circuits.features.graph_folder import METADATA_FILE
         from interp.sae.dashboards.folder import INDEX, RUN
 
         found: dict[str, list] = {"graphs": [], "scans": [], "reports": [], "explanations": []}

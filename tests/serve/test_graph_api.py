@@ -109,6 +109,8 @@ def test_generate_graph_is_the_file_interp_attribute_writes(golden, tmp_path):
     argv += ["--max-logits", "5", "--batch-size", "32", "--node-threshold", "0.7", "--edge-threshold", "0.95"]
     assert main([*argv, "--slug", "golden", "--quiet"]) == 0
     written = json.loads((tmp_path / "golden.json").read_text())
+    record = written.pop("interp")  # the save's own record, which ties the folder's files together
+    assert set(record) == {"generation", "version"}
     assert doc == written  # the same computation on the same machine: equal to the last bit
 
 
