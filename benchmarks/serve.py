@@ -113,7 +113,7 @@ def requests(model_id: str, n_tokens: int, max_nodes: int) -> dict[str, tuple[st
             },
         ),
         "steer/completion": ("/v1/steer/completion", steer_body),
-        "/generate-graph": (
+        "generate-graph": (
             "/generate-graph",
             {
                 "prompt": PROMPT,
@@ -147,7 +147,7 @@ def library_calls(served: Served, n_tokens: int, max_nodes: int) -> dict:
         )
         return graph_json(g, slug="bench", vocab=model.cfg.d_vocab)
 
-    return {"activation/all": activation_all, "steer/completion": completion, "/generate-graph": graph}
+    return {"activation/all": activation_all, "steer/completion": completion, "generate-graph": graph}
 
 
 def overhead(url: str, served: Served, rounds: int, n_tokens: int, max_nodes: int) -> dict:
@@ -200,7 +200,7 @@ def clients(url: str, served: Served, n_clients: int, duration: float, n_tokens:
         ("/v1/util/sae-vector", {"model": model_id, "source": "2-tc", "index": 7}),
         ("/v1/util/sae-topk-by-decoder-cossim", {"model": model_id, "source": "2-tc", "num_results": 10,
                                                  "vector": [0.1] * 576}),
-        asked["/generate-graph"],
+        asked["generate-graph"],
     ]  # fmt: skip
     sent, answered, errors, by_route = [0], [0], [], {}
     lock, stop = threading.Lock(), time.monotonic() + duration
@@ -210,19 +210,22 @@ def clients(url: str, served: Served, n_clients: int, duration: float, n_tokens:
         rng = random.Random(seed)
         while time.monotonic() < stop:
             route, body = rng.choice(mix)
+            name = route.lstrip("/")  # stored runs hold no string starting with "/"
             with lock:
                 sent[0] += 1
             try:
                 status, reply = post(url, route, body)
             except OSError as err:
                 with lock:
-                    errors.append(f"{route}: {err}")
+                    errors.append(f"{name}: {err}")
                 continue
             with lock:
                 answered[0] += 1
-                by_route[route] = by_route.get(route, 0) + 1
+                by_route[route.lstrip("/")] = (
+                    by_route.get(route.lstrip("/"), 0) + 1
+                )  # stored runs hold no "/..."
                 if status != 200:
-                    errors.append(f"{route}: {status} {reply[:200]!r}")
+                    errors.append(f"{name}: {status} {reply[:200]!r}")
 
     def sampler() -> None:
         start = time.monotonic()

@@ -11,6 +11,7 @@ import torch
 from interp.circuits import attribute
 from interp.circuits.features import FeatureEdit, generate_with_features, intervene
 from tests.circuits.models import tiny
+from tests.circuits.test_intervene import _by_hand_hooks
 from tests.circuits.transcoders import tiny_transcoders
 
 IDS = torch.tensor([0, 3, 8, 5, 9, 14])
@@ -21,35 +22,6 @@ STEPS = 4
 def setup(request):
     model = tiny("llama-gqa")
     return model, tiny_transcoders(model.cfg, kind=request.param, seed=4)
-
-
-def _writes(tc, edits, first_generated=None):
-    """Plain-model hooks setting each ``(layer, feature, position, value)``'s activation by adding its change
-    times the decoder rows where it writes; position ``None`` means the positions from ``first_generated``."""
-    inputs = {}
-
-    def read(layer):
-        def fn(x, hook):
-            inputs[layer] = x
-
-        return fn
-
-    def write(out):
-        def fn(x, hook):
-            x = x.clone()
-            for layer, feat, pos, value in edits:
-                if out not in tc.output_layers(layer):
-                    continue
-                where = slice(first_generated, None) if pos is None else slice(pos, pos + 1)
-                act = tc.encode(inputs[layer], layer)[1][:, where, feat]  # [batch, n]
-                row = tc.decoder(layer)[feat, tc.output_layers(layer).index(out)]
-                x[:, where] += ((value - act)[..., None] * row).to(x.dtype)
-            return x
-
-        return fn
-
-    hooks = [(tc.input_hook(layer), read(layer)) for layer in tc.layers]
-    return hooks + [(tc.output_hook(out), write(out)) for out in range(tc.n_layers)]
 
 
 def _held(model, prompt):
@@ -81,7 +53,7 @@ def test_an_edit_at_the_generated_positions_leaves_the_prompt_alone(setup):
     model, tc = setup
     edit = FeatureEdit(0, 3, value=5.0, generated=True)
     got = generate_with_features(model, tc, IDS, [edit], STEPS, stop_at_eos=False, return_logits=True)
-    ids, logits = _by_hand(model, _writes(tc, [(0, 3, None, 5.0)], first_generated=len(IDS)))
+    ids, logits = _by_hand(model, _by_hand_hooks(tc, [(0, 3, None, 5.0)], first=len(IDS)))
     assert got.tokens[0].tolist() == ids.tolist()
     torch.testing.assert_close(got.logits[0], logits, atol=1e-4, rtol=1e-4)
     plain = model(IDS[None])[0, -1]  # the first step predicts from the prompt alone: unedited
@@ -111,10 +83,10 @@ def test_holding_the_prompts_attention(setup):
         hold_attention=True,
         return_logits=True,
     )
-    ids, logits = _by_hand(model, _writes(tc, edits) + _held(model, IDS))
+    ids, logits = _by_hand(model, _by_hand_hooks(tc, edits) + _held(model, IDS))
     assert got.tokens[0].tolist() == ids.tolist()
     torch.testing.assert_close(got.logits[0], logits, atol=1e-4, rtol=1e-4)
-    _, moving = _by_hand(model, _writes(tc, edits))  # the same edits with attention free
+    _, moving = _by_hand(model, _by_hand_hooks(tc, edits))  # the same edits with attention free
     assert (moving[0] - logits[0]).abs().max() > 1e-4  # holding the patterns changes the result
 
 

@@ -9,7 +9,6 @@ import json
 import pytest
 
 from interp.analysis.feature_activations import feature_activations
-from interp.circuits import AttributionGraph
 from interp.circuits.features import FeatureEdit, generate_with_features
 from interp.circuits.features.inputs import prompt_ids
 from interp.circuits.features.neuronpedia import graph_json
@@ -17,7 +16,7 @@ from interp.cli import main
 from interp.sae import save_transcoders
 from interp.serve import Served, Sources, serving
 from interp.serve.sources import read_dictionary
-from tests.circuits.test_golden import GOLDEN, golden_case
+from tests.circuits.test_golden import GOLDEN, golden_case, golden_graph
 from tests.serve.helpers import post
 
 CASES = ["llama-per-layer", "llama-skip", "llama-clt", "qwen3-clt"]
@@ -65,16 +64,7 @@ def test_generate_graph_is_circuit_tracers_graph(golden):
     model = served.model
     status, doc = post(url, "/generate-graph", _graph_request(served, _text(model, ref)))
     assert status == 200, doc
-    theirs = AttributionGraph(
-        adjacency=ref["adjacency"],
-        features=ref["active_features"][ref["selected_features"]],
-        activations=ref["activation_values"][ref["selected_features"]],
-        input_tokens=ref["input_tokens"],
-        logit_tokens=ref["logit_tokens"],
-        logit_probabilities=ref["logit_probabilities"],
-        n_layers=model.cfg.n_layers,
-    )
-    expected = graph_json(theirs, slug="golden", vocab=model.cfg.d_vocab)
+    expected = graph_json(golden_graph(ref, model.cfg.n_layers), slug="golden", vocab=model.cfg.d_vocab)
     assert [n["node_id"] for n in doc["nodes"]] == [n["node_id"] for n in expected["nodes"]]
     assert [(x["source"], x["target"]) for x in doc["links"]] == [
         (x["source"], x["target"]) for x in expected["links"]
