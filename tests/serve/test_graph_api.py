@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from interp.analysis.feature_activations import feature_activations
 from interp.circuits.features import FeatureEdit, generate_with_features
@@ -189,3 +190,33 @@ def test_steer_refuses_what_it_cannot_do(golden):
     assert status == 400 and "not a usable name" in body["error"]
     status, body = post(url, "/generate-graph", _graph_request(served, " ".join(["w3"] * 80)))
     assert status == 400 and "is 80 tokens long, more than the model's context n_ctx=64" in body["error"]
+
+
+def test_steering_with_a_transcoder_feature_writes_every_layer_it_writes(golden):
+    """A cross-layer transcoder's feature steers at each later layer's output with its row there."""
+    from interp.analysis.steering import steer
+
+    name, served, ref, url, _ = golden
+    model, tc = served.model, served.transcoders
+    body = {
+        "prompt": _text(model, ref),
+        "model": served.model_id,
+        "steer_method": "SIMPLE_ADDITIVE",
+        "normalize_steering": False,
+        "types": ["STEERED"],
+        "features": [{"model": served.model_id, "source": "0-tc", "index": 3, "strength": 6.0}],
+        "n_completion_tokens": 5,
+        "temperature": 0,
+        "strength_multiplier": 1,
+        "freq_penalty": 0,
+        "seed": 0,
+    }
+    status, r = post(url, "/v1/steer/completion", body)
+    assert status == 200, r
+    rows = tc.decoder(0, torch.tensor([3]))[0]  # [outputs, d_model]
+    assert rows.shape[0] == (model.cfg.n_layers if name.endswith("clt") else 1)
+    hooks = [
+        (tc.output_hook(out), steer(row, 6.0)) for row, out in zip(rows, tc.output_layers(0), strict=True)
+    ]
+    ids = model.to_tokens(body["prompt"], prepend_bos=True).ids[0]
+    assert r["outputs"][0]["output"] == model.generate(ids, 5, fwd_hooks=hooks).text[0]

@@ -95,6 +95,27 @@ def test_an_attention_sae_also_gives_direct_feature_attribution(live):
     assert r.activation.dfa_max_value == max(dfa)
 
 
+def test_activation_all_of_an_attention_sae_splits_each_feature_over_positions(live):
+    served, api, _ = live
+    r = api.activation_all_post(
+        npc.ActivationAllPostRequest(
+            prompt=PROMPT,
+            model=MODEL_ID,
+            source_set="att",
+            selected_sources=[],
+            sort_by_token_indexes=[],
+            ignore_bos=True,
+            num_results=3,
+        )
+    )
+    ids = _bos_ids(served.model, PROMPT)
+    source = served.sources.get("2-att")
+    for a in r.activations:
+        dfa = direct_feature_attribution(served.model, source.dictionary, ids, 2, a.index, a.max_value_index)
+        assert a.dfa_values == dfa.tolist() and a.dfa_target_index == a.max_value_index
+        assert a.dfa_max_value == max(a.dfa_values)
+
+
 def test_a_vector_at_a_hook_is_its_dot_product_and_sae_vector_gives_the_encoder(live):
     served, api, _ = live
     model = served.model
