@@ -15,7 +15,7 @@ from interp.serve.errors import RequestError
 from interp.serve.folders import Folders
 from interp.serve.limits import Limits
 from interp.serve.queue import Engine
-from interp.serve.sources import Sources
+from interp.serve.sources import Source, Sources
 
 
 @dataclass
@@ -52,6 +52,11 @@ class Served:
             raise RequestError(
                 404, f"{field_name} {model_id!r} is not served here; this server serves {self.model_id!r}"
             )
+
+    def source(self, model_id: str, name: str) -> Source:
+        """The source ``name`` of a request for ``model_id`` (404 for another model or an unknown source)."""
+        self.check_model(model_id)
+        return self.sources.get(name)
 
     def graph_transcoders(self) -> SparseDictionary:
         """The transcoders graphs are traced with (422 when the server was started without them)."""

@@ -117,8 +117,10 @@ def test_ctrl_c_during_a_graph_stops_cleanly(slow_graph_folder, tmp_path):
     # the graph was cut short (a finished one is a 200) and its request answered
     assert answer["reply"] == (503, {"error": "stopped: the server is shutting down"})
     assert stopped < 15
-    with socket.socket() as again:
-        again.bind(("127.0.0.1", port))  # the port is free
+    with socket.socket() as again:  # the port is free: nothing listens on it (closed connections may linger)
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+        again.listen()
     assert not list(Path(tmp_path).glob("*.tmp"))
 
 

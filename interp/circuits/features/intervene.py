@@ -47,7 +47,9 @@ class FeatureEdit:
         if (self.value is None) == (self.scale is None):
             raise ValueError(f"a FeatureEdit sets a value or a scale, exactly one; got {self}")
         if self.generated and self.position is not None:
-            raise ValueError(f"a FeatureEdit at the generated positions has no position of its own; got {self}")
+            raise ValueError(
+                f"a FeatureEdit at the generated positions has no position of its own; got {self}"
+            )
 
     def applied(self, acts: torch.Tensor) -> torch.Tensor:
         """The edited activations ``[..., pos]`` of this feature, from the current ones."""
@@ -81,7 +83,9 @@ def intervene(
     check_fit(model, transcoders)
     edits = _checked(edits, transcoders)
     if any(e.generated for e in edits):
-        raise ValueError("an edit at the generated positions acts while generating: use generate_with_features")
+        raise ValueError(
+            "an edit at the generated positions acts while generating: use generate_with_features"
+        )
     tokens = prompt_ids(model, prompt)
     with torch.no_grad():
         return (

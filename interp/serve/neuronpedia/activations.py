@@ -104,8 +104,7 @@ async def activation_topk_by_token_batch(body: ActivationTopkByTokenBatchRequest
 @router.post("/activation/source")
 async def activation_source(body: ActivationSourceRequest, request: Request) -> dict:
     served = request.app.state.served
-    served.check_model(body.model)
-    source = served.sources.get(body.source)
+    source = served.source(body.model, body.source)
     batch = [prompts.with_bos(served, t) for t in _batch(served, body.prompts)]
 
     def run(cancel: Any) -> dict:
@@ -297,8 +296,7 @@ def _top_features(served: Any, sources: list[Source], n: int, prompt: prompts.Pr
 
 
 def _topk_source(served: Any, body: Any) -> tuple[Source, int]:
-    served.check_model(body.model)
-    source = served.sources.get(body.source)
+    source = served.source(body.model, body.source)
     k = DEFAULT_TOP_K if body.top_k is None else body.top_k
     if k < 1:
         raise RequestError(400, f"top_k={k}; give the number of features per token, 1 or more")

@@ -40,8 +40,7 @@ async def tokenize(body: TokenizeRequest, request: Request) -> dict:
 @router.post("/util/sae-vector")
 async def sae_vector(body: UtilSaeVectorRequest, request: Request) -> dict:
     served = request.app.state.served
-    served.check_model(body.model)
-    source = served.sources.get(body.source)
+    source = served.source(body.model, body.source)
     index = torch.tensor([source.check_index(body.index)])
 
     def read(cancel: Any) -> dict:
@@ -55,8 +54,7 @@ async def sae_vector(body: UtilSaeVectorRequest, request: Request) -> dict:
 @router.post("/util/sae-topk-by-decoder-cossim")
 async def sae_topk_by_decoder_cossim(body: UtilSaeTopkByDecoderCossimRequest, request: Request) -> dict:
     served = request.app.state.served
-    served.check_model(body.model)
-    source = served.sources.get(body.source)
+    source = served.source(body.model, body.source)
     if (body.feature is None) == (body.vector is None):
         raise RequestError(400, "give a feature or a vector to compare with: exactly one of them")
     if body.num_results < 1:
