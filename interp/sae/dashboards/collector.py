@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from interp.sae.dashboards.dictionary import cantor
+from interp.feature_id import feature_index
 from interp.sae.dashboards.histogram import Histograms
 from interp.sae.dashboards.reservoir import Reservoir, sample_key, top_key
 
@@ -175,7 +175,9 @@ class Collector:
         self.high.scatter_reduce_(0, g, v, "amax")
         self.hist.add(g, v)
         item, position = rows.item[t], rows.position[t]
-        number = cantor(layer, self.chosen[layer][f] if layer in self.chosen else f)  # its featureIndex
+        number = feature_index(
+            layer, self.chosen[layer][f] if layer in self.chosen else f
+        )  # its featureIndex
 
         def payload(selected: torch.Tensor) -> dict[str, torch.Tensor]:
             return self._examples(acts, rows, t[selected], f[selected], v[selected])

@@ -10,8 +10,8 @@ import torch
 
 import interp
 from interp.cli import main
+from interp.feature_id import FeatureId
 from interp.sae import save_transcoders
-from interp.sae.dashboards import cantor
 from interp.store import cache_activations
 from tests.circuits.transcoders import tiny_transcoders
 from tests.sae.dashboards import helpers
@@ -57,7 +57,9 @@ def test_writes_the_dashboards_then_a_graph_links_them(files, tmp_path, capsys):
     }
     for r in index["features"]:
         record = json.loads((root / f"{r['featureIndex']}.json").read_text())
-        assert record["index"] == cantor(r["layer"], r["feature"]) and record["transcoder_id"] == "tc"
+        assert (
+            record["index"] == FeatureId(r["layer"], r["feature"]).index and record["transcoder_id"] == "tc"
+        )
     assert (root / "index.html").is_file()
     assert main(argv) == 0 and "already complete" in capsys.readouterr().out
     rc = main(["attribute", LLAMA, "--transcoders", str(files / "tc"), "--prompt", "w17 w33 w5 w48", "--out",
@@ -130,7 +132,11 @@ def test_another_run_in_the_same_folder_is_refused_in_one_line(files, tmp_path, 
     capsys.readouterr()
     assert main([*base, "--top", "3"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "holds dashboards of another run (its settings differ" in err
+    root = tmp_path / "features" / "tc"
+    assert len(err.splitlines()) == 1 and err.endswith(
+        f"{root} holds another run's dashboards (settings.top was 10, now 3); pass another --scan or --out, or "
+        f"delete {root} to start over"
+    )
     assert sorted(p.name for p in (tmp_path / "features" / "tc").iterdir()) == written
 
 
