@@ -36,6 +36,7 @@ def files(tmp_path_factory):
     interp.sae.save(sae, root / "sae16")
     texts = helpers.texts(30)
     (root / "texts.txt").write_text("\n".join(texts) + "\n")
+    (root / "nul.txt").write_bytes(("\n".join(texts[:3]) + "\n").encode() + b"w1 w2\x00w3\n")
     hooks = [tc.input_hook(layer) for layer in tc.layers]
     cache_activations(model, texts, hooks, root / "store", progress=False)
     cache_activations(model, texts, hooks, root / "last", positions="last", progress=False)
@@ -86,6 +87,10 @@ def test_a_store_and_chosen_features(files, tmp_path):
     [
         ({"--dictionary": "missing"}, "--dictionary .*missing does not exist"),
         ({"--data": "missing.txt"}, "missing.txt does not exist"),
+        (
+            {"--data": "nul.txt"},
+            r"nul.txt holds a NUL byte \(line 4, byte \d+\): it is a binary file, not text",
+        ),
         ({"--store": "last"}, "keeps positions 'last'; dashboards show each example in its context"),
         ({"--features": "3-1"}, "'3-1' is not LAYER:FEATURE"),
         ({"--scan": "../up"}, "--scan '../up' is not a usable name"),
