@@ -145,4 +145,10 @@ def run(args: argparse.Namespace) -> int:
         f"{done.folder}: dashboards of {done.n_features} features over {done.n_tokens:,} tokens{resumed}; "
         f"pass {s['pass']:.1f} s, files {s['records']:.1f} s; open {done.folder / 'index.html'}"
     )
+    if done.n_dead:
+        print(
+            f"{done.n_dead} of {done.n_features} features never fired in these {done.n_tokens:,} tokens: their "
+            "dashboards hold no example, so there is nothing to explain; they are dead, or too rare for this "
+            "much text (a larger --data, or --tokens, shows which)"
+        )
     return 0

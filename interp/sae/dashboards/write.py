@@ -30,7 +30,11 @@ from interp.sae.dashboards.stream import files_of, run_pass
 
 @dataclass(frozen=True)
 class Written:
-    """What :func:`write_dashboards` did: the folder, counts, and this run's seconds per stage."""
+    """What :func:`write_dashboards` did: the folder, counts, and this run's seconds per stage.
+
+    Attributes:
+        n_dead: features that never fired in the tokens read (their files hold no example: nothing to explain).
+    """
 
     folder: Path
     scan: str
@@ -38,6 +42,7 @@ class Written:
     n_tokens: int
     state: str
     seconds: Mapping[str, float]
+    n_dead: int = 0
 
 
 def write_dashboards(
@@ -108,8 +113,8 @@ def write_dashboards(
 
     folder.finish(index, render_page(folder.root, index))
     seconds["records"] = time.perf_counter() - clock
-    show.say(f"wrote {collector.n:,} feature files, index.json and index.html in {folder.root}")
-    return Written(folder.root, scan, collector.n, collector.n_tokens, state, seconds)
+    dead = sum(1 for row in index["features"] if row["density"] == 0)
+    return Written(folder.root, scan, collector.n, collector.n_tokens, state, seconds, dead)
 
 
 def _pass(

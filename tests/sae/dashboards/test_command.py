@@ -28,6 +28,10 @@ def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     tc = tiny_transcoders(model.cfg, d_transcoder=12, seed=3)
     save_transcoders(tc, root / "tc")
+    dead = tiny_transcoders(model.cfg, d_transcoder=12, seed=3)
+    with torch.no_grad():
+        dead.b_enc[0, :3] = -100.0  # three features that never fire
+    save_transcoders(dead, root / "dead")
     other = interp.HookedTransformer(
         interp.TransformerConfig(n_layers=2, d_model=16, n_heads=2, d_vocab=64, n_ctx=32)
     )
@@ -70,6 +74,24 @@ def test_writes_the_dashboards_then_a_graph_links_them(files, tmp_path, capsys):
     assert doc["metadata"]["scan"] == "./data/features/tc" and doc["metadata"]["slug"] == "cats"
     page = (out / "index.html").read_text()
     assert '"dashboards": "features/tc"' in page
+
+
+def test_features_that_never_fired_are_counted_and_the_line_says_what_to_do(files, tmp_path, capsys):
+    argv = ["dashboards", LLAMA, "--dictionary", str(files / "dead"), "--data", str(files / "texts.txt"),
+            "--out", str(tmp_path), "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    index = json.loads((tmp_path / "features" / "dead" / "index.json").read_text())
+    assert [(r["layer"], r["feature"]) for r in index["features"] if r["density"] == 0] == [
+        (0, 0),
+        (0, 1),
+        (0, 2),
+    ]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == (
+        f"3 of 24 features never fired in these {index['n_tokens']:,} tokens: their dashboards hold no example, so "
+        "there is nothing to explain; they are dead, or too rare for this much text (a larger --data, or --tokens, "
+        "shows which)"
+    )
 
 
 def test_a_store_and_chosen_features(files, tmp_path):
