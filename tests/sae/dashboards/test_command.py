@@ -194,3 +194,24 @@ def test_smollm2_with_a_small_random_transcoder_set(tmp_path, capsys):
     assert main(["attribute", "smollm2-135m", "--transcoders", str(tmp_path / "tc"), "--prompt", "The cat sat on the",
                  "--out", str(out), "--dashboards", str(out), "--max-logits", "2", "--quiet"]) == 0  # fmt: skip
     assert json.loads((out / "graph.json").read_text())["metadata"]["scan"] == "./data/features/tc"
+
+
+def test_the_placement_and_the_store_are_checked_once_each(files, tmp_path, monkeypatch):
+    import interp.preflight as preflight
+
+    calls = {"check_placement": 0, "check_store": 0}
+    for name in calls:
+        real = getattr(preflight, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(preflight, name, counted)
+    argv = ["dashboards", LLAMA, "--dictionary", str(files / "tc"), "--store", str(files / "store"),
+            "--out", str(tmp_path), "--quiet", "--tokens", "40"]  # fmt: skip
+    assert main(argv) == 0
+    assert calls == {
+        "check_placement": 1,
+        "check_store": 2,
+    }  # the folder before loading, hooks and model after
