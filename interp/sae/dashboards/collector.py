@@ -11,8 +11,8 @@ Per feature it keeps:
   feature's activation at every token of a window around it (NaN outside the item), captured when it enters.
 
 A feature is numbered globally by its place in ``layers`` x the features kept per layer (all, or a chosen
-subset), in that order; its sample keys use its ``featureIndex`` (:func:`~.dictionary.cantor`), the same
-whichever features a pass reads.
+subset), in that order; its sample keys use its ``featureIndex`` (:func:`interp.feature_id.feature_index`), the
+same whichever features a pass reads.
 """
 
 from __future__ import annotations
