@@ -2,8 +2,9 @@
 
 A page's ```python blocks run in order in one namespace, as a reader would paste them into one session; its
 ```console blocks are commands typed at a shell, ``$ interp ...`` (the lines without ``$`` are what they print),
-run in the same folder between them. A block that cannot run here (it needs a GPU, several machines or a file of the reader's own) is preceded by an HTML
-comment ``<!-- not run: REASON -->``, which the page's reader does not see; the reason is required.
+run in the same folder between them. A block that cannot run here (it needs a GPU, several machines or a file of
+the reader's own) is preceded by an HTML comment ``<!-- not run: REASON -->``, which the page's reader does not
+see; the reason is required.
 """
 
 from __future__ import annotations

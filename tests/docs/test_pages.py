@@ -82,7 +82,9 @@ def _run_commands(page, block) -> None:
 
     for command in commands(block):
         argv = shlex.split(command)
-        assert argv[0] == "interp", f"{page.relative_to(ROOT)}:{block.line}: {command!r} is not an interp command"
+        assert argv[0] == "interp", (
+            f"{page.relative_to(ROOT)}:{block.line}: {command!r} is not an interp command"
+        )
         assert main(argv[1:]) == 0, f"{page.relative_to(ROOT)}:{block.line}: {command!r} failed"
 
 

@@ -17,6 +17,7 @@ import torch
 
 from interp.dictionary import SparseDictionary
 from interp.sae.dashboards.collector import Settings
+from interp.sae.dashboards.folder import FORMAT
 from interp.sae.dashboards.reading import Reading, fixed_rows
 
 PROBED = 64
@@ -65,7 +66,6 @@ def run_identity(
     scan: str,
     settings: Settings,
     max_tokens: int | None,
-    format: str,
 ) -> dict[str, Any]:
     """The identity of a run (its ``run.json``): the fields and their values as they have always been written,
     so a folder begun by an earlier version continues."""
@@ -73,7 +73,7 @@ def run_identity(
 
     view = reading.dictionary
     return {
-        "format": format,
+        "format": FORMAT,
         "scan": scan,
         "model": {"name": getattr(model.cfg, "name", None), "fingerprint": model_fingerprint(model)},
         "dictionary": {

@@ -89,9 +89,7 @@ def write_dashboards(
         )  # fmt: skip
         source.read_through(lambda: bar.update())
         bar.close()
-    identity = run_identity(
-        model, reading, source, scan=scan, settings=settings, max_tokens=data.max_tokens, format=FORMAT
-    )
+    identity = run_identity(model, reading, source, scan=scan, settings=settings, max_tokens=data.max_tokens)
     state = folder.claim(identity)
     if state == "complete":
         return Written(folder.root, scan, 0, 0, state, {})
