@@ -128,3 +128,15 @@ def test_pages_hold_no_study_findings_that_belong_to_the_study_readmes():
             # the figure as written, not as the start of a longer number (a table's 0.725 is not 0.72)
             found = re.search(rf"(?<![\d.]){re.escape(figure)}(?![\d])", text)
             assert found is None, f"{page.relative_to(ROOT)} repeats the study finding {figure!r}"
+
+
+def test_the_dashboards_page_opens_with_a_run_that_trains_its_own_transcoders():
+    """No transcoders are packaged: the page's first commands train a set, then write its dashboards, and this
+    file runs them as written (the page's test above, slow)."""
+    first = runnable_blocks(ROOT / "docs" / "dashboards.md")[:2]
+    assert [b.language for b in first] == ["python", "console"]
+    assert [c.split()[:3] for c in commands(first[1])] == [
+        ["interp", "sae", "train"],
+        ["interp", "dashboards", "smollm2-135m"],
+    ]
+    assert "--dictionary tc-run/transcoders" in commands(first[1])[1]
