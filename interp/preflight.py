@@ -8,6 +8,10 @@ when running as root, and ``/proc`` accepts ``os.access`` but refuses every new 
 
 An activation store given as input is checked once, here (:func:`check_store`): a store, of every position, with
 rows, and, once they are known, holding the dictionary's input hooks and written by the model.
+
+Every command that writes into a folder follows one rule for what it may replace there,
+:func:`check_owned`: it replaces only what its own record in the folder says an earlier run of it wrote, and
+refuses, by name and before any work, any other entry of a name it would write.
 """
 
 from __future__ import annotations
@@ -68,6 +72,76 @@ def check_output_folder(path: str | os.PathLike, *, flag: str) -> Path:
         raise ValueError(f"{flag} {target} is a file, not a folder; choose a new or empty folder")
     _check_creatable(target, flag, target)
     return target
+
+
+def check_owned(
+    folder: str | os.PathLike,
+    writes: Iterable[str] | None,
+    owned: Iterable[str] | bool,
+    *,
+    flag: str,
+    command: str,
+    record: str,
+) -> Path:
+    """The one rule for what a command may replace in its output folder; raises before any work, touches nothing.
+
+    A command knows what an earlier run of it wrote in a folder from its *record* there (a graph's
+    ``graph-manifest.json``, a report's ``manifest.json``, dashboards' and training runs' ``run.json``). An
+    entry of a name the command writes is the command's to replace only if the record lists it (a folder: every
+    file under it); any other such entry is someone else's, and is refused, named in one line, and left as it
+    is. Entries of names the command does not write are never touched.
+
+    Args:
+        folder: the output folder (it need not exist).
+        writes: the entries (paths relative to ``folder``) the command creates or replaces; ``None`` when the
+            command owns the whole folder (a training run), so that every entry in it counts.
+        owned: the files the record lists (paths relative to ``folder``), ``()`` or ``False`` where there is no
+            record, or ``True`` for a record that claims the whole folder.
+        flag: how the user gave the folder (``"--out"``), for the message.
+        command: the command (``"interp attribute"``), for the message.
+        record: the record's file name, for the message.
+
+    Returns:
+        The folder, with ``~`` expanded.
+
+    Raises:
+        FileExistsError: the folder holds entries the command would write but did not write; the message
+            names them, the record, and what to do.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "index.html").write_text("my page")
+    >>> check_owned(folder, ["index.html", "graph.json"], (), flag="--out", command="interp attribute",
+    ...             record="graph-manifest.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    FileExistsError: --out ... holds index.html, which interp attribute did not write (there is no ...); ...
+    """
+    target = Path(folder).expanduser()
+    if owned is True or not target.is_dir():
+        return target
+    listed = set() if owned is False else set(owned)
+    names = sorted(p.name for p in target.iterdir()) if writes is None else list(writes)
+    foreign = [found for name in names for found in _foreign(target, name, listed)]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        why = f"{record} there does not list them" if (target / record).is_file() else f"there is no {record}"
+        raise FileExistsError(
+            f"{flag} {target} holds {shown}, which {command} did not write ({why}); they are left untouched: "
+            "move them, or choose a new or empty folder"
+        )
+    return target
+
+
+def _foreign(folder: Path, name: str, listed: set[str]) -> list[str]:
+    """What of entry ``name`` of ``folder`` is not ``listed``: nothing, the entry itself, or the files under a
+    folder that are not listed (named by their paths in ``folder``)."""
+    path = folder / name
+    if not path.exists() and not path.is_symlink():
+        return []
+    if path.is_dir() and not path.is_symlink():
+        files = sorted(p.relative_to(folder).as_posix() for p in path.rglob("*") if not p.is_dir())
+        return [f for f in files if f not in listed]
+    return [] if name in listed else [name]
 
 
 def _check_creatable(folder: Path, flag: str, target: Path) -> None:

@@ -81,9 +81,9 @@ def check_args(args: argparse.Namespace):
         what is kept, the features chosen, the scan's name and ``interp.load``'s placement keywords.
     """
     from interp.feature_id import FeatureId
-    from interp.preflight import check_command, check_output_folder, check_placement, check_store
+    from interp.preflight import check_command, check_output_folder, check_owned, check_placement, check_store
     from interp.sae.dashboards import Data, Settings
-    from interp.sae.dashboards.folder import check_scan, default_scan
+    from interp.sae.dashboards.folder import RUN, check_scan, default_scan
 
     placement = check_placement(args)
     check_output_folder(args.out, flag="--out")
@@ -114,6 +114,8 @@ def check_args(args: argparse.Namespace):
     )
     features = None if args.features is None else FeatureId.parse_list(args.features, "--features")
     scan = check_scan(args.scan) if args.scan is not None else default_scan(dictionary)
+    root = Path(args.out).expanduser() / "features" / scan  # the folder's part that is the run's
+    check_owned(root, None, (root / RUN).is_file(), flag="--out", command="interp dashboards", record=RUN)
     return data, settings, features, scan, placement
 
 

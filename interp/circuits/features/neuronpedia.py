@@ -124,6 +124,20 @@ def pruned_parts(
     return records, edges
 
 
+def shown_rows(
+    graph: Any, records: dict[int, dict[str, Any]], edges: list[tuple[int, int, float]]
+) -> list[int]:
+    """The rows of ``records`` a file or page draws: those a kept edge touches, every token and logit, and every
+    pinned node (kept by pruning even where no edge of its is)."""
+    touched = {row for t, s, _ in edges for row in (t, s)}
+    pinned = graph.pinned
+    return [
+        i
+        for i, r in records.items()
+        if i in touched or r["feature_type"] in ("embedding", "logit") or bool(pinned[i])
+    ]
+
+
 def graph_json(
     graph: Any,
     *,
@@ -140,8 +154,7 @@ def graph_json(
     links = [
         {"source": records[s]["node_id"], "target": records[t]["node_id"], "weight": w} for t, s, w in edges
     ]
-    linked = {row for t, s, _ in edges for row in (t, s)}
-    nodes = [r for i, r in records.items() if i in linked or r["feature_type"] in ("embedding", "logit")]
+    nodes = [records[i] for i in shown_rows(graph, records, edges)]
     meta = graph.metadata
     return {
         "metadata": {

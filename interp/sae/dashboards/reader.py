@@ -59,6 +59,18 @@ class Scan:
         """Whether ``interp dashboards`` is still writing it (its ``run.json`` and no ``index.json`` yet)."""
         return (self.root / RUN).is_file() and not self.finished
 
+    def run(self) -> dict[str, Any] | None:
+        """The identity ``interp dashboards`` claimed the folder with (its ``run.json``: model, dictionary, data,
+        settings), or ``None`` where it has none or one that cannot be read."""
+        path = self.root / RUN
+        if not path.is_file():
+            return None
+        try:
+            run = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return run if isinstance(run, dict) else None
+
     def index(self) -> dict[str, Any]:
         """Its ``index.json``, checked to be ``interp dashboards``' (format :data:`~.folder.FORMAT`).
 

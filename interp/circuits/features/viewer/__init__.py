@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from interp.circuits.features.neuronpedia import pruned_parts
+from interp.circuits.features.neuronpedia import pruned_parts, shown_rows
 from interp.feature_id import FeatureId
 from interp.report.assets import fill, read_asset
 from interp.report.serialize import json_for_script
@@ -63,8 +63,7 @@ def viewer_data(
     ``dashboards``, ``OUT/features/SCAN``), and ``doc``'s metadata."""
     records, edges = pruned_parts(graph, node_threshold, edge_threshold)
     edges = sorted(edges, key=lambda e: -abs(e[2]))[:MAX_LINKS]
-    touched = {row for t, s, _ in edges for row in (t, s)}
-    rows = [i for i, r in records.items() if i in touched or r["feature_type"] in ("embedding", "logit")]
+    rows = shown_rows(graph, records, edges)
     influence = graph.influence() + graph.logit_weights  # logits sized by their probability
     features: dict[str, dict[str, Any]] = {}
     for i in rows:
