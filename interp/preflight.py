@@ -218,8 +218,12 @@ def check_dtype(value: str | None, study: str = "this", cpu_only: str | None = N
     return dtype
 
 
-def find_model(name_or_path: str) -> Path:
+def find_model(name_or_path: str, flag: str | None = None) -> Path:
     """The checkpoint a model name or path points to, found without reading it.
+
+    Args:
+        name_or_path: a packaged name, a folder or a file.
+        flag: the flag that gave it (``"--explainer"``), named first in the message where a command has several.
 
     Raises:
         FileNotFoundError: A packaged model whose package is not installed (the message gives the command
@@ -232,8 +236,9 @@ def find_model(name_or_path: str) -> Path:
         return packaged_path(name_or_path)
     path = Path(name_or_path).expanduser()
     if not path.exists():
+        given = f"{flag}: no model {name_or_path!r}" if flag else f"no model {name_or_path!r}"
         raise FileNotFoundError(
-            f"no model {name_or_path!r}: it is not a packaged model ({', '.join(sorted(PACKAGED_MODELS))}) "
+            f"{given}: it is not a packaged model ({', '.join(sorted(PACKAGED_MODELS))}) "
             "and no file or folder is there; models are never downloaded, so pass a local path"
         )
     return path

@@ -23,7 +23,7 @@ dependency) and against direct computations.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Literal
 
@@ -306,3 +306,44 @@ def _group_resample_means(
         invalid="ignore"
     ):  # a resample of only zero-weight groups has no mean: NaN, not a warning
         return sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+
+
+def bootstrap_interval(
+    samples: Sequence[Sequence[float] | np.ndarray],
+    statistic: Callable[..., float],
+    n_boot: int,
+    seed: int,
+    level: float = 0.95,
+) -> tuple[float, float, float] | None:
+    """A statistic of independent samples and its percentile bootstrap interval, each sample resampled on its own
+    (``scipy.stats.bootstrap``, unpaired): an AUC of positives against negatives keeps both class sizes.
+
+    ``statistic(*samples)`` is called with one array per sample. ``None`` where a sample holds fewer than two
+    values: one value says nothing about its spread.
+
+    >>> diff = lambda a, b: float(a.mean() - b.mean())
+    >>> value, low, high = bootstrap_interval([[1.0, 2.0, 3.0], [0.0, 1.0]], diff, n_boot=200, seed=0)
+    >>> value, low <= value <= high
+    (1.5, True)
+    >>> bootstrap_interval([[1.0], [0.0, 1.0]], diff, n_boot=200, seed=0) is None
+    True
+    """
+    from scipy.stats import bootstrap
+
+    data = tuple(_floats(s) for s in samples)
+    if n_boot < 1 or not 0 < level < 1:
+        raise ValueError(f"n_boot={n_boot}, level={level}; give n_boot >= 1 and a level between 0 and 1")
+    value = float(statistic(*data))
+    if min(len(x) for x in data) < 2:
+        return None
+    found = bootstrap(
+        data,
+        statistic,
+        n_resamples=n_boot,
+        vectorized=False,
+        paired=False,
+        confidence_level=level,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return value, float(found.confidence_interval.low), float(found.confidence_interval.high)

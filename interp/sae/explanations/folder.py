@@ -63,7 +63,7 @@ class FeatureFiles:
                 raise ValueError(f"{root} holds several scans ({', '.join(scans)}); name one with --scan")
             scan = next(iter(scans))
         if scan not in scans:
-            raise ValueError(f"scan {scan!r} is not in {root / 'features'}; it holds {', '.join(scans)}")
+            raise ValueError(f"--scan {scan!r} is not in {root / 'features'}; it holds {', '.join(scans)}")
         found = scans[scan]
         features, density = found.features()
         if not features:
