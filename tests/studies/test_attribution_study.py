@@ -228,7 +228,7 @@ def _check_supernodes(out, results, seed):
 def _check_dashboards(out, results, cache, top):
     """The dashboards are those of every graph's top features, beside the report, and the report's table
     says what their files say."""
-    from interp.sae.dashboards import cantor
+    from interp.feature_id import FeatureId
 
     listed = {(r["layer"], r["feature"]): r for r in results["dashboards"]["features"]}
     tops = {
@@ -244,7 +244,7 @@ def _check_dashboards(out, results, cache, top):
     index = json.loads((folder / "index.json").read_text())
     assert {(r["layer"], r["feature"]) for r in index["features"]} == set(listed)
     for (layer, feature), row in listed.items():
-        record = json.loads((folder / f"{cantor(layer, feature)}.json").read_text())
+        record = json.loads((folder / f"{FeatureId(layer, feature).index}.json").read_text())
         assert row["featureIndex"] == record["index"]
         assert row["density"] == pytest.approx(
             record["activation_frequency"], rel=1e-5
