@@ -32,15 +32,14 @@ import torch
 import interp
 from interp.circuits import attribute
 from interp.sae import train_transcoders
+from studies.attribution.prompts import SEED, SEED_QUESTION
 from studies.data.corpus import load_corpus
 
 torch.set_grad_enabled(False)  # forwards only; training and attribution turn gradients on themselves
 model = interp.load("smollm2-135m")
-twins = {
-    "tired": "The animal didn't cross the street because it was too tired",
-    "wide": "The animal didn't cross the street because it was too wide",
-}
-question = ' In that sentence, "it" means the'
+twins = {"tired": SEED[0], "wide": SEED[1]}  # the attribution study's pair, full stops included
+question = SEED_QUESTION  # ' In that sentence, "it" means the'
+print(twins)
 animal, street = (int(model.to_tokens(w, prepend_bos=False).ids[0, 0]) for w in (" animal", " street"))
 """,
     ),

@@ -259,3 +259,12 @@ def test_an_interval_unpacks_like_the_tuples_before_it():
         "mean": 0.6, "ci": [0.5, 0.7], "level": 0.95, "method": "t", "n_groups": 12, "exploratory": False,
         "label": "95% t-interval over 12 groups",
     }  # fmt: skip
+
+
+def test_the_t_interval_of_right_or_wrong_values_stays_in_the_unit_interval():
+    pairs = [1.0, 1.0, 1.0, 1.0, 1.0, 0.0]  # 5 of 6 twin pairs right in both twins
+    found = group_interval(np.repeat(pairs, 2), np.repeat(np.arange(6), 2))
+    sd = math.sqrt(sum((v - 5 / 6) ** 2 for v in pairs) / 5)
+    assert (found.low, found.high) == pytest.approx((5 / 6 - stats.t.ppf(0.975, 5) * sd / math.sqrt(6), 1.0))
+    graded = group_interval([0.9, 1.0, 0.95, 1.0, 0.5, 1.0], np.arange(6))  # not right-or-wrong: not cut
+    assert graded.high > 1.0

@@ -41,7 +41,8 @@ def group_interval(
     ``x = part / total``, ``w = total``). ``method``: ``"t"`` (the default: the t-interval over groups, see the
     module's description), ``"bca"`` (``scipy.stats.bootstrap``'s BCa over whole groups, ``n_boot`` resamples,
     ``seed``) or ``"percentile"``; a bootstrap over fewer than ``MIN_GROUPS`` groups comes back marked
-    ``exploratory``. Fewer than two groups give no interval (NaN ends, method ``"none"``).
+    ``exploratory``. Fewer than two groups give no interval (NaN ends, method ``"none"``). The t-interval of
+    right-or-wrong values (all 0 or 1) is cut to [0, 1], where their mean lies.
 
     >>> r = group_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], groups=[0, 0, 1, 1, 2, 2])
     >>> r.mean, round(r.low, 3), round(r.high, 3), r.label
@@ -66,6 +67,8 @@ def group_interval(
         return Interval(mean, math.nan, math.nan, level, "none", n_groups, exploratory=True)
     if method == "t":
         low, high = _t_interval(sums, counts, level)
+        if np.isin(x, (0.0, 1.0)).all():  # right-or-wrong values: a proportion, never outside [0, 1]
+            low, high = max(low, 0.0), min(high, 1.0)
     elif method == "percentile":
         low, high = _percentile(_resample_means(sums, counts, n_boot, np.random.default_rng(seed)), level)
     else:
