@@ -417,6 +417,8 @@ def _grouped_interval(values, groups, seed, n_boot=2000):
         deviations = [(sum(members[g]) - mean * len(members[g])) / size for g in labels]
         n = len(labels)
         half = stats.t.ppf(0.975, n - 1) * math.sqrt(sum(d * d for d in deviations) / (n * (n - 1)))
+        if set(values) <= {0.0, 1.0}:  # right or wrong: a proportion, inside [0, 1]
+            return [max(mean - half, 0.0), min(mean + half, 1.0)]
         return [mean - half, mean + half]
     draws = np.random.default_rng(seed).integers(0, len(labels), size=(n_boot, len(labels)))
     means = [np.mean([v for i in row for v in members[labels[i]]]) for row in draws]
