@@ -255,7 +255,13 @@ def test_every_way_of_attaching_a_hook_reaches_an_expert():
     """The layer looks at its experts' points once per forward; each API must make it see them."""
     model, _, _ = _layer("gated-renormalised")
     tokens = _tokens(model, 2, 8)
-    name = "blocks.0.mlp.experts.2.hook_pre"
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter="blocks.0.mlp.hook_expert_indices")
+    counts = torch.bincount(
+        cache["blocks.0.mlp.hook_expert_indices"].flatten(), minlength=model.cfg.n_experts
+    )
+    expert = int(counts.argmax())  # an expert with tokens, so that "reached" shows in the rows it sees
+    name = f"blocks.0.mlp.experts.{expert}.hook_pre"
     point = model.hook_dict[name]
     seen = []
 
@@ -270,7 +276,8 @@ def test_every_way_of_attaching_a_hook_reaches_an_expert():
     model(tokens)
     handle.remove()
     model(tokens)
-    assert len(seen) == 3
+    # each way saw the expert's own rows, one per (token, choice) sent to it; the removed hook saw nothing
+    assert counts[expert] > 0 and seen == [int(counts[expert])] * 3
 
 
 def test_folding_the_norm_into_router_experts_and_shared_expert_keeps_the_logits():
