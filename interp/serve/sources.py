@@ -89,7 +89,7 @@ def _listed(names: Any) -> str:
 def read_dictionary(path: str | Path, model: Any) -> SparseDictionary:
     """The dictionary at ``path`` (an SAE, a transcoder set or a CLT), on the model's device and dtype and
     checked against it: the one place the server reads dictionaries."""
-    from interp.sae.dashboards.dictionary import load_dictionary
+    from interp.sae.dashboards.loading import load_dictionary
 
     return load_dictionary(path, model)
 

@@ -211,12 +211,25 @@ def test_classifiers_match_delphi(delphi, source):
 
 def test_smollm2_answers_are_unreadable_alike(delphi):
     """The 135M model, asked about one example, writes lists of several entries (the worked examples show
-    several) or stops mid-list: both read none of them. The test above checks that they agree; this one
-    checks that the record holds no readable answer at all."""
-    texts = [a["text"] for run, _ in _classifier_runs(delphi, "smollm2") for a in run[3].values()]
-    assert len(texts) == 12 * 16
-    readable = [t for t in texts if re.fullmatch(r"\s*\[\s*[01]\s*\]\s*", t)]
-    assert readable == []  # none is a one-entry list: every judgement on both sides is unread
+    several) or stops mid-list: both sides read none of them, so every judgement is unread and the metrics count
+    no example. The same record with one answer made readable ("[1]") is read here as exactly that judgement: the
+    reader reads, and what it refuses in SmolLM2's record is the answers themselves."""
+    runs = _classifier_runs(delphi, "smollm2")
+    assert len(runs) == 12
+    for (case, scorer_name, _, answers, per_prompt, log_prob), theirs in runs:
+        scorer = SCORERS[scorer_name](per_prompt=per_prompt, probabilities=log_prob)
+        key = case.feature.id.index
+        ours = scorer.score(Replay(answers), case.explanation, case.test, case.negatives, key=key)
+        n = 2 * len(case.test)
+        assert [j.prediction for j in ours.judged] == [None] * n
+        assert [s["prediction"] for s in theirs["samples"]] == [None] * n
+        assert (ours.metrics.n_positive, ours.metrics.n_negative, ours.metrics.n_failed) == (0, 0, n)
+        text = plain(case.test[0].text)
+        planted = {**answers, text: {"text": "[1]", "tokens": None, "label": 1}}
+        again = scorer.score(Replay(planted), case.explanation, case.test, case.negatives, key=key)
+        assert [(plain(j.sample.text), j.prediction) for j in again.judged if j.prediction is not None] == [
+            (text, True)
+        ]
 
 
 def _ours(scorer, case, answers):
