@@ -33,6 +33,7 @@ import torch
 from interp.analysis.node import Node
 from interp.circuits.features.heads import HeadLoadings, edges_head_loadings
 from interp.circuits.features.held import Held
+from interp.circuits.features.node_vectors import held_node_writes
 from interp.dictionary import SparseDictionary
 
 BIAS = "bias"  # the row and column of what no node of the graph writes
@@ -270,7 +271,7 @@ def head_scores(
     requests = list(sides)
     tokens = graph.input_tokens.to(model.embed.W_E.device)
     held = Held.run(model, transcoders, tokens)
-    writes = node_writes(graph, transcoders, held.clean)
+    writes = held_node_writes(graph, transcoders, held.clean).by_hook(transcoders)
     parts, totals = _parts(model, transcoders, tokens, held, writes, requests, batch_size)
     patterns = {
         layer: held.clean[f"blocks.{layer}.attn.hook_pattern"][0] for layer in {c[0] for c in cases}
@@ -309,52 +310,6 @@ def _with_bias(graph: Any, parts: torch.Tensor, total: torch.Tensor) -> tuple[tu
     return names, torch.cat([parts[keep], bias.float()[None]])
 
 
-@dataclass
-class NodeWrites:
-    """Where each node of a graph writes in the frozen model: per hook, ``(position, vector, column)`` runs.
-
-    ``by_hook[name]`` holds ``positions [m]``, ``vectors [m, d_model]`` and ``columns [m]`` (the node's index
-    in the graph); a cross-layer feature appears once per layer it writes to.
-    """
-
-    by_hook: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
-
-
-def node_writes(graph: Any, transcoders: SparseDictionary, clean: Any) -> NodeWrites:
-    """Every node's write (a feature's activation times its decoder rows, an error vector, a token's
-    embedding) from the prompt's clean run ``clean`` (the cache of :class:`Held`)."""
-    tc = transcoders
-    found: dict[str, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
-
-    def add(name: str, positions: torch.Tensor, vectors: torch.Tensor, columns: torch.Tensor) -> None:
-        found.setdefault(name, []).append((positions.cpu(), vectors.float(), columns.cpu()))
-
-    with torch.no_grad():
-        feats = graph.features
-        for layer in feats[:, 0].unique().tolist():
-            rows = (feats[:, 0] == layer).nonzero().flatten()
-            dec = tc.decoder(layer, feats[rows, 2]).float()  # [n, n_out, d_model]
-            dec = dec * graph.activations[rows].float().to(dec.device)[:, None, None]
-            for j, out in enumerate(tc.output_layers(layer)):
-                add(tc.output_hook(out), feats[rows, 1], dec[:, j], rows)
-        inputs = {layer: clean[tc.input_hook(layer)][0] for layer in tc.layers}
-        recon = tc.reconstruct(inputs)
-        n_pos, start = graph.n_pos, graph.n_features
-        positions = torch.arange(n_pos)
-        for layer in range(graph.n_layers):
-            error = clean[tc.output_hook(layer)][0].float() - recon[layer].float()  # [pos, d_model]
-            error[0] = 0  # nothing is attributed at the first position, as in the graph
-            add(tc.output_hook(layer), positions, error, start + layer * n_pos + positions)
-        tokens = start + graph.n_layers * n_pos + positions
-        add("hook_embed", positions, clean["hook_embed"][0].float(), tokens)
-    return NodeWrites(
-        {
-            name: tuple(torch.cat([r[i] for r in runs]) for i in range(3))  # type: ignore[misc]
-            for name, runs in found.items()
-        }
-    )
-
-
 def _side_hook(model: Any, side: str, layer: int) -> str:
     """The hook holding a head's query (key) as the score reads it: after rotary, or the projection itself."""
     rotary = model.blocks[layer].attn.rotary
@@ -366,11 +321,12 @@ def _parts(
     transcoders: SparseDictionary,
     tokens: torch.Tensor,
     held: Held,
-    writes: NodeWrites,
+    writes: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
     requests: list[tuple[str, int, int, int]],
     batch_size: int,
 ) -> tuple[dict, dict]:
-    """Per request ``(side, layer, head, position)``: ``[n_nodes, d_head]`` each node's part, and the total."""
+    """Per request ``(side, layer, head, position)``: ``[n_nodes, d_head]`` each node's part, and the total;
+    ``writes``: every node's writes by hook (:meth:`~interp.circuits.features.node_vectors.NodeWrites.by_hook`)."""
     leaves: dict[str, torch.Tensor] = {}
     seen: dict[str, torch.Tensor] = {}
 
@@ -386,8 +342,8 @@ def _parts(
     hooks = [*held.hooks(transcoders, leaves), ("hook_embed", embed_leaf), *((n, keep) for n in names)]
     with torch.enable_grad(), model.hooks(hooks):
         model(tokens[None], stop_at_layer=last + 1)
-        leaf_names = [n for n in writes.by_hook if n in leaves]
-        n_nodes = 1 + max(int(cols.max()) for _, _, cols in writes.by_hook.values())
+        leaf_names = [n for n in writes if n in leaves]
+        n_nodes = 1 + max(int(cols.max()) for _, _, cols in writes.values())
         d_head = model.cfg.d_head
         rows = [(r, e) for r in requests for e in range(d_head)]  # one backward row per dimension
         parts = torch.zeros(len(rows), n_nodes)
@@ -408,7 +364,7 @@ def _parts(
             block = parts[start : start + len(chunk)]
             for name, g in zip(leaf_names, grads, strict=True):
                 if g is not None:
-                    _contract(block, g[:, 0].float(), *writes.by_hook[name])
+                    _contract(block, g[:, 0].float(), *writes[name])
     totals, out = {}, {}
     for i, request in enumerate(requests):
         side, layer, head, pos = request

@@ -19,6 +19,7 @@ import torch
 
 from interp.analysis.node import Node
 from interp.circuits.features.held import Held
+from interp.circuits.features.node_vectors import held_node_writes
 from interp.dictionary import SparseDictionary
 
 
@@ -61,8 +62,9 @@ def edges_head_loadings(
     results = [f"blocks.{layer}.attn.hook_result" for layer in range(model.cfg.n_layers)]
     sources = list(dict.fromkeys(s for _, s in parsed))
     targets = list(dict.fromkeys(t for t, _ in parsed))
+    writes = held_node_writes(graph, tc, held.clean)
+    pushes = [writes.of(graph.index(s), tc) for s in sources]
     with torch.no_grad():
-        pushes = [_source_writes(graph, tc, held.clean, s) for s in sources]
         moved = _pushed(model, tc, tokens, held, pushes, record=results)
     grads = _direct_gradients(model, tc, tokens, held, results, graph, targets)
     out = []
@@ -73,24 +75,6 @@ def edges_head_loadings(
         direct = sum(float((g[name][pos] * vec).sum()) for name, pos, vec in pushes[row - 1])
         out.append(HeadLoadings(edge=graph.edge(t, s), direct=direct, heads=heads.cpu()))
     return out
-
-
-def _source_writes(
-    graph: Any, tc: SparseDictionary, clean: Any, s: Node
-) -> list[tuple[str, int, torch.Tensor]]:
-    """Where the source writes: ``(hook, position, vector)``."""
-    if s.kind == "token":
-        return [("hook_embed", s.position, clean["hook_embed"][0, s.position].float())]
-    if s.kind == "error":
-        inputs = {layer: clean[tc.input_hook(layer)][0] for layer in tc.layers}
-        recon = tc.reconstruct(inputs)[s.layer].float()
-        out = clean[tc.output_hook(s.layer)][0].float()
-        return [(tc.output_hook(s.layer), s.position, (out - recon)[s.position])]
-    act = float(graph.activations[graph.index(s)])
-    rows = tc.decoder(s.layer, torch.tensor([s.feature]))[0].float()  # [n_out, d_model]
-    return [
-        (tc.output_hook(out), s.position, act * rows[j]) for j, out in enumerate(tc.output_layers(s.layer))
-    ]
 
 
 def _pushed(model, tc, tokens, held, pushes, record):
