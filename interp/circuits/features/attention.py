@@ -25,23 +25,28 @@ recomputed; one forward pass of the prompt serves every head.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from interp.analysis.node import Node
+from interp.analysis.qk.difference import QKDifference
+from interp.analysis.qk.matrix import QKScore
 from interp.circuits.features.heads import HeadLoadings, edges_head_loadings
 from interp.circuits.features.held import Held
 from interp.circuits.features.node_vectors import held_node_writes
 from interp.dictionary import SparseDictionary
 
-BIAS = "bias"  # the row and column of what no node of the graph writes
+BIAS = Node.rest()  # the row and column of what no node of the graph writes ("bias" in graph files)
 
 
-@dataclass(frozen=True)
-class HeadScore:
-    """One head's score from ``query`` to ``key``, split into the graph's nodes on both sides.
+@dataclass(frozen=True, kw_only=True)
+class HeadScore(QKScore):
+    """One head's score from ``query`` to ``key``, split into the graph's nodes on both sides: a
+    :class:`~interp.analysis.qk.matrix.QKScore` whose parts are the graph's nodes whose parts are not zero,
+    then :data:`BIAS` (``query_parts``, ``key_parts``: ``[n, d_head]`` each node's part of ``q`` and ``k``,
+    float32 values held in float64).
 
     Attributes:
         layer, head: the head (``head`` counts query heads; the key side is its key/value head).
@@ -49,9 +54,6 @@ class HeadScore:
         loading: the head's share of the edge explained (:class:`HeadLoadings`), ``nan`` when asked directly.
         score: ``q . k * scale`` before any soft-cap; equals ``matrix.sum()``.
         pattern: the attention weight the prompt's run gave ``key`` from ``query``.
-        scale: the layer's score scale.
-        query_nodes, key_nodes: the graph nodes (their names) whose parts are not zero, then ``"bias"``.
-        query_parts, key_parts: ``[n, d_head]`` each node's part of ``q`` (``k``), float32.
     """
 
     layer: int
@@ -61,40 +63,6 @@ class HeadScore:
     loading: float
     score: float
     pattern: float
-    scale: float
-    query_nodes: tuple[str, ...]
-    key_nodes: tuple[str, ...]
-    query_parts: torch.Tensor = field(repr=False)
-    key_parts: torch.Tensor = field(repr=False)
-
-    @property
-    def matrix(self) -> torch.Tensor:
-        """``[n_query_nodes, n_key_nodes]``: ``q_n . k_m * scale``; sums to :attr:`score`."""
-        return (self.query_parts.double() @ self.key_parts.double().T * self.scale).float()
-
-    def terms(self, top: int = 20) -> list[tuple[str, str, float]]:
-        """The ``top`` (query node, key node, value) terms by absolute value, largest first."""
-        return top_terms(self.matrix, self.query_nodes, self.key_nodes, top)
-
-
-@dataclass(frozen=True)
-class KeyDifference:
-    """``first.score - second.score`` for one head and query at two keys, split into query-node x key-node terms
-    over the union of the two keys' nodes (a node one key lacks counts as zero there)."""
-
-    first: HeadScore
-    second: HeadScore
-    query_nodes: tuple[str, ...]
-    key_nodes: tuple[str, ...]
-    matrix: torch.Tensor = field(repr=False)
-
-    @property
-    def difference(self) -> float:
-        return self.first.score - self.second.score
-
-    def terms(self, top: int = 20) -> list[tuple[str, str, float]]:
-        """The ``top`` terms of the difference by absolute value, largest first."""
-        return top_terms(self.matrix, self.query_nodes, self.key_nodes, top)
 
 
 @dataclass(frozen=True)
@@ -106,23 +74,11 @@ class AttentionExplanation:
     source: str
     loadings: HeadLoadings
     heads: tuple[HeadScore, ...]
-    differences: tuple[KeyDifference, ...] = ()
+    differences: tuple[QKDifference, ...] = ()
 
     def __repr__(self) -> str:
         shown = ", ".join(f"L{h.layer}H{h.head} {h.loading:+.3g}" for h in self.heads)
         return f"AttentionExplanation({self.source} -> {self.target}: edge {self.loadings.edge:.4g}; {shown})"
-
-
-def top_terms(
-    matrix: torch.Tensor, rows: Sequence[str], cols: Sequence[str], top: int
-) -> list[tuple[str, str, float]]:
-    """The ``top`` entries of ``matrix`` by absolute value as ``(row, column, value)``."""
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise ValueError(f"top must be a positive integer, got {top!r}")
-    flat = matrix.flatten()
-    order = flat.abs().argsort(descending=True)[:top].tolist()
-    n = matrix.shape[1]
-    return [(rows[i // n], cols[i % n], float(flat[i])) for i in order]
 
 
 def edge_positions(graph: Any, target: str, source: str) -> tuple[int, int]:
@@ -201,10 +157,7 @@ def explain_edges(
         edges_head_loadings(model, transcoders, graph, [(t, s) for t, s, _, _ in chosen]) if chosen else []
     )
     for i, (loads, (t, s, query, key)) in enumerate(zip(loadings, chosen, strict=True)):
-        order = loads.heads.flatten().abs().argsort(descending=True)[:top_heads].tolist()
-        n_heads = loads.heads.shape[1]
-        heads = [(j // n_heads, j % n_heads) for j in order if float(loads.heads.flatten()[j]) != 0.0]
-        chosen[i] = (t, s, query, key, loads, heads)
+        chosen[i] = (t, s, query, key, loads, [(layer, head) for layer, head, _ in loads.top(top_heads)])
     wanted = {}
     for _, _, query, key, _, heads in chosen:
         for layer, head in heads:
@@ -227,17 +180,22 @@ def _with_loading(score: HeadScore, loading: float) -> HeadScore:
     return replace(score, loading=loading)
 
 
-def key_difference(first: HeadScore, second: HeadScore) -> KeyDifference:
-    """``first - second`` of one head and query at two keys (see :class:`KeyDifference`)."""
+def key_difference(first: HeadScore, second: HeadScore) -> QKDifference:
+    """``first - second`` of one head and query at two keys, over the union of the two keys' nodes (a node one
+    key lacks counts as zero there); the query's nodes are the same on both sides."""
     if (first.layer, first.head, first.query) != (second.layer, second.head, second.query):
         raise ValueError("a key difference compares one head and query at two keys")
-    keys = list(dict.fromkeys([*first.key_nodes, *second.key_nodes]))
+    keys = tuple(dict.fromkeys([*first.key_components, *second.key_components]))
     index = {n: i for i, n in enumerate(keys)}
-    k = torch.zeros(len(keys), first.key_parts.shape[1], dtype=torch.float64)
-    k.index_add_(0, torch.tensor([index[n] for n in first.key_nodes]), first.key_parts.double())
-    k.index_add_(0, torch.tensor([index[n] for n in second.key_nodes]), -second.key_parts.double())
-    matrix = (first.query_parts.double() @ k.T * first.scale).float()
-    return KeyDifference(first, second, first.query_nodes, tuple(keys), matrix)
+    queries = tuple(range(len(first.query_components)))
+    return QKDifference(
+        query_components=first.query_components,
+        key_components=keys,
+        first=first,
+        second=second,
+        rows=(queries, queries),
+        columns=tuple(tuple(index[n] for n in side.key_components) for side in (first, second)),  # type: ignore[arg-type]
+    )
 
 
 def head_scores(
@@ -294,20 +252,21 @@ def head_scores(
             score=score,
             pattern=float(patterns[layer][head, query, key]),
             scale=scale,
-            query_nodes=qn,
-            key_nodes=kn,
+            query_components=qn,
+            key_components=kn,
             query_parts=qp,
             key_parts=kp,
         )
     return out
 
 
-def _with_bias(graph: Any, parts: torch.Tensor, total: torch.Tensor) -> tuple[tuple[str, ...], torch.Tensor]:
-    """The nodes with a part that is not zero, then the bias (the total less every node's part)."""
+def _with_bias(graph: Any, parts: torch.Tensor, total: torch.Tensor) -> tuple[tuple[Node, ...], torch.Tensor]:
+    """The nodes with a part that is not zero, then the bias (the total less every node's part); the parts in
+    float64 (float32 values)."""
     keep = parts.abs().sum(1).nonzero().flatten()
     bias = total.double() - parts.double().sum(0)
-    names = tuple(str(graph.nodes[i]) for i in keep.tolist()) + (BIAS,)
-    return names, torch.cat([parts[keep], bias.float()[None]])
+    nodes = tuple(graph.nodes[i] for i in keep.tolist()) + (BIAS,)
+    return nodes, torch.cat([parts[keep], bias.float()[None]]).double()
 
 
 def _side_hook(model: Any, side: str, layer: int) -> str:

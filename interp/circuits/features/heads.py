@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from interp.analysis.node import Node
+from interp.analysis.qk.matrix import top_entries
 from interp.circuits.features.held import Held
 from interp.circuits.features.node_vectors import held_node_writes
 from interp.dictionary import SparseDictionary
@@ -34,6 +35,11 @@ class HeadLoadings:
     @property
     def total(self) -> float:
         return self.direct + float(self.heads.sum())
+
+    def top(self, n: int) -> list[tuple[int, int, float]]:
+        """``(layer, head, loading)`` of the ``n`` heads with the largest absolute loadings, largest first;
+        heads whose loading is zero are left out."""
+        return [(layer, head, v) for layer, head, v in top_entries(self.heads, n) if v != 0.0]
 
 
 def head_loadings(
