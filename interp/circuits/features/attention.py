@@ -5,16 +5,17 @@ at the prompt's values. :func:`~interp.circuits.features.heads.head_loadings` sp
 heads; this module then asks why each of the top heads attends from the edge's target position (the query) to
 its source position (the key).
 
-In the frozen model (patterns and every norm's divisor held, the MLPs' writes replaced by the graph's feature
-and error writes) a head's query ``q`` at one position and key ``k`` at another (after any q/k norm and rotary)
-are affine in the writes of the graph's nodes: each feature's activation times its decoder rows, each error
-vector, each token embedding. So ``q = sum_n q_n + q_bias`` over the nodes ``n`` of the graph (at the query's
-position and, through earlier heads, at any position it reads), where ``q_n`` is node ``n``'s write pushed
-through the frozen model to the query, and ``q_bias`` is what no node writes: biases, position embeddings, the
-transcoders' decoder biases, the first position's MLP writes (attributed to nothing, as in circuit-tracer) and
-active features the graph left out. The score ``q . k * scale`` is then the sum of the query-node x key-node
-matrix ``q_n . k_m * scale``, exactly. For two keys the query parts are the same, so the difference of the
-two scores is ``q_n . (k_m - k'_m) * scale`` over the graph's nodes.
+In the held model (:mod:`.held`: patterns and every norm's divisor held at the prompt's values, the MLPs'
+writes replaced by the graph's feature and error writes) a head's query ``q`` at one position and key ``k`` at
+another (after any q/k norm and rotary) are affine in the writes of the graph's nodes: each feature's
+activation times its decoder rows, each error vector, each token embedding. So ``q = sum_n q_n + q_bias`` over
+the nodes ``n`` of the graph (at the query's position and, through earlier heads, at any position it reads),
+where ``q_n`` is node ``n``'s write pushed through the held model to the query, and ``q_bias`` is what no node
+writes: biases, position embeddings, the transcoders' decoder biases, the first position's MLP writes
+(attributed to nothing, as in circuit-tracer) and active features the graph left out. The score
+``q . k * scale`` is then the sum of the query-node x key-node matrix ``q_n . k_m * scale``, exactly. For two
+keys the query parts are the same, so the difference of the two scores is ``q_n . (k_m - k'_m) * scale`` over
+the graph's nodes.
 
 The parts come from batched backward passes: one row per query (key) dimension of each head asked for, the
 gradient contracted with each node's write where it writes, as

@@ -1,12 +1,14 @@
 """Head loadings: an edge of an attribution graph split exactly into the attention heads it passes through.
 
-In the frozen model an edge ``A[t, s]`` sums the paths from the source's write to the target's read. Group the
-paths by the *last* attention head they pass through: the paths through none (the stream and skip connections
-only) give ``direct``, and those whose last hop is head ``(l, h)`` give ``heads[l, h]``. The share of a head is
-the direct (attention-free) derivative of the target's read with respect to that head's write
-(``hook_result``), contracted with the head's whole change of write when the source is added (which counts
-every earlier hop). The shares sum to the edge exactly: the target reads the stream, and in the frozen model
-the only writes that change are the source's own, the skip connections' and the heads'.
+An edge ``A[t, s]`` sums the paths from the source's write to the target's read in the model whose patterns,
+norm divisors and MLP writes are held at the prompt's values (the held model, :mod:`.held`: the same linear map
+the frozen pass differentiates). Group the paths by the *last* attention head they pass through: the paths
+through none (the stream and skip connections only) give ``direct``, and those whose last hop is head
+``(l, h)`` give ``heads[l, h]``. The share of a head is the direct (attention-free) derivative of the target's
+read with respect to that head's write (``hook_result``), contracted with the head's whole change of write when
+the source is added (which counts every earlier hop). The shares sum to the edge exactly: the target reads the
+stream, and in the held model the only writes that change are the source's own, the skip connections' and the
+heads'.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ def _pushed(model, tc, tokens, held, pushes, record):
 
 def _direct_gradients(model, tc, tokens, held, results, graph, targets):
     """Per target, the gradient of its read with respect to every head's write and every write site, with
-    every attention path blocked (``hook_z`` detached): the attention-free part of the frozen model. One
+    every attention path blocked (``hook_z`` detached): the attention-free part of the held model. One
     forward pass; the reads' backward passes run batched."""
     seen = held.seen
     leaves: dict[str, torch.Tensor] = {}
