@@ -4,8 +4,9 @@ Before any feature is read: the folder must hold feature files (and the features
 be valid, the output and cache files writable, the embedding model found; an explainer URL must answer as an
 OpenAI-compatible chat endpoint (its model list, then a one-token request), and an explainer model must be
 found. Then :func:`interp.sae.explanations.autointerp` runs, and the explanations become the ``clerp`` labels of
-the graph files in the folder. What fails for one feature is printed in one line and written in its row; a rerun
-continues where the last one stopped and asks nothing that it already has an answer to.
+the graph files in the folder (:func:`interp.circuits.features.labels.add_labels`). What fails for one feature
+is printed in one line and written in its row; a rerun continues where the last one stopped and asks nothing
+that it already has an answer to.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check everything, then explain, score and label."""
     plan = preflight(args)
-    from interp.sae.explanations import CachedBackend, ResponseCache, add_labels, autointerp, read_rows
+    from interp.circuits.features.labels import add_labels
+    from interp.sae.explanations import CachedBackend, ResponseCache, autointerp, read_rows
 
     backend = CachedBackend(_backend(args, plan), ResponseCache(plan["cache"]))
     embedding = _embedding(args) if "embedding" in plan["settings"].scorers else None

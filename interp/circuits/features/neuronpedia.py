@@ -16,6 +16,10 @@ from typing import Any
 from interp.analysis.node import Node
 
 SCHEMA_VERSION = 1
+FEATURE, ERROR, EMBEDDING, LOGIT = "cross layer transcoder", "mlp reconstruction error", "embedding", "logit"
+"""The ``feature_type`` of each kind of node, as circuit-tracer writes them."""
+NOT_FEATURES = (EMBEDDING, LOGIT, ERROR)
+"""The node types whose ``feature`` field is not a feature's index."""
 
 
 def _cantor(x: int, y: int) -> int:
@@ -54,7 +58,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
             "feature": _cantor(node.layer, node.feature),
             "layer": str(node.layer),
             "ctx_idx": node.position,
-            "feature_type": "cross layer transcoder",
+            "feature_type": FEATURE,
             "jsNodeId": f"{node.layer}_{node.feature}-0",
             "influence": influence,
             "activation": float(graph.activations[i]),
@@ -66,7 +70,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
             "feature": -1,
             "layer": str(node.layer),
             "ctx_idx": node.position,
-            "feature_type": "mlp reconstruction error",
+            "feature_type": ERROR,
             "jsNodeId": f"{node.layer}_{node.position}-0",
             "influence": influence,
             "activation": None,
@@ -79,7 +83,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
             "feature": node.position,
             "layer": "E",
             "ctx_idx": node.position,
-            "feature_type": "embedding",
+            "feature_type": EMBEDDING,
             "jsNodeId": f"E_{token}-{node.position}",
             "influence": influence,
             "activation": None,
@@ -93,7 +97,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
         "feature": token,
         "layer": layer,
         "ctx_idx": pos,
-        "feature_type": "logit",
+        "feature_type": LOGIT,
         "token_prob": prob,
         "is_target_logit": node.target == 0,
         "jsNodeId": f"L_{token}-{pos}",
@@ -144,7 +148,7 @@ def graph_json(
         {"source": records[s]["node_id"], "target": records[t]["node_id"], "weight": w} for t, s, w in edges
     ]
     linked = {row for t, s, _ in edges for row in (t, s)}
-    nodes = [r for i, r in records.items() if i in linked or r["feature_type"] in ("embedding", "logit")]
+    nodes = [r for i, r in records.items() if i in linked or r["feature_type"] in (EMBEDDING, LOGIT)]
     meta = graph.metadata
     return {
         "metadata": {

@@ -14,8 +14,9 @@ The language model is a backend: a model interp loads, run through interp's own 
 
 Files: ``records.py`` (features and examples), ``folder.py`` (reading the feature files), ``prompts/`` and
 ``prompts.py``, ``chat.py`` (requests and replies), ``cache.py``, ``local.py``, ``endpoint.py``,
-``explainer.py``, ``classifier.py`` (detection and fuzzing), ``embedding.py``, ``metrics.py``, ``run.py``
-(the whole folder, resumable) and ``labels.py`` (explanations into graph files).
+``explainer.py``, ``classifier.py`` (detection and fuzzing), ``embedding.py``, ``metrics.py`` and ``run.py``
+(the whole folder, resumable). The explanations become the labels of graphs' feature nodes through
+:func:`interp.circuits.features.labels.add_labels`, which the ``interp autointerp`` command calls.
 
 Example:
     >>> import interp  # doctest: +SKIP
@@ -33,7 +34,6 @@ from interp.sae.explanations.embedding import EmbeddingScorer, SentenceEmbedder
 from interp.sae.explanations.endpoint import EndpointBackend
 from interp.sae.explanations.explainer import Explainer
 from interp.sae.explanations.folder import FeatureFileError, FeatureFiles, read_feature_file
-from interp.sae.explanations.labels import add_labels
 from interp.sae.explanations.local import LocalBackend, chat_template_of
 from interp.sae.explanations.metrics import ClassifierMetrics, auc
 from interp.sae.explanations.records import Example, FeatureId, FeatureRecord
@@ -61,7 +61,6 @@ __all__ = [
     "SentenceEmbedder",
     "Settings",
     "Summary",
-    "add_labels",
     "auc",
     "autointerp",
     "examples_of",

@@ -37,6 +37,8 @@ DASHBOARD_BYTES = 2_000_000
 MAX_CONTEXTS = 5
 MAX_CONTEXT_CHARS = 300
 N_PROMOTED = 6
+DATA_ID = "graph-data"
+"""The id of the script element in which ``graph.html`` embeds the page's data (what the scripts read)."""
 SCRIPTS = ("graph.js", "attention.js", "supernodes.js", "graphfile.js")
 """The page's scripts, in the order they run (each later one uses ``window.graphViewer``)."""
 
