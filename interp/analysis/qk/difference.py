@@ -17,7 +17,7 @@ The differing words in the middle map to nothing; their components appear on the
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -42,10 +42,16 @@ class QKDifference(QKMatrix):
         rows, columns: for each score, the row (column) of the difference each of its query (key) parts is at.
     """
 
-    first: QKMatrix
-    second: QKMatrix
-    rows: tuple[tuple[int, ...], tuple[int, ...]]
-    columns: tuple[tuple[int, ...], tuple[int, ...]]
+    first: QKMatrix = field(repr=False)
+    second: QKMatrix = field(repr=False)
+    rows: tuple[tuple[int, ...], tuple[int, ...]] = field(repr=False)
+    columns: tuple[tuple[int, ...], tuple[int, ...]] = field(repr=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"QKDifference({len(self.query_components)} x {len(self.key_components)} terms: difference "
+            f"{self.difference:.4g})"
+        )
 
     @property
     def matrix(self) -> torch.Tensor:

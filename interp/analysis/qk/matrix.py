@@ -13,7 +13,7 @@ number in the thousands, and their matrix is a thousand times larger than its fa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import pandas as pd
@@ -54,8 +54,8 @@ class QKMatrix:
         key_components: the column parts, in order.
     """
 
-    query_components: tuple[Node, ...]
-    key_components: tuple[Node, ...]
+    query_components: tuple[Node, ...] = field(repr=False)
+    key_components: tuple[Node, ...] = field(repr=False)
 
     @property
     def matrix(self) -> torch.Tensor:
@@ -125,8 +125,8 @@ class QKScore(QKMatrix):
         scale: the layer's score scale.
     """
 
-    query_parts: torch.Tensor
-    key_parts: torch.Tensor
+    query_parts: torch.Tensor = field(repr=False)
+    key_parts: torch.Tensor = field(repr=False)
     scale: float
 
     @property
