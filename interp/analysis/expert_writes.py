@@ -69,16 +69,16 @@ def expert_writes(
     mlp = f"blocks.{layer}.mlp"
     indices, weights = values[f"{mlp}.hook_expert_indices"], values[f"{mlp}.hook_expert_weights"]
     batch, pos, _ = indices.shape
-    experts: list[int | None] = list(range(model.cfg.n_experts))
+    shared = model.cfg.d_shared_expert is not None
+    experts: list[int | None] = [*range(model.cfg.n_experts), *([None] if shared else [])]
     writes = torch.zeros(len(experts), batch, pos, model.cfg.d_model, device=indices.device)
-    for e in experts:
+    for e in range(model.cfg.n_experts):
         rows, at = expert_tokens(indices, e)  # the tokens of expert e's rows, in their order
         weight = weights[indices == e].float()  # [n_routed]: one slot per token, in the same flat order
         writes[e, rows, at] = values[f"{mlp}.experts.{e}.hook_out"].float() * weight[:, None]
-    if model.cfg.d_shared_expert is not None:
-        shared = values[f"{mlp}.shared_expert.hook_out"].float()  # [batch, pos, d_model]
+    if shared:
+        out = values[f"{mlp}.shared_expert.hook_out"].float()  # [batch, pos, d_model]
         if model.cfg.shared_expert_gate:
-            shared = shared * values[f"{mlp}.hook_shared_expert_weight"].float()
-        experts.append(None)
-        writes = torch.cat([writes, shared[None].to(writes.device)])
+            out = out * values[f"{mlp}.hook_shared_expert_weight"].float()
+        writes[-1] = out
     return experts, writes
