@@ -6,6 +6,7 @@ The extension, version 1::
 
     "interp": {
       "version": 1,
+      "generation": id,                          # the save that wrote the file (graph_folder.py)
       "subgraph": {"pinned": [name, ...], "supernodes": [[label, name, ...], ...]},
       "supernode_criterion": {...},              # with proposed supernodes: the criterion and what it kept;
                                                  # "proposed": the names still awaiting a reader's decision
@@ -50,13 +51,17 @@ def extend(
     subgraph: Subgraph | None = None,
     attention: Sequence[AttentionExplanation] = (),
     criterion: dict[str, Any] | None = None,
+    generation: str | None = None,
     top_terms: int = TOP_TERMS,
 ) -> dict[str, Any]:
     """``doc`` (a Neuronpedia graph document) with the subgraph in ``qParams`` and the ``interp`` extension;
-    ``ids`` maps every node's name to its Neuronpedia id. Without anything to add, ``doc`` is unchanged."""
-    if subgraph is None and not attention and criterion is None:
+    ``ids`` maps every node's name to its Neuronpedia id; ``generation`` is the save's
+    (:mod:`~interp.circuits.features.graph_folder`). Without anything to add, ``doc`` is unchanged."""
+    if subgraph is None and not attention and criterion is None and generation is None:
         return doc
     extension: dict[str, Any] = {"version": VERSION}
+    if generation is not None:
+        extension["generation"] = generation
     if subgraph is not None:
         doc["qParams"].update(subgraph.q_params(ids))
         extension["subgraph"] = subgraph.to_json()
