@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from interp.atomic import write_atomic
-from interp.circuits.features.graph import METADATA_FILE
+from interp.circuits.features.graph_folder import METADATA_FILE
 from interp.circuits.features.neuronpedia import NOT_FEATURES
 from interp.circuits.features.viewer import DATA_ID
 from interp.report.embedded import embedded_json, replace_embedded_json
