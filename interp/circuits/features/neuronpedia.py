@@ -14,12 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from interp.analysis.node import Node
+from interp.feature_id import FeatureId
 
 SCHEMA_VERSION = 1
-
-
-def _cantor(x: int, y: int) -> int:
-    return (x + y) * (x + y + 1) // 2 + y
 
 
 def default_vocab(graph: Any) -> int:
@@ -51,7 +48,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
         return {
             **common,
             "node_id": node_id(graph, node, vocab),
-            "feature": _cantor(node.layer, node.feature),
+            "feature": FeatureId(node.layer, node.feature).index,
             "layer": str(node.layer),
             "ctx_idx": node.position,
             "feature_type": "cross layer transcoder",

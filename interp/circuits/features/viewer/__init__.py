@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from interp.circuits.features.neuronpedia import pruned_parts, shown_rows
+from interp.feature_id import FeatureId
 from interp.report.assets import fill, read_asset
 from interp.report.serialize import json_for_script
 from interp.report.shell import render_shell
@@ -60,8 +61,6 @@ def viewer_data(
     """What the page shows: the pruned graph (bounded; nodes keyed by their own names, ``uid``), node sizes
     (influence), features' promoted tokens, contexts and compact dashboards (from the dashboards folder
     ``dashboards``, ``OUT/features/SCAN``), and ``doc``'s metadata."""
-    from interp.sae.dashboards.dictionary import cantor
-
     records, edges = pruned_parts(graph, node_threshold, edge_threshold)
     edges = sorted(edges, key=lambda e: -abs(e[2]))[:MAX_LINKS]
     rows = shown_rows(graph, records, edges)
@@ -71,7 +70,10 @@ def viewer_data(
         node = graph.nodes[i]
         if node.kind != "feature":
             continue
-        info: dict[str, Any] = {"index": node.feature, "featureIndex": cantor(node.layer, node.feature)}
+        info: dict[str, Any] = {
+            "index": node.feature,
+            "featureIndex": FeatureId(node.layer, node.feature).index,
+        }
         if model is not None and transcoders is not None:
             info["promotes"] = _promoted(model, transcoders, node.layer, node.feature)
         if contexts is not None:
@@ -142,8 +144,7 @@ def write_viewer(path: str | Path, graph: Any, doc: dict[str, Any], **extras: An
 def _promoted(model: Any, transcoders: Any, layer: int, feature: int) -> list[str]:
     """The tokens whose logits the feature raises most directly (its dashboard's ``top_logits``: the decoder
     row into the last layer it writes, through the final norm and the unembedding)."""
-    from interp.sae.dashboards.dictionary import logit_rows
-    from interp.sae.dashboards.logits import top_tokens
+    from interp.sae.dashboards.logits import logit_rows, top_tokens
 
     rows = logit_rows(transcoders, layer, torch.tensor([feature]))
     found = top_tokens(model, rows, N_PROMOTED)
