@@ -1,0 +1,332 @@
+"""``transformer_lens.patching``: TransformerLens's activation patching functions over interp's batched runs.
+
+TransformerLens patches one index at a time: for every row of an index table (``layer, pos``, ``layer, head``,
+``layer, head_index, dest_pos``...) it runs the corrupted input once with a *patch setter* copying that slice of
+the clean activation in, and records ``patching_metric(logits)``. The functions here take the same arguments
+and return the same things (a tensor shaped by the index axes, ``[layer, pos]``, ``[layer, pos, head]``, ``[3 or
+5, layer, ...]`` stacks, or one value per row of a given ``index_df``), computed the way interp patches: many
+index rows share one forward pass, the corrupted input repeated once per row along the batch
+(:func:`interp.analysis.conditions.run_conditions`, as :func:`interp.analysis.patch` runs its slots, with the
+same token budget per pass). Each copy of the activation gets its own row's setter, so a setter written for
+TransformerLens (``fn(corrupted_activation, index, clean_activation)``, editing in place and returning the
+activation) works unchanged, and the metric sees each copy's logits ``[batch, pos, d_vocab]``, as it would
+after one TransformerLens run.
+
+Heads are query heads except for ``k`` and ``v`` in a model with fewer key/value heads, where they are the
+key/value heads (as in TransformerLens); the ``*_every`` stacks pad those rows with zeros to ``n_heads``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import einops
+import pandas as pd
+import torch
+
+from interp.analysis.conditions import run_conditions
+from interp.analysis.patching import TOKEN_BUDGET
+from interp.compat.transformer_lens.utils import get_act_name
+
+AXES = ("layer", "pos", "head_index", "head", "src_pos", "dest_pos")
+"""The index axes TransformerLens's patching understands; ``head`` and ``head_index`` are the same axis."""
+
+PatchSetter = Callable[[torch.Tensor, Sequence[int], torch.Tensor], Any]
+"""``setter(corrupted_activation, index, clean_activation) -> patched activation`` (editing in place is fine)."""
+
+
+def make_df_from_ranges(column_max_ranges: Sequence[int], column_names: Sequence[str]) -> pd.DataFrame:
+    """Every combination of ``range(m)`` for each column's ``m``, the last column changing fastest.
+
+    >>> make_df_from_ranges([2, 2], ["layer", "pos"]).values.tolist()
+    [[0, 0], [0, 1], [1, 0], [1, 1]]
+    """
+    rows = list(itertools.product(*(range(int(m)) for m in column_max_ranges)))
+    return pd.DataFrame(rows, columns=list(column_names))
+
+
+def _axis_sizes(model: Any, activation_name: str, n_pos: int) -> dict[str, int]:
+    """How many values each index axis takes for ``activation_name`` on inputs of ``n_pos`` positions."""
+    cfg = model.cfg
+    heads = cfg.n_heads
+    if get_act_name(activation_name, 0).rsplit(".", 1)[-1] in ("hook_k", "hook_v"):
+        heads = getattr(cfg, "n_kv_heads", None) or heads
+    sizes = dict.fromkeys(("pos", "src_pos", "dest_pos"), n_pos)
+    sizes.update(layer=cfg.n_layers, head_index=heads, head=heads)
+    return sizes
+
+
+def generic_activation_patch(
+    model: Any,
+    corrupted_tokens: torch.Tensor,
+    clean_cache: Any,
+    patching_metric: Callable[[torch.Tensor], Any],
+    patch_setter: PatchSetter,
+    activation_name: str,
+    index_axis_names: Sequence[str] | None = None,
+    index_df: pd.DataFrame | None = None,
+    return_index_df: bool = False,
+    *,
+    batch_size: int | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, pd.DataFrame]:
+    """``patching_metric`` of the corrupted run with each index's slice of ``activation_name`` patched in.
+
+    Args:
+        model: the model (the face's ``HookedTransformer``, or any interp model).
+        corrupted_tokens: ``[batch, pos]`` ids of the corrupted run.
+        clean_cache: the clean run's cache, holding ``activation_name`` at every layer indexed.
+        patching_metric: ``metric(logits [batch, pos, d_vocab]) -> number`` (a float or a one-element tensor).
+        patch_setter: copies the indexed slice of the clean activation into the corrupted one; the index's
+            first entry is the layer.
+        activation_name: TransformerLens's short name (``"resid_pre"``, ``"z"``, ``"pattern"``...).
+        index_axis_names: axes to sweep fully (from :data:`AXES`); the result has one axis per name.
+        index_df: instead, the rows to patch, one column per axis; the result is flat, one value per row.
+        return_index_df: also return the table of indices.
+        batch_size: index rows per forward pass (default: as many as fit in interp's patching budget of
+            tokens per pass).
+
+    Returns:
+        The metric per index (on the model's device), and the index table with ``return_index_df``.
+
+    Raises:
+        ValueError: neither or both of ``index_axis_names`` and ``index_df``, an unknown axis, a cache without
+            the activation, or a metric that does not return one number.
+    """
+    tokens = torch.as_tensor(corrupted_tokens)
+    if tokens.ndim == 1:
+        tokens = tokens[None]
+    if (index_axis_names is None) == (index_df is None):
+        raise ValueError(
+            "give index_axis_names (axes to sweep) or index_df (rows to patch), exactly one of them; got "
+            f"{'both' if index_df is not None else 'neither'}"
+        )
+    if index_df is None:
+        sizes = _axis_sizes(model, activation_name, tokens.shape[-1])
+        unknown = [name for name in index_axis_names if name not in sizes]
+        if unknown or not index_axis_names or index_axis_names[0] != "layer":
+            raise ValueError(
+                f"index_axis_names={list(index_axis_names)}: they must start with 'layer' and come from "
+                f"{list(AXES)}" + (f" ({unknown} are not)" if unknown else "")
+            )
+        shape = [sizes[name] for name in index_axis_names]
+        index_df = make_df_from_ranges(shape, index_axis_names)
+    else:
+        shape = [len(index_df)]
+    rows = [[int(value) for value in row] for row in index_df.itertuples(index=False)]
+    names = [get_act_name(activation_name, row[0]) for row in rows]
+    for name in dict.fromkeys(names):
+        if name not in clean_cache:
+            raise ValueError(
+                f"the clean cache has no {name!r}; run the clean input with run_with_cache and no "
+                "names_filter (or one that keeps it)"
+            )
+    if batch_size is None:
+        batch_size = max(1, TOKEN_BUDGET // tokens.numel())
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size}; it must be at least 1 (index rows per forward pass)")
+    values: list[float] = []
+    with torch.no_grad():
+        for start in range(0, len(rows), batch_size):
+            chunk = range(start, min(start + batch_size, len(rows)))
+            by_hook: dict[str, list[tuple[int, list[int]]]] = defaultdict(list)
+            for copy, i in enumerate(chunk):
+                by_hook[names[i]].append((copy, rows[i]))
+            hooks = [
+                (name, _apply_setter(patch_setter, clean_cache[name], entries))
+                for name, entries in by_hook.items()
+            ]
+            for logits in run_conditions(model, tokens.to(model.device), hooks, copies=len(chunk)):
+                values.append(_number(patching_metric(logits)))
+    result = torch.tensor(values, dtype=torch.float32, device=model.device).reshape(shape)
+    return (result, index_df) if return_index_df else result
+
+
+def _apply_setter(setter: PatchSetter, clean: torch.Tensor, entries: list[tuple[int, list[int]]]):
+    """A hook on ``[copy, batch, ...]`` that runs ``setter`` on each listed copy with its index."""
+
+    def patch(acts: torch.Tensor, hook: Any) -> torch.Tensor:
+        if tuple(clean.shape) != tuple(acts.shape[1:]):
+            raise ValueError(
+                f"the clean activation of {hook.name!r} has shape {tuple(clean.shape)} but the corrupted run's "
+                f"has {tuple(acts.shape[1:])}; clean and corrupted inputs must have the same [batch, pos]"
+            )
+        acts = acts.clone()  # the setter edits in place; the model's own tensor stays as it was
+        source = clean.to(acts.device, acts.dtype)
+        for copy, index in entries:
+            view = acts[copy]
+            out = setter(view, index, source)
+            if out is not None and out is not view:
+                view.copy_(out)
+        return acts
+
+    return patch
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(
+                f"patching_metric returned a tensor of shape {list(value.shape)}; it must return one number for "
+                "the whole batch (e.g. the mean logit difference)"
+            )
+        return float(value.item())
+    return float(value)
+
+
+# Patch setters: the index's first entry is the layer (it chose the hook); the rest pick the slice.
+
+
+def layer_pos_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch position ``pos`` of an activation ``[batch, pos, ...]``; ``index = [layer, pos]``."""
+    _, pos = index
+    corrupted_activation[:, pos] = clean_activation[:, pos]
+    return corrupted_activation
+
+
+def layer_pos_head_vector_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch head ``head`` at position ``pos`` of ``[batch, pos, head, d_head]``; ``index = [layer, pos, head]``."""
+    _, pos, head = index
+    corrupted_activation[:, pos, head] = clean_activation[:, pos, head]
+    return corrupted_activation
+
+
+def layer_head_vector_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch head ``head`` at every position of ``[batch, pos, head, d_head]``; ``index = [layer, head]``."""
+    _, head = index
+    corrupted_activation[:, :, head] = clean_activation[:, :, head]
+    return corrupted_activation
+
+
+def layer_head_pattern_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch head ``head`` of a pattern or scores ``[batch, head, query, key]``; ``index = [layer, head]``."""
+    _, head = index
+    corrupted_activation[:, head] = clean_activation[:, head]
+    return corrupted_activation
+
+
+def layer_head_pos_pattern_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch one query row of a head's pattern ``[batch, head, query, key]``; ``index = [layer, head, dest]``."""
+    _, head, dest = index
+    corrupted_activation[:, head, dest] = clean_activation[:, head, dest]
+    return corrupted_activation
+
+
+def layer_head_dest_src_pos_pattern_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch one (query, key) entry of a head's pattern; ``index = [layer, head, dest, src]``."""
+    _, head, dest, src = index
+    corrupted_activation[:, head, dest, src] = clean_activation[:, head, dest, src]
+    return corrupted_activation
+
+
+def _named(setter: PatchSetter, activation: str, axes: tuple[str, ...], doc: str) -> Callable[..., Any]:
+    """``generic_activation_patch`` with the setter, activation and axes fixed, under its own docstring."""
+    fn = partial(
+        generic_activation_patch, patch_setter=setter, activation_name=activation, index_axis_names=axes
+    )
+    fn.__doc__ = (
+        f"Patch {doc}; returns ``[{', '.join(axes)}]``.\n\n"
+        "Arguments: ``(model, corrupted_tokens, clean_cache, patching_metric)`` as for "
+        ":func:`generic_activation_patch`."
+    )
+    return fn
+
+
+_LP, _LPH, _LH = ("layer", "pos"), ("layer", "pos", "head"), ("layer", "head")
+get_act_patch_resid_pre = _named(
+    layer_pos_patch_setter, "resid_pre", _LP, "the stream entering each block, by position"
+)
+get_act_patch_resid_mid = _named(
+    layer_pos_patch_setter, "resid_mid", _LP, "the stream between sublayers, by position"
+)
+get_act_patch_attn_out = _named(layer_pos_patch_setter, "attn_out", _LP, "each attention output, by position")
+get_act_patch_mlp_out = _named(layer_pos_patch_setter, "mlp_out", _LP, "each MLP output, by position")
+get_act_patch_attn_head_out_by_pos = _named(
+    layer_pos_head_vector_patch_setter, "z", _LPH, "each head's output (z), by position"
+)
+get_act_patch_attn_head_q_by_pos = _named(
+    layer_pos_head_vector_patch_setter, "q", _LPH, "each head's queries, by position"
+)
+get_act_patch_attn_head_k_by_pos = _named(
+    layer_pos_head_vector_patch_setter, "k", _LPH, "each key/value head's keys, by position"
+)
+get_act_patch_attn_head_v_by_pos = _named(
+    layer_pos_head_vector_patch_setter, "v", _LPH, "each key/value head's values, by position"
+)
+get_act_patch_attn_head_pattern_by_pos = _named(
+    layer_head_pos_pattern_patch_setter,
+    "pattern",
+    ("layer", "head_index", "dest_pos"),
+    "each head's pattern, by query",
+)
+get_act_patch_attn_head_pattern_dest_src_pos = _named(
+    layer_head_dest_src_pos_pattern_patch_setter,
+    "pattern",
+    ("layer", "head_index", "dest_pos", "src_pos"),
+    "each (query, key) entry of each head's pattern",
+)
+get_act_patch_attn_head_out_all_pos = _named(
+    layer_head_vector_patch_setter, "z", _LH, "each head's output (z) at every position"
+)
+get_act_patch_attn_head_q_all_pos = _named(
+    layer_head_vector_patch_setter, "q", _LH, "each head's queries at every position"
+)
+get_act_patch_attn_head_k_all_pos = _named(
+    layer_head_vector_patch_setter, "k", _LH, "each key/value head's keys at every position"
+)
+get_act_patch_attn_head_v_all_pos = _named(
+    layer_head_vector_patch_setter, "v", _LH, "each key/value head's values at every position"
+)
+get_act_patch_attn_head_pattern_all_pos = _named(
+    layer_head_pattern_patch_setter, "pattern", ("layer", "head_index"), "each head's whole pattern"
+)
+
+
+def _pad_heads(results: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Key/value-head results padded with zeros on the last axis to ``n_heads`` (grouped-query models)."""
+    return torch.nn.functional.pad(results, (0, n_heads - results.shape[-1]))
+
+
+def get_act_patch_attn_head_all_pos_every(model, corrupted_tokens, clean_cache, metric) -> torch.Tensor:
+    """Output, query, key, value and pattern of every head, each at every position: ``[5, layer, head]``."""
+    args = (model, corrupted_tokens, clean_cache, metric)
+    out = get_act_patch_attn_head_out_all_pos(*args)
+    n_heads = out.shape[-1]
+    return torch.stack(
+        [
+            out,
+            get_act_patch_attn_head_q_all_pos(*args),
+            _pad_heads(get_act_patch_attn_head_k_all_pos(*args), n_heads),
+            _pad_heads(get_act_patch_attn_head_v_all_pos(*args), n_heads),
+            get_act_patch_attn_head_pattern_all_pos(*args),
+        ]
+    )
+
+
+def get_act_patch_attn_head_by_pos_every(model, corrupted_tokens, clean_cache, metric) -> torch.Tensor:
+    """Output, query, key, value and pattern (by query) of every head, by position: ``[5, layer, pos, head]``."""
+    args = (model, corrupted_tokens, clean_cache, metric)
+    out = get_act_patch_attn_head_out_by_pos(*args)
+    n_heads = out.shape[-1]
+    pattern = get_act_patch_attn_head_pattern_by_pos(*args)  # [layer, head, pos]
+    return torch.stack(
+        [
+            out,
+            get_act_patch_attn_head_q_by_pos(*args),
+            _pad_heads(get_act_patch_attn_head_k_by_pos(*args), n_heads),
+            _pad_heads(get_act_patch_attn_head_v_by_pos(*args), n_heads),
+            einops.rearrange(pattern, "layer head pos -> layer pos head"),
+        ]
+    )
+
+
+def get_act_patch_block_every(model, corrupted_tokens, clean_cache, metric) -> torch.Tensor:
+    """The stream entering each block, each attention output and each MLP output, by position: ``[3, layer,
+    pos]``."""
+    args = (model, corrupted_tokens, clean_cache, metric)
+    return torch.stack(
+        [get_act_patch_resid_pre(*args), get_act_patch_attn_out(*args), get_act_patch_mlp_out(*args)]
+    )
