@@ -22,8 +22,9 @@ The notebook is run as written, except that what it names on a hub is swapped fo
 - the dataset of ``load_dataset("...")`` / ``load_dataset(path="...")`` becomes ``DATASET``: the local file or
   folder given with ``--dataset``, or a folder the first cell writes with 300 lines of seeded random words.
 
-Every code cell runs even when an earlier one failed (errors are recorded, not raised). The script prints one
-line per code cell (``ok`` or the error's first line), then ``N of M code cells ran``, and writes the same as
+Every code cell runs even when an earlier one failed (errors are recorded, not raised); a cell still running
+after ``--timeout`` seconds is interrupted and counted as not run (``timed out``). The script prints one line
+per code cell (``ok``, ``timed out`` or the error's first line), then ``N of M code cells ran``, and writes the same as
 JSON with ``--out``. The notebook needs the packages it imports (plotly, fancy_einsum, datasets...) in this
 interpreter, whose kernel runs it. Nothing is fetched; the notebook is read, never written.
 """
@@ -150,23 +151,30 @@ def run(
     setup = SETUP.format(model=model, dataset=dataset, release=release, sae_ids=ids)
     nb.cells = [nbformat.v4.new_code_cell(setup), *code]
     client = nbclient.NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": "."}}
+        nb,
+        timeout=timeout,
+        interrupt_on_timeout=True,  # a cell that runs too long is stopped and counted, and the next one runs
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": "."}},
     )
     client.execute()
-    setup_error = _error(nb.cells[0])
+    setup_error = _error(nb.cells[0], timeout)
     if setup_error is not None:
         raise RuntimeError(f"the setup cell failed: {setup_error}")
     cells = []
     for index, cell in enumerate(nb.cells[1:]):
-        error = _error(cell)
+        error = _error(cell, timeout)
         cells.append({"index": index, "ran": error is None, "error": error, "source": cell.source[:200]})
     ran = sum(c["ran"] for c in cells)
     return {"notebook": path.name, "model": model or "random", "cells": cells, "ran": ran, "of": len(cells)}
 
 
-def _error(cell) -> str | None:
+def _error(cell, timeout: int) -> str | None:
     for output in cell.get("outputs", []):
         if output.get("output_type") == "error":
+            if output.get("ename") == "KeyboardInterrupt":
+                return f"timed out: still running after {timeout} s (interrupted)"
             lines = str(output.get("evalue", "")).strip().splitlines()
             return f"{output.get('ename', 'Error')}: {lines[0] if lines else ''}"
     return None

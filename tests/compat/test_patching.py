@@ -165,7 +165,8 @@ def test_patching_on_a_plain_interp_model_needs_no_face():
     tokens = torch.tensor([[1, 2, 3, 4]])
     _, cache = plain.run_with_cache(tokens)
     out = patching.get_act_patch_resid_pre(plain, tokens, cache, lambda logits: logits[0, -1, 0])
-    clean = float(plain(tokens)[0, -1, 0])
+    with torch.no_grad():
+        clean = float(plain(tokens)[0, -1, 0])
     assert_close(out, torch.full((plain.cfg.n_layers, 4), clean), atol=1e-5, rtol=0)
 
 

@@ -150,14 +150,7 @@ def test_an_sae_for_a_hook_the_model_lacks_is_refused(model):
 
 def test_activations_store_rows_and_activations_equal_saelens(model, tmp_path):
     datasets = pytest.importorskip("datasets")
-    texts = [
-        "The cat sat on the mat. The dog sat on the mat.",
-        "After John and Mary went to the store, Mary gave a bottle of milk to John.",
-        "Hello World",
-        "",
-        "Claire went to the store then gave a bottle of milk to Mary. The quick brown fox jumped over the lazy dog.",
-        "John and Mary went to the store.",
-    ]
+    texts = R["store_texts"]  # the texts SAELens's store read
     (tmp_path / "texts.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts if t))
     sources = {
         "dataset": datasets.Dataset.from_dict({"text": texts}),

@@ -18,6 +18,7 @@ import dataclasses
 from typing import Any
 
 from interp.sae import SAEConfig
+from interp.sae.formats.saelens import _ARCHITECTURES as _INTERP_NAMES
 
 METADATA_KEYS = (
     "model_name",
@@ -42,25 +43,10 @@ METADATA_KEYS = (
 
 _PRE_6_NAMES = {"hook_point": "hook_name", "hook_point_head_index": "hook_head_index"}
 
-# SAELens's architecture name at inference for interp's (architecture, transcoder, skip).
-_SAELENS_NAMES = {
-    ("standard", False, False): "standard",
-    ("topk", False, False): "topk",
-    ("jumprelu", False, False): "jumprelu",
-    ("batchtopk", False, False): "jumprelu",
-    ("standard", True, False): "transcoder",
-    ("standard", True, True): "skip_transcoder",
-    ("jumprelu", True, False): "jumprelu_transcoder",
-}
-_INTERP_NAMES = {
-    "standard": ("standard", False, False),
-    "topk": ("topk", False, False),
-    "jumprelu": ("jumprelu", False, False),
-    "batchtopk": ("batchtopk", False, False),
-    "transcoder": ("standard", True, False),
-    "skip_transcoder": ("standard", True, True),
-    "jumprelu_transcoder": ("jumprelu", True, False),
-}
+# SAELens's architecture names <-> interp's (architecture, transcoder, skip), as interp's SAELens reader maps
+# them; SAELens runs a BatchTopK SAE as a JumpReLU one at inference.
+_SAELENS_NAMES = {fields: name for name, fields in _INTERP_NAMES.items() if name != "batchtopk"}
+_SAELENS_NAMES["batchtopk", False, False] = "jumprelu"
 
 
 class Architecture(str):

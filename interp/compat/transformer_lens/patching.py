@@ -177,49 +177,47 @@ def _number(value: Any) -> float:
     return float(value)
 
 
-# Patch setters: the index's first entry is the layer (it chose the hook); the rest pick the slice.
+# Patch setters: the index's first entry is the layer (it chose the hook); the rest pick the slice copied.
 
 
-def layer_pos_patch_setter(corrupted_activation, index, clean_activation):
-    """Patch position ``pos`` of an activation ``[batch, pos, ...]``; ``index = [layer, pos]``."""
-    _, pos = index
-    corrupted_activation[:, pos] = clean_activation[:, pos]
-    return corrupted_activation
+def _slice_setter(n_index: int, every_position: bool, doc: str) -> PatchSetter:
+    """A setter copying ``clean[:, *index[1:]]`` (``clean[:, :, *index[1:]]`` with ``every_position``)."""
+
+    def setter(corrupted_activation, index, clean_activation):
+        if len(index) != n_index:
+            raise ValueError(f"this setter takes an index of {n_index} entries, got {list(index)}")
+        where = (slice(None),) * (2 if every_position else 1) + tuple(index[1:])
+        corrupted_activation[where] = clean_activation[where]
+        return corrupted_activation
+
+    setter.__doc__ = doc
+    return setter
 
 
-def layer_pos_head_vector_patch_setter(corrupted_activation, index, clean_activation):
-    """Patch head ``head`` at position ``pos`` of ``[batch, pos, head, d_head]``; ``index = [layer, pos, head]``."""
-    _, pos, head = index
-    corrupted_activation[:, pos, head] = clean_activation[:, pos, head]
-    return corrupted_activation
-
-
-def layer_head_vector_patch_setter(corrupted_activation, index, clean_activation):
-    """Patch head ``head`` at every position of ``[batch, pos, head, d_head]``; ``index = [layer, head]``."""
-    _, head = index
-    corrupted_activation[:, :, head] = clean_activation[:, :, head]
-    return corrupted_activation
-
-
-def layer_head_pattern_patch_setter(corrupted_activation, index, clean_activation):
-    """Patch head ``head`` of a pattern or scores ``[batch, head, query, key]``; ``index = [layer, head]``."""
-    _, head = index
-    corrupted_activation[:, head] = clean_activation[:, head]
-    return corrupted_activation
-
-
-def layer_head_pos_pattern_patch_setter(corrupted_activation, index, clean_activation):
-    """Patch one query row of a head's pattern ``[batch, head, query, key]``; ``index = [layer, head, dest]``."""
-    _, head, dest = index
-    corrupted_activation[:, head, dest] = clean_activation[:, head, dest]
-    return corrupted_activation
-
-
-def layer_head_dest_src_pos_pattern_patch_setter(corrupted_activation, index, clean_activation):
-    """Patch one (query, key) entry of a head's pattern; ``index = [layer, head, dest, src]``."""
-    _, head, dest, src = index
-    corrupted_activation[:, head, dest, src] = clean_activation[:, head, dest, src]
-    return corrupted_activation
+layer_pos_patch_setter = _slice_setter(
+    2, False, "Patch position ``pos`` of an activation ``[batch, pos, ...]``; ``index = [layer, pos]``."
+)
+layer_pos_head_vector_patch_setter = _slice_setter(
+    3,
+    False,
+    "Patch one head at one position of ``[batch, pos, head, d_head]``; ``index = [layer, pos, head]``.",
+)
+layer_head_vector_patch_setter = _slice_setter(
+    2, True, "Patch one head at every position of ``[batch, pos, head, d_head]``; ``index = [layer, head]``."
+)
+layer_head_pattern_patch_setter = _slice_setter(
+    2,
+    False,
+    "Patch one head of a pattern or scores ``[batch, head, query, key]``; ``index = [layer, head]``.",
+)
+layer_head_pos_pattern_patch_setter = _slice_setter(
+    3,
+    False,
+    "Patch one query row of a head's pattern ``[batch, head, query, key]``; ``index = [layer, head, dest]``.",
+)
+layer_head_dest_src_pos_pattern_patch_setter = _slice_setter(
+    4, False, "Patch one (query, key) entry of a head's pattern; ``index = [layer, head, dest, src]``."
+)
 
 
 def _named(setter: PatchSetter, activation: str, axes: tuple[str, ...], doc: str) -> Callable[..., Any]:

@@ -156,7 +156,7 @@ def main() -> None:
         shutil.copytree(HERE / "tiny_gpt2", folder)
         model = sae_model(folder)
     out: dict[str, torch.Tensor] = {"tokens": TOKENS}
-    record: dict = {"versions": meta, "cfg": {}, "cache_keys": {}}
+    record: dict = {"versions": meta, "cfg": {}, "cache_keys": {}, "store_texts": STORE_TEXTS}
     _, clean_cache = model.run_with_cache(TOKENS)
     record["cache_keys"]["none"] = sorted(clean_cache.keys())
     saes = {name: SAE.load_from_disk(SAES / name) for name in [*specs(), "legacy"]}
