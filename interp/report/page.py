@@ -1,9 +1,10 @@
 """Assembling ``index.html`` from a report's blocks.
 
-The page is one file: CSS and JS inline (``report.css`` and ``report.js`` from :mod:`interp.report.assets`),
-figures as data URIs, data in ``<script type="application/json">`` elements written by
-:func:`json_for_script`. Every string from outside the project's code passes through ``html.escape`` on its
-way in. Nothing time-dependent goes into the page, so two runs with the same seed write the same bytes.
+The page is one file in the one page shell (:mod:`interp.report.shell`): CSS and JS inline (``report.css`` and
+``report.js`` from :mod:`interp.report.assets`), figures as data URIs, the results in a
+``<script type="application/json">`` element written by :func:`json_for_script`. Every string from outside the
+project's code passes through ``html.escape`` on its way in. Nothing time-dependent goes into the page, so two
+runs with the same seed write the same bytes.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from interp.report.assets import CONTENT_SECURITY_POLICY, read_asset
+from interp.report.assets import read_asset
 from interp.report.blocks import Block, Headline, SectionBlock
 from interp.report.serialize import json_for_script
+from interp.report.shell import render_shell
 from interp.report.text import render_inline
 
 MAX_EMBEDDED_RESULTS_BYTES = 2**20
@@ -57,15 +59,7 @@ def render_page(
     box = "".join(h.render(label) for label, h in headline.items())
     data = json_for_script(results)
     embed = len(data.encode("utf-8")) <= MAX_EMBEDDED_RESULTS_BYTES
-    parts = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f'<meta http-equiv="Content-Security-Policy" content="{escape(CONTENT_SECURITY_POLICY)}">',
-        '<link rel="icon" href="data:,">',
-        f"<title>{escape(title)}</title>",
-        f"<style>\n{read_asset('report.css')}{''.join(_unique(extra_css))}</style>",
-        "</head><body>",
+    body = [
         f'<nav id="toc"><h2>Contents</h2><ul>{toc}</ul></nav>',
         "<main>",
         f'<header><h1 id="top">{escape(title)}</h1>',
@@ -76,12 +70,15 @@ def render_page(
         _render_blocks(blocks),
         render_provenance(provenance, results_embedded=embed),
         "</main>",
-        f'<script type="application/json" id="interp-results">{data}</script>' if embed else "",
-        f"<script>\n{read_asset('report.js')}</script>",
-        *(f"<script>{js}</script>" for js in _unique(extra_js)),
-        "</body></html>\n",
     ]
-    return "\n".join(p for p in parts if p)
+    return render_shell(
+        title=title,
+        body="\n".join(p for p in body if p),
+        css=[read_asset("report.css"), *_unique(extra_css)],
+        data={"interp-results": data} if embed else None,
+        scripts=[read_asset("report.js")],
+        extra_scripts=_unique(extra_js),
+    )
 
 
 def _render_findings(findings: Sequence[tuple[str, str, str]]) -> str:

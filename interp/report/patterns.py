@@ -4,8 +4,9 @@
 key]`` (a cached ``hook_pattern`` of one sequence), as circuitsvis's functions of those names do; unlike
 :func:`interp.report.attention_view`, nothing is recomputed from text, so an edited or averaged pattern shows
 as it is. Each picture is one HTML fragment with its CSS inlined (``assets/patterns.css``), no script and no
-network: it renders in a notebook offline, and ``save`` writes it as a page. Every cell has a tooltip with its
-query token, key token and weight; tokens are escaped.
+network: it renders in a notebook offline, and ``save`` writes it as a page (in the one page shell,
+:mod:`interp.report.shell`). Every cell has a tooltip with its query token, key token and weight; tokens are
+escaped.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from interp.report.assets import read_asset
 from interp.report.explainer_page import save_page
 from interp.report.figures import as_array
+from interp.report.shell import render_shell
 
 MAX_TOKENS = 512  # a [512, 512] table per head is the most a page stays usable (and bounded in size) with
 
@@ -31,7 +33,7 @@ class PatternView:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write a page holding the picture to ``path`` and return the path."""
-        return save_page(f"<!doctype html><meta charset='utf-8'><title>attention</title>{self.html}", path)
+        return save_page(render_shell(title="attention", body=self.html), path)
 
     def _repr_html_(self) -> str:
         return self.html

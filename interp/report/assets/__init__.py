@@ -1,11 +1,15 @@
-"""The CSS, JavaScript and HTML templates of report pages and the explainer, as package data files.
+"""The CSS, JavaScript and HTML templates of the pages, as package data files, and the one way to read them.
 
-The files sit next to this module (``report.css``, ``report.js``, ``explainer.css``, ``explainer.js``,
-``explainer.html``), where editors and linters see them as what they are, and are read with
-:mod:`importlib.resources`, so they are found in an installed wheel as in a checkout. They are inlined into
-each page rather than linked, so that a page opens from the file system with no other file and no network.
-The page's Content-Security-Policy allows only inline styles and scripts and ``data:`` images, so a page that
-tried to load anything else would fail loudly (a console error) instead of quietly phoning out.
+The files next to this module are those of reports and the explainer (``report.css``, ``report.js``,
+``explainer.css``, ``explainer.js``, ``explainer.html``), the attention pictures (``patterns.css``) and what
+every page shares: the page shell (``shell.html``, filled by :mod:`interp.report.shell`), the DOM helpers every
+page script uses (``dom.js``) and a feature's number (``feature_id.js``). The graph viewer's and the dashboards'
+own assets sit in their packages (:mod:`interp.circuits.features.viewer`, :mod:`interp.sae.dashboards.assets`)
+and are read with the same :func:`read_asset`. Editors and linters see the files as what they are, and
+:mod:`importlib.resources` finds them in an installed wheel as in a checkout. They are inlined into each page
+rather than linked, so that a page opens from the file system with no other file and no network. The page's
+Content-Security-Policy allows only inline styles and scripts and ``data:`` images, so a page that tried to
+load anything else would fail loudly (a console error) instead of quietly phoning out.
 
 A template marks where values go with ``{{name}}``; :func:`fill` puts each value in once, in a single pass,
 so a value that itself contains ``{{...}}`` (a user's text, a script) is never filled again. Values must be
@@ -27,17 +31,17 @@ _MARK = re.compile(r"\{\{([a-z_]+)\}\}")
 
 
 @cache
-def read_asset(name: str) -> str:
-    """The text of asset ``name`` (such as ``"explainer.js"``), read once per process.
+def read_asset(name: str, package: str = __name__) -> str:
+    """The text of asset ``name`` (such as ``"explainer.js"``) of ``package``, read once per process.
 
     Raises:
         FileNotFoundError: No such asset; the message lists those that exist.
     """
-    files = resources.files(__name__)
+    files = resources.files(package)
     path = files.joinpath(name)
     if not path.is_file():
         known = sorted(p.name for p in files.iterdir() if p.name.endswith((".css", ".js", ".html")))
-        raise FileNotFoundError(f"no page asset {name!r} in interp.report.assets; assets: {known}")
+        raise FileNotFoundError(f"no page asset {name!r} in {package}; assets: {known}")
     return path.read_text(encoding="utf-8")
 
 

@@ -1,23 +1,18 @@
+// The explainer page: one sentence's attention, step by step, for one token, drawn from the data the page embeds
+// (interp.report.explain.explain_data). Every string from the data is put in with textContent, never as markup.
 (function () {
   "use strict";
-  var D = JSON.parse(document.getElementById("explain-data").textContent);
-  var M = D.model, N = D.tokens.length, Q = D.query, P = D.pattern;
-  var GROUP = M.n_heads / M.n_kv_heads;
-  var S = { layer: D.layer, head: D.head, key: null };
-  var RED = [202, 45, 38], BLUE = [38, 98, 176], ACC = [47, 111, 179];
+  const { el, clear, byId } = window.interpDom;
+  const D = JSON.parse(byId("explain-data").textContent);
+  const M = D.model, N = D.tokens.length, Q = D.query, P = D.pattern;
+  const GROUP = M.n_heads / M.n_kv_heads;
+  const S = { layer: D.layer, head: D.head, key: null };
+  const RED = [202, 45, 38], BLUE = [38, 98, 176], ACC = [47, 111, 179];
 
-  function $(id) { return document.getElementById(id); }
-  function el(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) { e.className = cls; }
-    if (text !== undefined && text !== null) { e.textContent = String(text); }
-    return e;
-  }
-  function clear(node) { while (node.firstChild) { node.removeChild(node.firstChild); } return node; }
   function fmt(x, p) {
     if (x === null || x === undefined) { return "\u2013"; }
     if (x === 0) { return "0"; }
-    var a = Math.abs(x);
+    const a = Math.abs(x);
     if (a >= 1e5 || a < 1e-3) { return x.toExponential(2); }
     return String(Number(x.toPrecision(p || 3)));
   }
@@ -30,9 +25,9 @@
   function diverging(v, scale) { return v >= 0 ? mix(RED, v / scale) : mix(BLUE, -v / scale); }
   function weightColor(w) { return mix(ACC, Math.sqrt(Math.max(w, 0))); }
   function maxAbs(rows) {
-    var m = 1e-12;
-    rows.forEach(function (r) {
-      r.forEach(function (v) { if (v !== null && Math.abs(v) > m) { m = Math.abs(v); } });
+    let m = 1e-12;
+    rows.forEach((r) => {
+      r.forEach((v) => { if (v !== null && Math.abs(v) > m) { m = Math.abs(v); } });
     });
     return m;
   }
@@ -44,28 +39,26 @@
   function patternRow(l, h, i) {
     if (P.dense) { return P.values[l][h][i]; }
     if (i === Q) { return D.row[l][h]; }
-    var row = [], keys = P.keys[l][h][i], vals = P.values[l][h][i], j;
-    for (j = 0; j < N; j++) { row.push(null); }
-    for (j = 0; j < keys.length; j++) { row[keys[j]] = vals[j]; }
-    for (j = 0; j < N; j++) { if (row[j] === null && (!M.causal || j <= i)) { row[j] = null; } }
+    const row = new Array(N).fill(null), vals = P.values[l][h][i];
+    P.keys[l][h][i].forEach((k, j) => { row[k] = vals[j]; });
     return row;
   }
 
   function tokChip(pos) {
-    var s = el("span", "tok");
+    const s = el("span", { class: "tok" });
     s.dataset.pos = String(pos);
-    s.appendChild(el("span", "t", tokLabel(pos)));
+    s.appendChild(el("span", { class: "t" }, tokLabel(pos)));
     if (pos === Q) { s.classList.add("query"); }
     return s;
   }
   function paintChip(chip, w, withNumber) {
     chip.dataset.weight = w === null ? "" : String(w);
-    var c = w === null ? [246, 248, 250] : weightColor(w);
+    const c = w === null ? [246, 248, 250] : weightColor(w);
     chip.style.background = rgb(c);
     chip.classList.toggle("dark", w !== null && Math.sqrt(w) > 0.6);
-    var num = chip.querySelector(".w");
+    let num = chip.querySelector(".w");
     if (withNumber) {
-      if (!num) { num = el("span", "w"); chip.appendChild(num); }
+      if (!num) { num = el("span", { class: "w" }); chip.appendChild(num); }
       num.textContent = w === null ? "<top-k" : fmt(w, 2);
     }
   }
@@ -73,32 +66,32 @@
   // Heat strips: one canvas for a [rows, dims] block, labels beside it, a readout under it.
   function matrixBlock(labels, rows, opts) {
     opts = opts || {};
-    var wrap = el("div"), box = el("div", "matrix"), lab = el("div", "mlabels");
-    labels.forEach(function (t) { lab.appendChild(el("div", null, t)); });
-    var dims = rows.length ? rows[0].length : 0;
-    var cw = opts.cellW || Math.max(3, Math.min(12, Math.floor(520 / Math.max(dims, 1))));
-    var ch = 14, scale = opts.scale || maxAbs(rows);
-    var canvas = el("canvas");
+    const wrap = el("div"), box = el("div", { class: "matrix" }), lab = el("div", { class: "mlabels" });
+    labels.forEach((t) => { lab.appendChild(el("div", null, t)); });
+    const dims = rows.length ? rows[0].length : 0;
+    const cw = opts.cellW || Math.max(3, Math.min(12, Math.floor(520 / Math.max(dims, 1))));
+    const ch = 14, scale = opts.scale || maxAbs(rows);
+    const canvas = el("canvas");
     canvas.width = Math.max(1, dims * cw);
     canvas.height = Math.max(1, rows.length * ch);
-    var ctx = canvas.getContext("2d");
-    rows.forEach(function (r, i) {
-      r.forEach(function (v, j) {
+    const ctx = canvas.getContext("2d");
+    rows.forEach((r, i) => {
+      r.forEach((v, j) => {
         ctx.fillStyle = rgb(v === null ? [230, 230, 230] : diverging(v, scale));
         ctx.fillRect(j * cw, i * ch, cw, ch - 1);
       });
     });
-    var readout = el("div", "readout");
-    canvas.addEventListener("mousemove", function (ev) {
-      var r = canvas.getBoundingClientRect();
-      var i = Math.floor((ev.clientY - r.top) / ch), j = Math.floor((ev.clientX - r.left) / cw);
+    const readout = el("div", { class: "readout" });
+    canvas.addEventListener("mousemove", (ev) => {
+      const r = canvas.getBoundingClientRect();
+      const i = Math.floor((ev.clientY - r.top) / ch), j = Math.floor((ev.clientX - r.left) / cw);
       if (rows[i] && j >= 0 && j < dims) {
         readout.textContent = labels[i] + "  dim " + j + ": " + fmt(rows[i][j]);
       }
     });
     box.appendChild(lab);
     box.appendChild(canvas);
-    if (opts.title) { wrap.appendChild(el("div", "note", opts.title)); }
+    if (opts.title) { wrap.appendChild(el("div", { class: "note" }, opts.title)); }
     wrap.appendChild(box);
     wrap.appendChild(readout);
     return wrap;
@@ -106,28 +99,28 @@
 
   // A pattern as a picture: [query, key] bins of at most `size` pixels, each the largest weight in it.
   function drawPattern(canvas, l, h, size, px) {
-    var n = Math.min(N, size), grid = new Float32Array(n * n), i, j;
+    const n = Math.min(N, size), grid = new Float32Array(n * n);
     function put(q, k, w) {
-      var a = Math.floor(q * n / N) * n + Math.floor(k * n / N);
+      const a = Math.floor(q * n / N) * n + Math.floor(k * n / N);
       if (w > grid[a]) { grid[a] = w; }
     }
-    if (P.dense) {
-      for (i = 0; i < N; i++) { for (j = 0; j < N; j++) { put(i, j, P.values[l][h][i][j]); } }
-    } else {
-      for (i = 0; i < N; i++) {
-        var keys = P.keys[l][h][i], vals = P.values[l][h][i];
-        for (j = 0; j < keys.length; j++) { put(i, keys[j], vals[j]); }
+    for (let i = 0; i < N; i++) {
+      if (P.dense) {
+        P.values[l][h][i].forEach((w, k) => { put(i, k, w); });
+      } else {
+        const vals = P.values[l][h][i];
+        P.keys[l][h][i].forEach((k, j) => { put(i, k, vals[j]); });
       }
-      D.row[l][h].forEach(function (w, k) { put(Q, k, w); });
     }
+    if (!P.dense) { D.row[l][h].forEach((w, k) => { put(Q, k, w); }); }
     px = px || 1;
     canvas.width = n * px;
     canvas.height = n * px;
-    var ctx = canvas.getContext("2d"), img = ctx.createImageData(n * px, n * px), a, c;
-    for (i = 0; i < n * px; i++) {
-      for (j = 0; j < n * px; j++) {
-        c = weightColor(grid[Math.floor(i / px) * n + Math.floor(j / px)]);
-        a = 4 * (i * n * px + j);
+    const ctx = canvas.getContext("2d"), img = ctx.createImageData(n * px, n * px);
+    for (let i = 0; i < n * px; i++) {
+      for (let j = 0; j < n * px; j++) {
+        const c = weightColor(grid[Math.floor(i / px) * n + Math.floor(j / px)]);
+        const a = 4 * (i * n * px + j);
         img.data[a] = c[0]; img.data[a + 1] = c[1]; img.data[a + 2] = c[2]; img.data[a + 3] = 255;
       }
     }
@@ -136,47 +129,46 @@
   }
 
   function kpi(box, label, value) {
-    var k = el("div", "kpi");
-    k.appendChild(el("div", "l", label));
-    k.appendChild(el("div", "v", value));
+    const k = el("div", { class: "kpi" });
+    k.appendChild(el("div", { class: "l" }, label));
+    k.appendChild(el("div", { class: "v" }, value));
     box.appendChild(k);
   }
 
   function shownKeys(weights, limit) {
-    var all = [], k;
-    for (k = 0; k < N; k++) { all.push(k); }
+    const all = Array.from({ length: N }, (_, k) => k);
     if (N <= limit) { return all; }
-    all.sort(function (a, b) { return (weights[b] || 0) - (weights[a] || 0) || a - b; });
-    return all.slice(0, limit).sort(function (a, b) { return a - b; });
+    all.sort((a, b) => (weights[b] || 0) - (weights[a] || 0) || a - b);
+    return all.slice(0, limit).sort((a, b) => a - b);
   }
 
   // ---- static parts: the text, tokens, embeddings, position, the head grid ----
   function renderStatic() {
-    document.querySelectorAll(".qtok").forEach(function (e) { e.textContent = tokLabel(Q); });
-    document.querySelectorAll(".d-model").forEach(function (e) { e.textContent = String(M.d_model); });
-    document.querySelectorAll(".d-head").forEach(function (e) { e.textContent = String(M.d_head); });
-    $("query-pos").textContent = String(Q);
-    $("sqrt-dk").textContent = fmt(Math.sqrt(M.d_head), 4);
-    $("subtitle").textContent = N + " tokens; " + M.n_layers + " layers of " + M.n_heads + " heads" +
+    document.querySelectorAll(".qtok").forEach((e) => { e.textContent = tokLabel(Q); });
+    document.querySelectorAll(".d-model").forEach((e) => { e.textContent = String(M.d_model); });
+    document.querySelectorAll(".d-head").forEach((e) => { e.textContent = String(M.d_head); });
+    byId("query-pos").textContent = String(Q);
+    byId("sqrt-dk").textContent = fmt(Math.sqrt(M.d_head), 4);
+    byId("subtitle").textContent = N + " tokens; " + M.n_layers + " layers of " + M.n_heads + " heads" +
       (M.n_kv_heads < M.n_heads ? " sharing " + M.n_kv_heads + " key/value heads" : "") +
       "; d_model " + M.d_model + ", d_head " + M.d_head + "; " + M.positional + " positions.";
-    $("causal-text").textContent = M.causal ?
+    byId("causal-text").textContent = M.causal ?
       "Tokens after it are masked: a token reads only itself and what came before." :
       "This model is bidirectional: every token may read every other.";
-    var sentence = $("sentence");
-    for (var i = 0; i < N; i++) {
-      var chip = tokChip(i);
+    const sentence = byId("sentence");
+    for (let i = 0; i < N; i++) {
+      const chip = tokChip(i);
       chip.addEventListener("mouseenter", onHover);
-      chip.addEventListener("mouseleave", function () { showRow(Q); });
+      chip.addEventListener("mouseleave", () => { showRow(Q); });
       sentence.appendChild(chip);
     }
-    var ls = $("layer-select"), hs = $("head-select");
-    for (i = 0; i < M.n_layers; i++) { ls.appendChild(new Option(String(i), String(i))); }
-    for (i = 0; i < M.n_heads; i++) { hs.appendChild(new Option(String(i), String(i))); }
-    ls.addEventListener("change", function () { select(Number(ls.value), S.head); });
-    hs.addEventListener("change", function () { select(S.layer, Number(hs.value)); });
-    $("key-select").addEventListener("change", function () {
-      S.key = Number($("key-select").value);
+    const ls = byId("layer-select"), hs = byId("head-select");
+    for (let i = 0; i < M.n_layers; i++) { ls.appendChild(new Option(String(i), String(i))); }
+    for (let i = 0; i < M.n_heads; i++) { hs.appendChild(new Option(String(i), String(i))); }
+    ls.addEventListener("change", () => { select(Number(ls.value), S.head); });
+    hs.addEventListener("change", () => { select(S.layer, Number(hs.value)); });
+    byId("key-select").addEventListener("change", () => {
+      S.key = Number(byId("key-select").value);
       renderQK();
     });
     renderEmbeddings();
@@ -187,42 +179,42 @@
   function onHover(ev) { showRow(Number(ev.currentTarget.dataset.pos)); }
 
   function showRow(i) {
-    var row = patternRow(S.layer, S.head, i);
-    document.querySelectorAll("#sentence .tok").forEach(function (chip, k) {
+    const row = patternRow(S.layer, S.head, i);
+    document.querySelectorAll("#sentence .tok").forEach((chip, k) => {
       paintChip(chip, row[k], false);
       chip.classList.toggle("source", k === i);
     });
-    $("hover-note").textContent = "Where " + JSON.stringify(tokLabel(i)) + " (position " + i +
+    byId("hover-note").textContent = "Where " + JSON.stringify(tokLabel(i)) + " (position " + i +
       ") reads from in layer " + S.layer + ", head " + S.head +
       (!P.dense && i !== Q ? " (its top " + P.k + " keys)" : "") + ".";
   }
 
   function renderEmbeddings() {
-    var box = $("embed-view"), scroll = el("div", "scroll"), table = el("table"), head = el("tr");
-    ["pos", "token", "id", "\u2016embedding\u2016"].forEach(function (t) {
+    const box = byId("embed-view"), scroll = el("div", { class: "scroll" }), table = el("table"), head = el("tr");
+    ["pos", "token", "id", "\u2016embedding\u2016"].forEach((t) => {
       head.appendChild(el("th", null, t));
     });
     table.appendChild(head);
-    D.tokens.forEach(function (t, i) {
-      var tr = el("tr", i === Q ? "query" : null);
+    D.tokens.forEach((t, i) => {
+      const tr = el("tr", { class: i === Q ? "query" : null });
       tr.appendChild(el("td", null, i));
-      tr.appendChild(el("td", "t", t));
+      tr.appendChild(el("td", { class: "t" }, t));
       tr.appendChild(el("td", null, D.ids[i]));
       tr.appendChild(el("td", null, fmt(D.embed.norm[i])));
       table.appendChild(tr);
     });
     scroll.appendChild(table);
-    var row = el("div", "row2");
+    const row = el("div", { class: "row2" });
     row.appendChild(scroll);
     row.appendChild(matrixBlock(D.tokens, D.embed.dims,
       { title: "first " + D.embed.dims[0].length + " of " + M.d_model + " dimensions" }));
     box.appendChild(row);
   }
 
-  var ORDER = "Attention by itself ignores order: shuffle the keys and every score stays the same. ";
+  const ORDER = "Attention by itself ignores order: shuffle the keys and every score stays the same. ";
 
   function renderPositionText() {
-    var pos = D.position, text = $("position-text"), view = $("position-view");
+    const pos = D.position, text = byId("position-text"), view = byId("position-view");
     if (pos.kind === "rotary") {
       text.textContent = ORDER + "This model adds nothing positional to the stream. Instead, in every " +
         "layer, each query and key is " +
@@ -232,14 +224,14 @@
         "tokens are. Left: the angle of three pairs at each position. Right: for the selected head, the " +
         "cosine between each token's query before and after its rotation (1 at position 0).";
       view.appendChild(anglePlot(pos.inv_freq));
-      view.appendChild(el("div", null)).id = "qcos-view";
+      view.appendChild(el("div", { id: "qcos-view" }));
     } else if (pos.kind === "learned" || pos.kind === "sinusoidal") {
-      var kind = pos.kind === "learned" ? "learned" : "fixed sine-and-cosine";
+      const kind = pos.kind === "learned" ? "learned" : "fixed sine-and-cosine";
       text.textContent = ORDER + "This model adds a " + kind +
         " vector for each position to the token's embedding, so the stream carries where each token is. " +
         "Below, the length of each position's vector and its first dimensions.";
-      var bars = el("div", "bars"), mx = Math.max.apply(null, pos.norm.concat([1e-12]));
-      pos.norm.forEach(function (v, i) { bars.appendChild(bar(i + " " + tokLabel(i), v / mx, fmt(v))); });
+      const bars = el("div", { class: "bars" }), mx = Math.max(...pos.norm, 1e-12);
+      pos.norm.forEach((v, i) => { bars.appendChild(bar(i + " " + tokLabel(i), v / mx, fmt(v))); });
       view.appendChild(bars);
       view.appendChild(matrixBlock(D.tokens, pos.dims, { title: "position vectors, first dimensions" }));
     } else {
@@ -250,18 +242,18 @@
 
   function anglePlot(invFreq) {
     // The plot area leaves room on the left and below for the axes' labels and end values.
-    var wrap = el("div"), c = el("canvas"), w = 380, h = 176, x0 = 40, x1 = w - 8, y0 = 8, y1 = h - 34;
-    var pairs = [0, Math.floor(invFreq.length / 2), invFreq.length - 1];
-    var colors = ["#e8590c", "#2f6fb3", "#2b8a3e"];
+    const wrap = el("div"), c = el("canvas"), w = 380, h = 176, x0 = 40, x1 = w - 8, y0 = 8, y1 = h - 34;
+    const pairs = [0, Math.floor(invFreq.length / 2), invFreq.length - 1];
+    const colors = ["#e8590c", "#2f6fb3", "#2b8a3e"];
     c.width = w; c.height = h;
     c.setAttribute("aria-label", "rotary angle of three dimension pairs against position");
-    var ctx = c.getContext("2d");
+    const ctx = c.getContext("2d");
     ctx.strokeStyle = "#dde1e6"; ctx.strokeRect(x0 + 0.5, y0 + 0.5, x1 - x0 - 1, y1 - y0 - 1);
-    pairs.forEach(function (p, s) {
+    pairs.forEach((p, s) => {
       ctx.fillStyle = colors[s];
-      for (var i = 0; i < N; i++) {
-        var a = (i * invFreq[p]) % (2 * Math.PI);
-        var x = x0 + 4 + i * (x1 - x0 - 8) / Math.max(N - 1, 1), y = y1 - 4 - a / (2 * Math.PI) * (y1 - y0 - 8);
+      for (let i = 0; i < N; i++) {
+        const a = (i * invFreq[p]) % (2 * Math.PI);
+        const x = x0 + 4 + i * (x1 - x0 - 8) / Math.max(N - 1, 1), y = y1 - 4 - a / (2 * Math.PI) * (y1 - y0 - 8);
         ctx.fillRect(x - 1.5, y - 1.5, 3, 3);
       }
     });
@@ -274,40 +266,40 @@
     ctx.save(); ctx.translate(11, (y0 + y1) / 2); ctx.rotate(-Math.PI / 2);
     ctx.textBaseline = "middle"; ctx.fillText("angle (rad)", 0, 0); ctx.restore();
     wrap.appendChild(c);
-    var legend = el("div", "note");
-    pairs.forEach(function (p, s) {
-      var sp = el("span", null, "\u25a0 pair " + p + " (" + fmt(invFreq[p]) + " rad per position)  ");
+    const legend = el("div", { class: "note" });
+    pairs.forEach((p, s) => {
+      const sp = el("span", null, "\u25a0 pair " + p + " (" + fmt(invFreq[p]) + " rad per position)  ");
       sp.style.color = colors[s];
       legend.appendChild(sp);
     });
     wrap.appendChild(legend);
-    wrap.appendChild(el("div", "note", "angle (0 to 2\u03c0) against position 0.." + (N - 1) +
+    wrap.appendChild(el("div", { class: "note" }, "angle (0 to 2\u03c0) against position 0.." + (N - 1) +
       "; at the followed token: " + fmt(Q * invFreq[0]) + " rad for pair 0"));
     return wrap;
   }
 
   function bar(label, frac, num) {
-    var b = el("div", "b"), fill = el("div", "fill");
-    b.appendChild(el("span", "lab", label));
+    const b = el("div", { class: "b" }), fill = el("div", { class: "fill" });
+    b.appendChild(el("span", { class: "lab" }, label));
     fill.style.width = (Math.max(frac, 0) * 12).toFixed(2) + "em";
     b.appendChild(fill);
-    b.appendChild(el("span", "num", num));
+    b.appendChild(el("span", { class: "num" }, num));
     return b;
   }
 
   function renderGrid() {
-    var grid = $("head-grid"), g = el("div", "grid");
+    const grid = byId("head-grid"), g = el("div", { class: "grid" });
     g.style.gridTemplateColumns = "auto repeat(" + M.n_heads + ", 46px)";
     g.appendChild(el("span"));
-    for (var h = 0; h < M.n_heads; h++) { g.appendChild(el("span", null, "H" + h)); }
-    for (var l = 0; l < M.n_layers; l++) {
+    for (let h = 0; h < M.n_heads; h++) { g.appendChild(el("span", null, "H" + h)); }
+    for (let l = 0; l < M.n_layers; l++) {
       g.appendChild(el("span", null, "L" + l));
-      for (h = 0; h < M.n_heads; h++) {
-        var c = el("canvas");
+      for (let h = 0; h < M.n_heads; h++) {
+        const c = el("canvas");
         c.dataset.layer = String(l); c.dataset.head = String(h);
         c.title = "layer " + l + ", head " + h;
         drawPattern(c, l, h, 48);
-        c.addEventListener("click", function (ev) {
+        c.addEventListener("click", (ev) => {
           select(Number(ev.currentTarget.dataset.layer), Number(ev.currentTarget.dataset.head));
         });
         g.appendChild(c);
@@ -323,9 +315,9 @@
   }
 
   function renderHead() {
-    $("layer-select").value = String(S.layer);
-    $("head-select").value = String(S.head);
-    document.querySelectorAll("#head-grid canvas").forEach(function (c) {
+    byId("layer-select").value = String(S.layer);
+    byId("head-select").value = String(S.head);
+    document.querySelectorAll("#head-grid canvas").forEach((c) => {
       c.classList.toggle("sel", Number(c.dataset.layer) === S.layer && Number(c.dataset.head) === S.head);
     });
     showRow(Q);
@@ -340,25 +332,25 @@
   }
 
   function renderQCos() {
-    var box = $("qcos-view");
+    const box = byId("qcos-view");
     if (!box) { return; }
     clear(box);
-    box.appendChild(el("div", "note", "cos(q before rotation, q after), layer " + S.layer +
+    box.appendChild(el("div", { class: "note" }, "cos(q before rotation, q after), layer " + S.layer +
       " head " + S.head));
-    var chips = el("div", "tokens"), cos = D.position.q_cos[S.layer][S.head];
-    cos.forEach(function (v, j) {
-      var chip = tokChip(D.position.q_cos_pos[j]), c = mix(ACC, (1 - v) / 2);
+    const chips = el("div", { class: "tokens" }), cos = D.position.q_cos[S.layer][S.head];
+    cos.forEach((v, j) => {
+      const chip = tokChip(D.position.q_cos_pos[j]), c = mix(ACC, (1 - v) / 2);
       chip.style.background = rgb(c);
-      chip.appendChild(el("span", "w", fmt(v, 3)));
+      chip.appendChild(el("span", { class: "w" }, fmt(v, 3)));
       chips.appendChild(chip);
     });
     box.appendChild(chips);
   }
 
   function renderQKV() {
-    var box = clear($("qkv-view")), g = kvHead(S.head), pos = kvPos();
-    var labels = pos.map(function (p) { return p + " " + tokLabel(p); });
-    var note = "";
+    const box = clear(byId("qkv-view")), g = kvHead(S.head), pos = kvPos();
+    const labels = pos.map((p) => p + " " + tokLabel(p));
+    let note = "";
     if (M.positional === "rotary") {
       note += "Queries and keys are shown after rotation, as the scores use them. ";
     }
@@ -369,9 +361,9 @@
     if (pos.length < N) {
       note += "Keys and values of the " + pos.length + " tokens this group's heads read most.";
     }
-    if (note) { box.appendChild(el("p", "note", note)); }
-    var q = D.q[S.layer][S.head], k = D.k[S.layer][g], v = D.v[S.layer][g];
-    var qkScale = maxAbs([q].concat(k));
+    if (note) { box.appendChild(el("p", { class: "note" }, note)); }
+    const q = D.q[S.layer][S.head], k = D.k[S.layer][g], v = D.v[S.layer][g];
+    const qkScale = maxAbs([q].concat(k));
     box.appendChild(matrixBlock(["q " + tokLabel(Q)], [q],
       { title: "query of the followed token", scale: qkScale }));
     box.appendChild(matrixBlock(labels, k, { title: "keys", scale: qkScale }));
@@ -381,41 +373,41 @@
   // Softmax over the keys' scores (null: masked). With a sink logit (a key that every query sees and that
   // writes nothing, GPT-OSS) the sink joins the normalisation, and its share is the array's `sink`.
   function softmax(xs, sink) {
-    var m = sink === null || sink === undefined ? -Infinity : sink, out = [], s = 0;
-    xs.forEach(function (x) { if (x !== null && x > m) { m = x; } });
-    xs.forEach(function (x) { var e = x === null ? 0 : Math.exp(x - m); out.push(e); s += e; });
-    var es = sink === null || sink === undefined ? 0 : Math.exp(sink - m);
+    let m = sink === null || sink === undefined ? -Infinity : sink, out = [], s = 0;
+    xs.forEach((x) => { if (x !== null && x > m) { m = x; } });
+    xs.forEach((x) => { const e = x === null ? 0 : Math.exp(x - m); out.push(e); s += e; });
+    const es = sink === null || sink === undefined ? 0 : Math.exp(sink - m);
     s += es;
-    out = out.map(function (e) { return e / s; });
+    out = out.map((e) => e / s);
     out.sink = es / s;
     return out;
   }
   function entropyBits(ws) {
-    var h = 0;
-    ws.forEach(function (w) { if (w > 0) { h -= w * Math.log2(w); } });
+    let h = 0;
+    ws.forEach((w) => { if (w > 0) { h -= w * Math.log2(w); } });
     return h;
   }
 
   function renderScores() {
-    var scaled = D.scores[S.layer][S.head], root = Math.sqrt(M.d_head);
-    var sink = D.sinks ? D.sinks[S.layer][S.head] : null;
-    var raw = scaled.map(function (s) { return s === null ? null : s * root; });
-    var noDiv = softmax(raw, sink), withDiv = softmax(scaled, sink), row = D.row[S.layer][S.head];
-    var kp = clear($("score-kpis"));
-    kpi(kp, "max weight without \u00f7\u221ad", fmt(Math.max.apply(null, noDiv)));
-    kpi(kp, "max weight with \u00f7\u221ad", fmt(Math.max.apply(null, withDiv)));
+    const scaled = D.scores[S.layer][S.head], root = Math.sqrt(M.d_head);
+    const sink = D.sinks ? D.sinks[S.layer][S.head] : null;
+    const raw = scaled.map((s) => s === null ? null : s * root);
+    const noDiv = softmax(raw, sink), withDiv = softmax(scaled, sink), row = D.row[S.layer][S.head];
+    const kp = clear(byId("score-kpis"));
+    kpi(kp, "max weight without \u00f7\u221ad", fmt(Math.max(...noDiv)));
+    kpi(kp, "max weight with \u00f7\u221ad", fmt(Math.max(...withDiv)));
     kpi(kp, "entropy without (bits)", fmt(entropyBits(noDiv.concat(sink === null ? [] : [noDiv.sink]))));
     kpi(kp, "entropy with (bits)", fmt(entropyBits(withDiv.concat(sink === null ? [] : [withDiv.sink]))));
     if (sink !== null) { kpi(kp, "sink's share (with)", fmt(withDiv.sink)); }
-    var box = clear($("score-view")), scroll = el("div", "scroll"), table = el("table"), tr = el("tr");
+    const box = clear(byId("score-view")), scroll = el("div", { class: "scroll" }), table = el("table"), tr = el("tr");
     ["pos", "key token", "q\u00b7k", "q\u00b7k / \u221ad", "softmax without \u00f7\u221ad", "weight (with)"]
-      .forEach(function (t) { tr.appendChild(el("th", null, t)); });
+      .forEach((t) => { tr.appendChild(el("th", null, t)); });
     table.appendChild(tr);
-    var keys = shownKeys(row, 64);
-    keys.forEach(function (k) {
-      var r = el("tr", k === Q ? "query" : null);
+    const keys = shownKeys(row, 64);
+    keys.forEach((k) => {
+      const r = el("tr", { class: k === Q ? "query" : null });
       r.appendChild(el("td", null, k));
-      r.appendChild(el("td", "t", tokLabel(k)));
+      r.appendChild(el("td", { class: "t" }, tokLabel(k)));
       if (scaled[k] === null) {
         r.appendChild(el("td", null, "masked"));
         r.appendChild(el("td", null, "masked"));
@@ -428,9 +420,9 @@
       table.appendChild(r);
     });
     if (sink !== null) {
-      var r = el("tr", "sink");
+      const r = el("tr", { class: "sink" });
       r.appendChild(el("td", null, "sink"));
-      r.appendChild(el("td", "t", "(no token)"));
+      r.appendChild(el("td", { class: "t" }, "(no token)"));
       r.appendChild(el("td", null, "\u2013"));
       r.appendChild(el("td", null, fmt(sink)));
       r.appendChild(el("td", null, fmt(noDiv.sink)));
@@ -440,77 +432,78 @@
     scroll.appendChild(table);
     box.appendChild(scroll);
     if (sink !== null) {
-      box.appendChild(el("p", "note", "This head has a sink: a learned logit (" + fmt(sink) + ") that joins every " +
+      box.appendChild(el("p", { class: "note" }, "This head has a sink: a learned logit (" + fmt(sink) + ") that joins every " +
         "row's softmax as one more key and writes nothing, so the tokens' weights sum to " + fmt(1 - withDiv.sink) +
         ", not 1. The sink's logit is not a q\u00b7k product: the column without \u00f7\u221ad keeps it as it is."));
     }
     if (keys.length < N) {
-      box.appendChild(el("p", "note", "the " + keys.length + " keys with the most weight, of " + N));
+      box.appendChild(el("p", { class: "note" }, "the " + keys.length + " keys with the most weight, of " + N));
     }
   }
 
   function renderPattern() {
-    var box = clear($("pattern-row")), row = D.row[S.layer][S.head];
-    row.forEach(function (w, k) {
-      var chip = tokChip(k);
+    const box = clear(byId("pattern-row")), row = D.row[S.layer][S.head];
+    row.forEach((w, k) => {
+      const chip = tokChip(k);
       paintChip(chip, w, true);
       box.appendChild(chip);
     });
-    var c = $("pattern-canvas"), px = Math.max(1, Math.floor(300 / Math.min(N, 256)));
-    var n = drawPattern(c, S.layer, S.head, 256, px), ctx = c.getContext("2d");
+    const c = byId("pattern-canvas"), px = Math.max(1, Math.floor(300 / Math.min(N, 256)));
+    const n = drawPattern(c, S.layer, S.head, 256, px), ctx = c.getContext("2d");
     ctx.strokeStyle = "#e8590c";
     ctx.lineWidth = 2;
     ctx.strokeRect(1, Math.floor(Q * n / N) * px + 1, n * px - 2, Math.max(px - 2, 1));
   }
 
   function renderQK() {
-    var sel = $("key-select"), pos = kvPos(), row = D.row[S.layer][S.head];
+    const sel = byId("key-select"), pos = kvPos(), row = D.row[S.layer][S.head];
     if (S.key === null || pos.indexOf(S.key) < 0) {
-      var best = null;
-      pos.forEach(function (p) {
+      let best = null;
+      pos.forEach((p) => {
         if (p !== Q && p !== 0 && (best === null || row[p] > row[best])) { best = p; }
       });
       S.key = best === null ? pos[0] : best;
     }
     clear(sel);
-    pos.forEach(function (p) {
-      var o = new Option(p + ": " + tokLabel(p) + "  (weight " + fmt(row[p], 2) + ")", String(p));
+    pos.forEach((p) => {
+      const o = new Option(p + ": " + tokLabel(p) + "  (weight " + fmt(row[p], 2) + ")", String(p));
       sel.appendChild(o);
     });
     sel.value = String(S.key);
-    var g = kvHead(S.head), q = D.q[S.layer][S.head], k = D.k[S.layer][g][pos.indexOf(S.key)];
-    var prod = q.map(function (x, i) { return x * k[i]; });
-    var sum = prod.reduce(function (a, b) { return a + b; }, 0);
-    var c = $("qk-bars"), bw = Math.max(3, Math.floor(520 / prod.length)), h = 160;
+    const g = kvHead(S.head), q = D.q[S.layer][S.head], k = D.k[S.layer][g][pos.indexOf(S.key)];
+    const prod = q.map((x, i) => x * k[i]);
+    const sum = prod.reduce((a, b) => a + b, 0);
+    const c = byId("qk-bars"), bw = Math.max(3, Math.floor(520 / prod.length)), h = 160;
     c.width = prod.length * bw; c.height = h;
-    var ctx = c.getContext("2d"), m = maxAbs([prod]);
+    const ctx = c.getContext("2d"), m = maxAbs([prod]);
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, c.width, h);
     ctx.fillStyle = "#dde1e6"; ctx.fillRect(0, h / 2, c.width, 1);
-    prod.forEach(function (v, i) {
-      var len = v / m * (h / 2 - 4);
+    prod.forEach((v, i) => {
+      const len = v / m * (h / 2 - 4);
       ctx.fillStyle = rgb(v >= 0 ? RED : BLUE);
       ctx.fillRect(i * bw, v >= 0 ? h / 2 - len : h / 2, bw - 1, Math.abs(len));
     });
-    c.onmousemove = function (ev) {
-      var i = Math.floor((ev.clientX - c.getBoundingClientRect().left) / bw);
+    c.onmousemove = (ev) => {
+      const i = Math.floor((ev.clientX - c.getBoundingClientRect().left) / bw);
       if (i >= 0 && i < prod.length) {
-        $("qk-readout").textContent = "dim " + i + ": q " + fmt(q[i]) + " \u00d7 k " + fmt(k[i]) + " = " +
+        byId("qk-readout").textContent = "dim " + i + ": q " + fmt(q[i]) + " \u00d7 k " + fmt(k[i]) + " = " +
           fmt(prod[i]);
       }
     };
-    $("qk-sum").textContent = "\u03a3 q\u1d62k\u1d62 = " + fmt(sum, 4) + "; \u00f7 \u221ad = " +
+    byId("qk-sum").textContent = "\u03a3 q\u1d62k\u1d62 = " + fmt(sum, 4) + "; \u00f7 \u221ad = " +
       fmt(sum / Math.sqrt(M.d_head), 4) + " (the model's score: " + fmt(D.scores[S.layer][S.head][S.key], 4) +
       ")";
   }
 
   function renderMixture() {
-    var box = clear($("mixture-view")), g = kvHead(S.head), pos = kvPos(), row = D.row[S.layer][S.head];
-    var v = D.v[S.layer][g], z = D.z[S.layer][S.head];
-    var order = pos.slice().sort(function (a, b) { return row[b] - row[a] || a - b; }).slice(0, 8);
-    var rows = [], labels = [], total = z.map(function () { return 0; }), carried = 0;
-    order.forEach(function (p) {
-      var w = row[p], term = v[pos.indexOf(p)].map(function (x) { return w * x; });
-      term.forEach(function (x, i) { total[i] += x; });
+    const box = clear(byId("mixture-view")), g = kvHead(S.head), pos = kvPos(), row = D.row[S.layer][S.head];
+    const v = D.v[S.layer][g], z = D.z[S.layer][S.head];
+    const order = pos.slice().sort((a, b) => row[b] - row[a] || a - b).slice(0, 8);
+    const rows = [], labels = [], total = z.map(() => 0);
+    let carried = 0;
+    order.forEach((p) => {
+      const w = row[p], term = v[pos.indexOf(p)].map((x) => w * x);
+      term.forEach((x, i) => { total[i] += x; });
       carried += w;
       rows.push(term);
       labels.push(fmt(w, 2) + " \u00d7 v " + tokLabel(p));
@@ -522,29 +515,29 @@
   }
 
   function renderResidual() {
-    var r = D.resid[S.layer], kp = clear($("resid-kpis"));
+    const r = D.resid[S.layer], kp = clear(byId("resid-kpis"));
     kpi(kp, "\u2016stream\u2016 before layer " + S.layer, fmt(r.pre_norm));
     kpi(kp, "\u2016stream\u2016 after", fmt(r.post_norm));
     kpi(kp, "cos(before, after)", fmt(r.cos));
     kpi(kp, "\u2016this head's write\u2016", fmt(D.head_norm[S.layer][S.head]));
     kpi(kp, "\u2016all heads' write\u2016", fmt(r.attn_norm));
-    var src = D.src_norm[S.layer][S.head], row = D.row[S.layer][S.head], box = clear($("sources-view"));
-    var mx = Math.max.apply(null, src.concat([1e-12]));
-    box.appendChild(el("div", "note", "\u2016weight \u00b7 v W_O\u2016 per source token (and its weight)"));
-    shownKeys(src, 24).forEach(function (k) {
+    const src = D.src_norm[S.layer][S.head], row = D.row[S.layer][S.head], box = clear(byId("sources-view"));
+    const mx = Math.max(...src, 1e-12);
+    box.appendChild(el("div", { class: "note" }, "\u2016weight \u00b7 v W_O\u2016 per source token (and its weight)"));
+    shownKeys(src, 24).forEach((k) => {
       box.appendChild(bar(k + " " + tokLabel(k), src[k] / mx, fmt(src[k]) + "  (w " + fmt(row[k], 2) + ")"));
     });
-    var lens = clear($("lens-view"));
+    const lens = clear(byId("lens-view"));
     if (!D.lens) {
-      lens.appendChild(el("p", "note", "This model has no unembedding to read the stream with."));
+      lens.appendChild(el("p", { class: "note" }, "This model has no unembedding to read the stream with."));
       return;
     }
-    [[S.layer, "before layer " + S.layer], [S.layer + 1, "after layer " + S.layer]].forEach(function (e) {
-      var col = el("div"), ol = el("ol", "lens"), item = D.lens[e[0]];
-      col.appendChild(el("div", "note", e[1]));
-      item.tokens.forEach(function (t, i) {
-        var li = el("li");
-        li.appendChild(el("span", "t", t));
+    [[S.layer, "before layer " + S.layer], [S.layer + 1, "after layer " + S.layer]].forEach((e) => {
+      const col = el("div"), ol = el("ol", { class: "lens" }), item = D.lens[e[0]];
+      col.appendChild(el("div", { class: "note" }, e[1]));
+      item.tokens.forEach((t, i) => {
+        const li = el("li");
+        li.appendChild(el("span", { class: "t" }, t));
         li.appendChild(document.createTextNode(" " + fmt(item.probs[i], 2)));
         ol.appendChild(li);
       });
@@ -554,15 +547,15 @@
   }
 
   function pairTable(title, pairs) {
-    var wrap = el("div", "why-block");
+    const wrap = el("div", { class: "why-block" });
     wrap.appendChild(el("h3", null, title));
-    var table = el("table"), head = el("tr");
-    ["query part", "key part", "term", "share"].forEach(function (t) { head.appendChild(el("th", null, t)); });
+    const table = el("table"), head = el("tr");
+    ["query part", "key part", "term", "share"].forEach((t) => { head.appendChild(el("th", null, t)); });
     table.appendChild(head);
-    pairs.forEach(function (p) {
-      var tr = el("tr");
-      tr.appendChild(el("td", "mono", p.query));
-      tr.appendChild(el("td", "mono", p.key));
+    pairs.forEach((p) => {
+      const tr = el("tr");
+      tr.appendChild(el("td", { class: "mono" }, p.query));
+      tr.appendChild(el("td", { class: "mono" }, p.key));
       tr.appendChild(el("td", null, fmt(p.value)));
       tr.appendChild(el("td", null, fmt(100 * p.share, 2) + "%"));
       table.appendChild(tr);
@@ -572,14 +565,14 @@
   }
 
   function renderWhy() {
-    var box = clear($("why-view")), W = D.why;
+    const box = clear(byId("why-view")), W = D.why;
     if (!W) { return; }
     if (S.layer !== W.layer || S.head !== W.head) {
-      box.appendChild(el("p", "note", "Computed for layer " + W.layer + " head " + W.head + " only; run " +
+      box.appendChild(el("p", { class: "note" }, "Computed for layer " + W.layer + " head " + W.head + " only; run " +
         "interp explain with --layer " + S.layer + " --head " + S.head + " to see this head's."));
       return;
     }
-    W.keys.forEach(function (k, i) {
+    W.keys.forEach((k, i) => {
       box.appendChild(pairTable((i === 0 ? "strongest key " : "runner-up ") + tokLabel(k.key) + " (" + k.key +
         "): score " + fmt(k.score), k.pairs));
     });
@@ -588,7 +581,7 @@
         ": difference " + fmt(W.difference.total), W.difference.pairs));
     }
     if (W.twin && W.twin.note) {
-      box.appendChild(el("p", "note", "Twin: " + W.twin.note));
+      box.appendChild(el("p", { class: "note" }, "Twin: " + W.twin.note));
     } else if (W.twin) {
       box.appendChild(pairTable("what changed in the twin \u201c" + W.twin.text + "\u201d (score there " +
         fmt(W.twin.score) + "): change " + fmt(W.twin.total), W.twin.pairs));

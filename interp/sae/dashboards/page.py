@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 from html import escape
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from interp.report.assets import CONTENT_SECURITY_POLICY, fill
+from interp.report.assets import CONTENT_SECURITY_POLICY, fill, read_asset
 from interp.report.serialize import json_for_script
+from interp.report.shell import render_shell
 
 EMBED_BYTES = 4_000_000
 COMPACT_TOP = 5
@@ -32,7 +32,7 @@ COMPACT_NOTE = (
 
 def asset(name: str) -> str:
     """The text of dashboard asset ``name`` (``dashboard.js``, ``dashboard.css``, ``page.*``)."""
-    return resources.files("interp.sae.dashboards.assets").joinpath(name).read_text(encoding="utf-8")
+    return read_asset(name, "interp.sae.dashboards.assets")
 
 
 def compact(record: dict[str, Any], top: int = COMPACT_TOP, per_group: int = COMPACT_GROUP) -> dict[str, Any]:
@@ -78,14 +78,11 @@ def render_page(folder: str | Path, index: dict[str, Any], *, budget: int = EMBE
         "compact_note": COMPACT_NOTE,
     }
     title = f"Feature dashboards: {index['scan']}"
-    return fill(
-        asset("page.html"),
-        {
-            "csp": escape(POLICY),
-            "title": escape(title),
-            "css": asset("dashboard.css") + asset("page.css"),
-            "data": json_for_script(data, digits=4),
-            "dashboard": asset("dashboard.js"),
-            "script": asset("page.js"),
-        },
+    return render_shell(
+        title=title,
+        body=fill(asset("page.html"), {"title": escape(title)}),
+        css=[asset("dashboard.css"), asset("page.css")],
+        data={"dashboard-data": json_for_script(data, digits=4)},
+        scripts=[read_asset("svg.js"), read_asset("feature_id.js"), asset("dashboard.js"), asset("page.js")],
+        policy=POLICY,
     )

@@ -1,11 +1,11 @@
 """The offline viewer of an attribution graph: ``index.html`` beside ``graph.json``, one self-contained file.
 
-The markup, CSS and JavaScript are package data files here (``graph.html``, ``graph.css``, ``graph.js``,
+The body, CSS and JavaScript are package data files here (``graph.html``, ``graph.css``, ``graph.js``,
 ``attention.js``, the panel of explained attention edges, ``supernodes.js``, the supernode editor,
 ``graphfile.js``, which opens the graph file and saves the page's subgraph into it, and the dashboard's script
-and style from :mod:`interp.sae.dashboards`), read with :mod:`importlib.resources` and inlined, with the reports'
-Content-Security-Policy (inline code only, nothing from the network) except that it may read files of its own
-origin when served. The data is the pruned Neuronpedia document plus, per feature
+and style from :mod:`interp.sae.dashboards`), inlined into the one page shell (:mod:`interp.report.shell`) with
+the reports' Content-Security-Policy (inline code only, nothing from the network) except that it may read files
+of its own origin when served. The data is the pruned Neuronpedia document plus, per feature
 node, the tokens its decoder promotes, its top activating contexts and its dashboard when given, embedded once
 with :func:`interp.report.json_for_script`; the script puts every string in with ``textContent``. The page is
 bounded: at most :data:`MAX_LINKS` links (the strongest) and the nodes they touch, with every token and logit,
@@ -20,15 +20,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from html import escape
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from interp.circuits.features.neuronpedia import pruned_parts
-from interp.report.assets import fill
+from interp.report.assets import fill, read_asset
 from interp.report.serialize import json_for_script
+from interp.report.shell import render_shell
 from interp.sae.dashboards.page import POLICY
 from interp.sae.dashboards.page import asset as dashboard_asset
 
@@ -43,7 +43,7 @@ SCRIPTS = ("graph.js", "attention.js", "supernodes.js", "graphfile.js")
 
 def asset(name: str) -> str:
     """The text of viewer asset ``name``."""
-    return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+    return read_asset(name, __name__)
 
 
 def viewer_data(
@@ -123,17 +123,13 @@ def render_viewer(data: dict[str, Any]) -> str:
     """The complete page for ``data`` (from :func:`viewer_data`)."""
     prompt = str(data["metadata"].get("prompt", ""))
     short = prompt if len(prompt) <= 80 else prompt[:77] + "..."
-    return fill(
-        asset("graph.html"),
-        {
-            "csp": escape(POLICY),
-            "title": escape(f"Attribution graph: {short}"),
-            "css": asset("graph.css") + dashboard_asset("dashboard.css"),
-            "prompt": escape(prompt),
-            "data": json_for_script(data, digits=4),
-            "dashboard": dashboard_asset("dashboard.js"),
-            "script": "".join(asset(name) for name in SCRIPTS),
-        },
+    return render_shell(
+        title=f"Attribution graph: {short}",
+        body=fill(asset("graph.html"), {"prompt": escape(prompt)}),
+        css=[asset("graph.css"), dashboard_asset("dashboard.css")],
+        data={"graph-data": json_for_script(data, digits=4)},
+        scripts=[read_asset("svg.js"), dashboard_asset("dashboard.js"), *(asset(name) for name in SCRIPTS)],
+        policy=POLICY,
     )
 
 

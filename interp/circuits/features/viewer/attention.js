@@ -3,20 +3,14 @@
 // Every string from the data is put in with textContent, never as markup.
 (function () {
   "use strict";
-  const data = JSON.parse(document.getElementById("graph-data").textContent);
+  const { el, clear, byId } = window.interpDom;
+  const data = JSON.parse(byId("graph-data").textContent);
   const records = (data.interp && data.interp.attention) || [];
   const viewer = window.graphViewer;
   const drawn = new Set(data.nodes.map((n) => n.uid));
-  const box = document.createElement("div");
-  box.id = "attention";
-  document.getElementById("panel").appendChild(box);
+  const box = el("div", { id: "attention" });
+  byId("panel").appendChild(box);
 
-  function el(tag, attrs, text) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
   const edgeKey = (target, source) => target + "\u0000" + source;
   const byEdge = new Map(records.map((r) => [edgeKey(r.target, r.source), r]));
   const num = (x) => (x === null || x === undefined ? "" : Number(x).toPrecision(3));
@@ -32,8 +26,7 @@
   }
 
   function title(text) {
-    box.replaceChildren();
-    box.appendChild(el("h2", {}, text));
+    clear(box).appendChild(el("h2", {}, text));
   }
 
   function list() {
@@ -81,7 +74,7 @@
 
   function terms(part, caption, id) {
     box.appendChild(el("h2", {}, caption));
-    const t = el("table", { id: id });
+    const t = el("table", { id });
     t.appendChild(headerRow(["query node", "key node", "term"]));
     for (const [i, j, v] of part.terms) {
       const tr = el("tr");
@@ -106,5 +99,5 @@
     line.addEventListener("click", () => showEdge(line.getAttribute("data-target"), line.getAttribute("data-source")));
   }
   list();
-  window.attentionViewer = { showEdge: showEdge, showHead: (t, s, i) => showHead(byEdge.get(edgeKey(t, s)), i) };
+  window.attentionViewer = { showEdge, showHead: (t, s, i) => showHead(byEdge.get(edgeKey(t, s)), i) };
 })();

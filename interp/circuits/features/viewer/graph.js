@@ -1,27 +1,20 @@
 // The offline attribution-graph viewer. Every string from the data is put in with textContent, never as markup.
 (function () {
   "use strict";
-  const data = JSON.parse(document.getElementById("graph-data").textContent);
-  const SVG = "http://www.w3.org/2000/svg";
+  const { el, svg, clear, byId, served } = window.interpDom;
+  const data = JSON.parse(byId("graph-data").textContent);
   const nodes = data.nodes;
-  const byId = new Map(nodes.map((n) => [n.uid, n]));
+  const nodeById = new Map(nodes.map((n) => [n.uid, n]));
   const inputs = new Map(nodes.map((n) => [n.uid, []]));
   const outputs = new Map(nodes.map((n) => [n.uid, []]));
   for (const link of data.links) {
-    if (!byId.has(link.source) || !byId.has(link.target)) continue;
+    if (!nodeById.has(link.source) || !nodeById.has(link.target)) continue;
     inputs.get(link.target).push(link);
     outputs.get(link.source).push(link);
   }
   const stateKey = "interp-graph:" + (data.metadata.slug || "graph");
   let state = { pinned: [], supernodes: [] };
   let selected = null;
-
-  function el(tag, attrs, text) {
-    const e = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
 
   function kind(n) {
     return { embedding: "token", logit: "logit", "mlp reconstruction error": "error" }[n.feature_type] || "feature";
@@ -62,9 +55,9 @@
   // The page's state from a file's subgraph: members pinned, groups marked proposed as the file says.
   function stateOf(sub, proposed) {
     const groups = sub.supernodes.filter((s) => Array.isArray(s) && s.length > 1).map((s) => ({
-      name: String(s[0]), members: s.slice(1).filter((id) => byId.has(id)), proposed: proposed.has(String(s[0])),
+      name: String(s[0]), members: s.slice(1).filter((id) => nodeById.has(id)), proposed: proposed.has(String(s[0])),
     })).filter((s) => s.members.length);
-    const pinned = sub.pinned.concat(...groups.map((s) => s.members)).filter((id) => byId.has(id));
+    const pinned = sub.pinned.concat(...groups.map((s) => s.members)).filter((id) => nodeById.has(id));
     return { pinned: Array.from(new Set(pinned)), supernodes: groups };
   }
 
@@ -75,7 +68,7 @@
 
   // Labels changed (a graph file opened in the page): the nodes' titles and the panels follow.
   function redrawLabels() {
-    for (const [id, c] of nodeEls) c.querySelector("title").textContent = title(byId.get(id));
+    for (const [id, c] of nodeEls) c.querySelector("title").textContent = title(nodeById.get(id));
     if (selected) select(selected);
     else draw();
   }
@@ -86,7 +79,7 @@
       const saved = fromHash ? JSON.parse(fromHash) : JSON.parse(localStorage.getItem(stateKey) || "null");
       if (saved && Array.isArray(saved.pinned) && Array.isArray(saved.supernodes)) {
         hadSavedState = true;
-        state.pinned = saved.pinned.filter((id) => byId.has(id));
+        state.pinned = saved.pinned.filter((id) => nodeById.has(id));
         state.supernodes = saved.supernodes.filter((s) => s && typeof s.name === "string" && Array.isArray(s.members))
           .map((s) => ({ name: s.name, members: s.members, proposed: Boolean(s.proposed) }));
         return;
@@ -137,16 +130,16 @@
       pos.set(n.uid, [x, pad + (nLayers + 1 - r) * rowH]);
     });
   }
-  const svg = document.getElementById("graph");
-  svg.setAttribute("width", pad * 2 + nPos * colW);
-  svg.setAttribute("height", pad * 2 + (nLayers + 1) * rowH);
+  const plot = byId("graph");
+  plot.setAttribute("width", pad * 2 + nPos * colW);
+  plot.setAttribute("height", pad * 2 + (nLayers + 1) * rowH);
   const maxW = Math.max(1e-12, ...data.links.map((l) => Math.abs(l.weight)));
   const maxSize = Math.max(1e-12, ...nodes.map((n) => data.sizes[n.uid] || 0));
   const linkEls = [];
   for (const link of data.links) {
     const a = pos.get(link.source), b = pos.get(link.target);
     if (!a || !b) continue;
-    const line = el("svg:line", {
+    const line = svg("line", {
       x1: a[0], y1: a[1], x2: b[0], y2: b[1],
       class: "link " + (link.weight >= 0 ? "pos" : "neg"),
       "data-source": link.source, "data-target": link.target,
@@ -154,26 +147,26 @@
       "stroke-opacity": (0.15 + 0.7 * Math.abs(link.weight) / maxW).toFixed(2),
     });
     linkEls.push([line, link]);
-    svg.appendChild(line);
+    plot.appendChild(line);
   }
   const nodeEls = new Map();
   for (const n of nodes) {
     const [x, y] = pos.get(n.uid);
     const r = 4 + 10 * Math.sqrt((data.sizes[n.uid] || 0) / maxSize);
-    const c = el("svg:circle", { cx: x, cy: y, r: r.toFixed(1), class: "node " + kind(n), "data-id": n.uid });
-    c.appendChild(el("svg:title", {}, title(n)));
+    const c = svg("circle", { cx: x, cy: y, r: r.toFixed(1), class: "node " + kind(n), "data-id": n.uid });
+    c.appendChild(svg("title", {}, title(n)));
     c.addEventListener("click", () => select(n.uid));
     nodeEls.set(n.uid, c);
-    svg.appendChild(c);
+    plot.appendChild(c);
   }
   for (let r = 0; r <= nLayers + 1; r++) {
     const name = r === 0 ? "tokens" : r === nLayers + 1 ? "logits" : "L" + (r - 1);
-    svg.appendChild(el("svg:text", { x: 4, y: pad + (nLayers + 1 - r) * rowH + 4, class: "axis" }, name));
+    plot.appendChild(svg("text", { x: 4, y: pad + (nLayers + 1 - r) * rowH + 4, class: "axis" }, name));
   }
   for (let p = 0; p < nPos; p++) {
-    const t = el("svg:text", { x: pad + p * colW + colW / 2, y: pad * 2 + (nLayers + 1) * rowH - 8, class: "axis",
+    const t = svg("text", { x: pad + p * colW + colW / 2, y: pad * 2 + (nLayers + 1) * rowH - 8, class: "axis",
       "text-anchor": "middle" }, data.metadata.prompt_tokens[p]);
-    svg.appendChild(t);
+    plot.appendChild(t);
   }
 
   function table(title, links, other) {
@@ -183,7 +176,7 @@
     const sorted = links.slice().sort((a, b) => Math.abs(b.weight) - Math.abs(a.weight)).slice(0, 10);
     for (const link of sorted) {
       const tr = el("tr");
-      const name = el("td", {}, label(byId.get(link[other])));
+      const name = el("td", {}, label(nodeById.get(link[other])));
       name.addEventListener("click", () => select(link[other]));
       tr.appendChild(name);
       tr.appendChild(el("td", { class: "w " + (link.weight >= 0 ? "pos" : "neg") }, link.weight.toPrecision(3)));
@@ -196,9 +189,8 @@
 
   function select(id) {
     selected = id;
-    const n = byId.get(id);
-    const box = document.getElementById("details");
-    box.replaceChildren();
+    const n = nodeById.get(id);
+    const box = clear(byId("details"));
     box.appendChild(el("h2", {}, label(n)));
     const facts = ["kind: " + kind(n)];
     if (label(n) !== place(n)) facts.unshift(place(n));
@@ -241,7 +233,7 @@
       if (info.dashboard) dash.render(box, info.dashboard, why || offline);
       else box.replaceChildren(el("p", { class: "note" }, why || "No dashboard of this feature is embedded."));
     }
-    if (!data.dashboards || !dash.served()) {
+    if (!data.dashboards || !served()) {
       fallback();
       return;
     }
@@ -271,17 +263,16 @@
       const inSub = !pinnedSet.size || (pinnedSet.has(link.source) && pinnedSet.has(link.target));
       line.style.display = inSub ? "" : "none";
     }
-    const list = document.getElementById("pin-list");
-    list.replaceChildren();
+    const list = clear(byId("pin-list"));
     for (const id of pinnedSet) {
-      const chip = el("span", { class: "chip", "data-id": id }, label(byId.get(id)));
+      const chip = el("span", { class: "chip", "data-id": id }, label(nodeById.get(id)));
       chip.addEventListener("click", () => select(id));
       list.appendChild(chip);
     }
     if (window.supernodeEditor) window.supernodeEditor.render();
   }
 
-  document.getElementById("clear").addEventListener("click", () => setState({ pinned: [], supernodes: [] }));
+  byId("clear").addEventListener("click", () => setState({ pinned: [], supernodes: [] }));
 
   // the subgraph as a file `interp attribute --subgraph FILE` reads (Neuronpedia's qParams, interp's names)
   function subgraphJson() {
@@ -301,18 +292,17 @@
       download: (data.metadata.slug || "graph") + "-subgraph.json" });
     a.click();
   });
-  document.getElementById("clear").after(exportButton);
+  byId("clear").after(exportButton);
 
   const m = data.metadata;
-  document.getElementById("summary").textContent =
+  byId("summary").textContent =
     nodes.length + " nodes, " + data.links.length + " links (pruned at node threshold " + m.node_threshold +
     "); replacement score " + data.scores.replacement.toFixed(3) + ", completeness " +
     data.scores.completeness.toFixed(3);
   loadState();
   draw();
   window.graphViewer = {
-    select: select, togglePin: togglePin, state: () => state, setState: setState, saveState: saveState, draw: draw,
-    subgraphJson: subgraphJson, allPinned: allPinned, subgraphOf: subgraphOf, stateOf: stateOf, label: label,
-    byId: byId, data: data, hadSavedState: () => hadSavedState, redrawLabels: redrawLabels,
+    select, togglePin, state: () => state, setState, saveState, draw, subgraphJson, allPinned, subgraphOf, stateOf,
+    label, nodeById, data, hadSavedState: () => hadSavedState, redrawLabels,
   };
 })();

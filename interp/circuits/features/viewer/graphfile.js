@@ -6,18 +6,12 @@
 // beside it when it opens; from the file system a browser lets it read only a file the reader chooses.
 (function () {
   "use strict";
+  const { el, byId, served, readJson } = window.interpDom;
   const viewer = window.graphViewer;
   const data = viewer.data;
   const slug = data.metadata.slug || "graph";
   const fileName = slug + ".json";
   let base = null;  // the graph file, parsed, once opened or fetched
-
-  function el(tag, attrs, text) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
 
   const box = el("div", { id: "graph-file-box" });
   box.appendChild(el("h2", {}, "Graph file"));
@@ -32,7 +26,7 @@
   const openLabel = el("label", {}, "open " + fileName + ": ");
   openLabel.appendChild(input);
   box.append(openLabel, el("br"), save, into, status);
-  document.getElementById("pins").after(box);
+  byId("pins").after(box);
 
   // A graph file of this page's graph, or why not.
   function check(doc) {
@@ -78,10 +72,10 @@
     out.qParams.pinnedIds = pinned.map(id);
     out.qParams.supernodes = groups.map((g) => [g[0]].concat(g.slice(1).map(id)));
     out.interp = out.interp || { version: 1 };
-    out.interp.subgraph = { pinned: pinned, supernodes: groups };
+    out.interp.subgraph = { pinned, supernodes: groups };
     const proposed = state.supernodes.filter((s) => s.proposed).map((s) => s.name);
     if (out.interp.supernode_criterion) out.interp.supernode_criterion.proposed = proposed;
-    else if (proposed.length) out.interp.supernode_criterion = { proposed: proposed };
+    else if (proposed.length) out.interp.supernode_criterion = { proposed };
     return out;
   }
 
@@ -131,17 +125,13 @@
     into.click();
   });
 
-  if (window.interpDashboard && window.interpDashboard.served()) {
-    fetch(fileName).then((r) => {
-      if (!r.ok) throw new Error(r.status + " " + r.statusText);
-      return r.json();
-    }).then((doc) => {
+  if (served()) {
+    readJson(fileName).then((doc) => {
       adopt(doc, viewer.hadSavedState());
       status.textContent = "read " + fileName + " beside this page";
     }).catch((err) => { status.textContent = fileName + " could not be read (" + err.message + ")"; });
   }
 
-  const api = { withSubgraph: withSubgraph, savedText: savedText, download: download, adopt: adopt,
-    loaded: () => base !== null };
+  const api = { withSubgraph, savedText, download, adopt, loaded: () => base !== null };
   window.graphFile = api;
 })();

@@ -4,19 +4,11 @@
 // with textContent, never as markup.
 (function () {
   "use strict";
+  const { el, byId } = window.interpDom;
   const viewer = window.graphViewer;
-  const box = document.getElementById("supernodes");
-  const message = document.createElement("p");
-  message.id = "supernode-message";
-  message.className = "note";
+  const box = byId("supernodes");
+  const message = el("p", { id: "supernode-message", class: "note" });
   box.before(message);
-
-  function el(tag, attrs, text) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
 
   const groups = () => viewer.state().supernodes;
   const find = (name) => groups().find((s) => s.name === name);
@@ -47,7 +39,7 @@
     const chosen = name.trim() || "supernode " + (groups().length + 1);
     const bad = badName(chosen);
     if (bad) return refuse(bad);
-    groups().push({ name: chosen, members: members, proposed: false });
+    groups().push({ name: chosen, members, proposed: false });
     return done("grouped " + members.length + " nodes as " + chosen);
   }
 
@@ -125,7 +117,7 @@
     for (const id of s.members) {
       const chip = el("label", { class: "chip" });
       const box = el("input", { type: "checkbox", class: "sn-member", value: id });
-      chip.append(box, " ", viewer.byId.has(id) ? viewer.label(viewer.byId.get(id)) : id);
+      chip.append(box, " ", viewer.nodeById.has(id) ? viewer.label(viewer.nodeById.get(id)) : id);
       members.appendChild(chip);
     }
     div.appendChild(members);
@@ -152,9 +144,7 @@
     box.replaceChildren(...groups().map(row));
   }
 
-  document.getElementById("group").addEventListener("click", () => group(document.getElementById("group-name").value));
-  window.supernodeEditor = {
-    render: render, group: group, accept: accept, reject: reject, rename: rename, split: split, merge: merge,
-  };
+  byId("group").addEventListener("click", () => group(byId("group-name").value));
+  window.supernodeEditor = { render, group, accept, reject, rename, split, merge };
   render();
 })();

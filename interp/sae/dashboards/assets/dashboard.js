@@ -4,59 +4,52 @@
 // dashboard page and the graph viewer.
 (function () {
   "use strict";
-  var SVG = "http://www.w3.org/2000/svg";
-
-  function el(tag, attrs, text) {
-    var e = tag.indexOf("svg:") === 0 ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
+  const { el, svg, clear, readJson } = window.interpDom;
 
   function fmt(x) {
     return typeof x === "number" ? Number(x.toPrecision(3)).toString() : String(x);
   }
 
   function histogram(record) {
-    var counts = record.histogram || [];
-    var box = el("div", { class: "dash-hist" });
+    const counts = record.histogram || [];
+    const box = el("div", { class: "dash-hist" });
     if (!counts.length) return box;
-    var w = 320, h = 90, pad = 16, max = Math.max.apply(null, counts.concat([1]));
-    var svg = el("svg:svg", { width: w, height: h + pad, class: "dash-hist-svg", role: "img",
+    const w = 320, h = 90, pad = 16, max = Math.max(...counts, 1);
+    const plot = svg("svg", { width: w, height: h + pad, class: "dash-hist-svg", role: "img",
       "aria-label": "activation histogram" });
-    var bw = (w - 2) / counts.length;
-    counts.forEach(function (c, i) {
-      var bh = c > 0 ? Math.max(1, (h - 4) * c / max) : 0;
-      var bar = el("svg:rect", { x: (1 + i * bw).toFixed(1), y: (h - bh).toFixed(1), width: Math.max(0.5, bw - 0.5).toFixed(1),
+    const bw = (w - 2) / counts.length;
+    counts.forEach((c, i) => {
+      const bh = c > 0 ? Math.max(1, (h - 4) * c / max) : 0;
+      const bar = svg("rect", { x: (1 + i * bw).toFixed(1), y: (h - bh).toFixed(1), width: Math.max(0.5, bw - 0.5).toFixed(1),
         height: bh.toFixed(1), class: "dash-bar" });
-      bar.appendChild(el("svg:title", {}, c + " tokens"));
-      svg.appendChild(bar);
+      bar.appendChild(svg("title", {}, c + " tokens"));
+      plot.appendChild(bar);
     });
-    var range = record.histogram_range || [0, record.act_max];
-    svg.appendChild(el("svg:text", { x: 1, y: h + pad - 3, class: "dash-axis" }, fmt(range[0])));
-    svg.appendChild(el("svg:text", { x: w - 1, y: h + pad - 3, class: "dash-axis", "text-anchor": "end" }, fmt(range[1])));
-    box.appendChild(svg);
+    const range = record.histogram_range || [0, record.act_max];
+    plot.appendChild(svg("text", { x: 1, y: h + pad - 3, class: "dash-axis" }, fmt(range[0])));
+    plot.appendChild(svg("text", { x: w - 1, y: h + pad - 3, class: "dash-axis", "text-anchor": "end" }, fmt(range[1])));
+    box.appendChild(plot);
     return box;
   }
 
   function logits(record) {
-    var box = el("div", { class: "dash-logits" });
-    [["promotes", record.top_logits], ["suppresses", record.bottom_logits]].forEach(function (pair) {
-      if (!pair[1] || !pair[1].length) return;
-      var row = el("div", { class: "dash-logit-row" });
-      row.appendChild(el("b", {}, pair[0] + " "));
-      pair[1].forEach(function (t) { row.appendChild(el("span", { class: "dash-chip" }, t)); });
+    const box = el("div", { class: "dash-logits" });
+    for (const [name, tokens] of [["promotes", record.top_logits], ["suppresses", record.bottom_logits]]) {
+      if (!tokens || !tokens.length) continue;
+      const row = el("div", { class: "dash-logit-row" });
+      row.appendChild(el("b", {}, name + " "));
+      for (const t of tokens) row.appendChild(el("span", { class: "dash-chip" }, t));
       box.appendChild(row);
-    });
+    }
     return box;
   }
 
   function example(e, actMax) {
-    var line = el("div", { class: "dash-example" + (e.is_repeated_datapoint ? " repeated" : "") });
+    const line = el("div", { class: "dash-example" + (e.is_repeated_datapoint ? " repeated" : "") });
     line.appendChild(el("span", { class: "dash-act" }, fmt(e.activation !== undefined ? e.activation : e.tokens_acts_list[e.train_token_ind])));
-    e.tokens.forEach(function (t, i) {
-      var a = e.tokens_acts_list[i] || 0;
-      var span = el("span", { class: "dash-token" + (i === e.train_token_ind ? " chosen" : "") }, t);
+    e.tokens.forEach((t, i) => {
+      const a = e.tokens_acts_list[i] || 0;
+      const span = el("span", { class: "dash-token" + (i === e.train_token_ind ? " chosen" : "") }, t);
       if (a > 0 && actMax > 0) span.style.backgroundColor = "rgba(230, 126, 34, " + Math.min(1, 0.15 + 0.85 * a / actMax).toFixed(2) + ")";
       span.setAttribute("title", fmt(a));
       line.appendChild(span);
@@ -65,10 +58,10 @@
   }
 
   function render(container, record, note) {
-    container.replaceChildren();
-    var head = el("div", { class: "dash-head" });
+    clear(container);
+    const head = el("div", { class: "dash-head" });
     head.appendChild(el("h3", {}, "L" + record.layer + " F" + record.feature));
-    var facts = "featureIndex " + record.index + " · active on " + (100 * record.activation_frequency).toPrecision(3) +
+    const facts = "featureIndex " + record.index + " · active on " + (100 * record.activation_frequency).toPrecision(3) +
       "% of " + record.n_tokens + " tokens · activations " + fmt(record.act_min) + " to " + fmt(record.act_max);
     head.appendChild(el("p", { class: "dash-note" }, facts));
     container.appendChild(head);
@@ -77,27 +70,19 @@
     }
     container.appendChild(histogram(record));
     container.appendChild(logits(record));
-    (record.examples_quantiles || []).forEach(function (group) {
-      var box = el("div", { class: "dash-group" });
+    for (const group of record.examples_quantiles || []) {
+      const box = el("div", { class: "dash-group" });
       box.appendChild(el("div", { class: "dash-group-title" }, group.quantile_name));
-      group.examples.forEach(function (e) { box.appendChild(example(e, record.act_max)); });
+      for (const e of group.examples) box.appendChild(example(e, record.act_max));
       container.appendChild(box);
-    });
+    }
     if (note) container.appendChild(el("p", { class: "dash-note" }, note));
-  }
-
-  function served() {
-    return location.protocol === "http:" || location.protocol === "https:";
   }
 
   // A feature's full record from the folder beside the page; browsers let only a served page read it.
   function load(folder, index) {
-    if (!served()) return Promise.reject(new Error("opened from a file"));
-    return fetch(folder + "/" + index + ".json").then(function (r) {
-      if (!r.ok) throw new Error(r.status + " " + r.statusText);
-      return r.json();
-    });
+    return readJson(folder + "/" + index + ".json");
   }
 
-  window.interpDashboard = { render: render, load: load, served: served, el: el };
+  window.interpDashboard = { render, load };
 })();

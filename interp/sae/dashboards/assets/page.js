@@ -3,55 +3,51 @@
 // file. Every string is put in with textContent.
 (function () {
   "use strict";
-  var dash = window.interpDashboard;
-  var el = dash.el;
-  var data = JSON.parse(document.getElementById("dashboard-data").textContent);
-  var f = data.features;
-  var n = f.layer.length;
-  var PAGE = 200;
-  var shown = [];
-  var limit = PAGE;
-  var selected = null;
-
-  function cantor(layer, feature) {
-    return (layer + feature) * (layer + feature + 1) / 2 + feature;
-  }
+  const { el, clear, byId, served } = window.interpDom;
+  const featureId = window.interpFeatureId;
+  const dash = window.interpDashboard;
+  const data = JSON.parse(byId("dashboard-data").textContent);
+  const f = data.features;
+  const n = f.layer.length;
+  const PAGE = 200;
+  let shown = [];
+  let limit = PAGE;
+  let selected = null;
 
   function filter(layer) {
     shown = [];
-    for (var i = 0; i < n; i++) if (layer === null || f.layer[i] === layer) shown.push(i);
+    for (let i = 0; i < n; i++) if (layer === null || f.layer[i] === layer) shown.push(i);
     limit = PAGE;
     draw();
   }
 
   function draw() {
-    var body = document.querySelector("#features tbody");
-    body.replaceChildren();
-    shown.slice(0, limit).forEach(function (i) {
-      var tr = el("tr", { "data-index": String(cantor(f.layer[i], f.feature[i])) });
-      [f.layer[i], f.feature[i], (100 * f.density[i]).toPrecision(3) + "%", Number(f.act_max[i].toPrecision(3))].forEach(function (v) {
+    const body = clear(document.querySelector("#features tbody"));
+    for (const i of shown.slice(0, limit)) {
+      const tr = el("tr", { "data-index": String(featureId.index(f.layer[i], f.feature[i])) });
+      for (const v of [f.layer[i], f.feature[i], (100 * f.density[i]).toPrecision(3) + "%", Number(f.act_max[i].toPrecision(3))]) {
         tr.appendChild(el("td", {}, String(v)));
-      });
+      }
       if (selected === i) tr.classList.add("selected");
-      tr.addEventListener("click", function () { show(i); });
+      tr.addEventListener("click", () => show(i));
       body.appendChild(tr);
-    });
-    document.getElementById("more").style.display = shown.length > limit ? "" : "none";
-    document.getElementById("list-note").textContent = "showing " + Math.min(limit, shown.length) + " of " +
+    }
+    byId("more").style.display = shown.length > limit ? "" : "none";
+    byId("list-note").textContent = "showing " + Math.min(limit, shown.length) + " of " +
       shown.length + " features";
   }
 
   function show(i) {
     selected = i;
-    var index = cantor(f.layer[i], f.feature[i]);
-    var box = document.getElementById("dashboard");
-    var embedded = data.records[String(index)];
+    const index = featureId.index(f.layer[i], f.feature[i]);
+    const box = byId("dashboard");
+    const embedded = data.records[String(index)];
     draw();
-    if (dash.served()) {
+    if (served()) {
       box.replaceChildren(el("p", { class: "dash-note" }, "loading " + index + ".json"));
-      dash.load(".", index).then(function (record) {
+      dash.load(".", index).then((record) => {
         if (selected === i) dash.render(box, record);
-      }, function (err) {
+      }, (err) => {
         if (selected !== i) return;
         if (embedded) dash.render(box, embedded, "The full file could not be read (" + err.message + "); this is the embedded summary.");
         else box.replaceChildren(el("p", { class: "dash-note" }, index + ".json could not be read: " + err.message));
@@ -68,27 +64,27 @@
   }
 
   function find(layer, feature) {
-    for (var i = 0; i < n; i++) if (f.layer[i] === layer && f.feature[i] === feature) return i;
+    for (let i = 0; i < n; i++) if (f.layer[i] === layer && f.feature[i] === feature) return i;
     return -1;
   }
 
-  document.getElementById("search").addEventListener("submit", function (ev) {
+  byId("search").addEventListener("submit", (ev) => {
     ev.preventDefault();
-    var layerText = document.getElementById("layer").value;
-    var featureText = document.getElementById("feature").value;
-    var layer = layerText === "" ? null : Number(layerText);
+    const layerText = byId("layer").value;
+    const featureText = byId("feature").value;
+    const layer = layerText === "" ? null : Number(layerText);
     filter(layer);
     if (layer !== null && featureText !== "") {
-      var i = find(layer, Number(featureText));
+      const i = find(layer, Number(featureText));
       if (i >= 0) show(i);
-      else document.getElementById("dashboard").replaceChildren(el("p", { class: "dash-note" },
+      else byId("dashboard").replaceChildren(el("p", { class: "dash-note" },
         "No feature " + featureText + " at layer " + layerText + " was written."));
     }
   });
-  document.getElementById("reset").addEventListener("click", function () { filter(null); });
-  document.getElementById("more").addEventListener("click", function () { limit += PAGE; draw(); });
-  document.getElementById("summary").textContent = n + " features of " + data.dictionary + " over " + data.n_tokens +
-    " tokens; " + Object.keys(data.records).length + " dashboards embedded" + (dash.served() ? "; others read from their files" : "");
+  byId("reset").addEventListener("click", () => filter(null));
+  byId("more").addEventListener("click", () => { limit += PAGE; draw(); });
+  byId("summary").textContent = n + " features of " + data.dictionary + " over " + data.n_tokens +
+    " tokens; " + Object.keys(data.records).length + " dashboards embedded" + (served() ? "; others read from their files" : "");
   filter(null);
-  window.dashboardPage = { show: show, find: find, filter: filter };
+  window.dashboardPage = { show, find, filter };
 })();
