@@ -24,8 +24,8 @@ The notebook is run as written, except that what it names on a hub is swapped fo
 
 Every code cell runs even when an earlier one failed (errors are recorded, not raised); a cell still running
 after ``--timeout`` seconds is interrupted and counted as not run (``timed out``). The script prints one line
-per code cell (``ok``, ``timed out`` or the error's first line), then ``N of M code cells ran``, and writes the same as
-JSON with ``--out``. The notebook needs the packages it imports (plotly, fancy_einsum, datasets...) in this
+per code cell (``ok``, ``timed out`` or the error: its first line, and the end of its last when it has several),
+then ``N of M code cells ran``, and writes the same as JSON with ``--out``. The notebook needs the packages it imports (plotly, fancy_einsum, datasets...) in this
 interpreter, whose kernel runs it. Nothing is fetched; the notebook is read, never written.
 """
 
@@ -176,7 +176,8 @@ def _error(cell, timeout: int) -> str | None:
             if output.get("ename") == "KeyboardInterrupt":
                 return f"timed out: still running after {timeout} s (interrupted)"
             lines = str(output.get("evalue", "")).strip().splitlines()
-            return f"{output.get('ename', 'Error')}: {lines[0] if lines else ''}"
+            text = lines[0] if len(lines) < 2 else f"{lines[0][:100]} ... {lines[-1][-200:]}"
+            return f"{output.get('ename', 'Error')}: {text}"
     return None
 
 

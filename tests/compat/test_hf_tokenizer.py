@@ -8,6 +8,7 @@ the tokenizer ``transformers`` builds from the same file.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -140,3 +141,28 @@ def test_a_gguf_model_tokenizer_equals_transformers_reading_of_the_file(tmp_path
         ids
     ) == theirs.convert_ids_to_tokens(ids)
     assert model.to_tokens(texts[0])[0].tolist() == ids
+
+
+def test_texts_start_with_bos_as_in_transformer_lens_where_the_checkpoint_adds_none(tmp_path):
+    """A checkpoint whose tokenizer adds no BOS (as GPT-2's): TransformerLens's default prepends one anyway."""
+    folder = tmp_path / "no_bos"
+    shutil.copytree(CHECKPOINT, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "add_bos_token": False}))
+    expected = G["no_bos_checkpoint"]
+    face = transformer_lens.HookedTransformer.from_pretrained_no_processing(str(folder))
+    plain = interp.load(folder)
+    assert face.cfg.default_prepend_bos is expected["default_prepend_bos"] is True
+    for text in TEXTS:
+        assert face.tokenizer(text)["input_ids"] == expected["call"][text]
+        assert face.to_tokens(text)[0].tolist() == expected["to_tokens"][text]
+        assert face.to_tokens(text, prepend_bos=False)[0].tolist() == expected["to_tokens_no_bos"][text]
+        assert (
+            plain.to_tokens(text).ids[0].tolist() == expected["to_tokens_no_bos"][text]
+        )  # interp's own choice
+    assert face.to_str_tokens(TEXTS[2])[0] == "<|endoftext|>"
+    assert face.generate(TEXTS[2], max_new_tokens=2, do_sample=False).startswith("<|endoftext|>Hello World")
+    chosen = transformer_lens.HookedTransformer.from_pretrained_no_processing(
+        str(folder), default_prepend_bos=False
+    )
+    assert chosen.to_tokens(TEXTS[2])[0].tolist() == expected["to_tokens_no_bos"][TEXTS[2]]

@@ -146,6 +146,9 @@ def test_an_sae_for_a_hook_the_model_lacks_is_refused(model):
     with pytest.raises(UnknownHookError, match="did you mean .blocks.0.hook_resid_pre."):
         model.add_sae(sae)
     assert model.acts_to_saes == {} and not [name for name in model.hook_dict if ".hook_sae_" in name]
+    with pytest.raises(ValueError, match="exclude_special_tokens is not supported by interp's splice"):
+        model.run_with_saes(TOKENS, saes=[load("standard")], exclude_special_tokens=True)
+    assert model.acts_to_saes == {}
 
 
 def test_activations_store_rows_and_activations_equal_saelens(model, tmp_path):

@@ -7,10 +7,11 @@ serves the activations. This one does the same with what is on this machine:
   :func:`interp.store.corpus.read_corpus`), a local folder ``datasets.load_dataset`` reads, or data already
   loaded (a ``datasets`` dataset, a list of texts or of records). A name that is not here is refused: interp
   downloads nothing.
-- Rows are formed as SAELens forms them (:func:`concatenated_rows`): texts tokenized without special tokens and
-  concatenated, a BOS at the start of every row when ``prepend_bos``, a separator (BOS by default) between
-  documents that share a row, the unfinished last row dropped; a dataset of token rows (``tokens`` or
-  ``input_ids``) is cut to ``context_size``. Running out of data starts it again from the beginning.
+- Rows are formed as SAELens forms them (:func:`~interp.compat.sae_lens.dataset_rows.concatenated_rows`):
+  texts tokenized without special tokens and concatenated, a BOS at the start of every row when
+  ``prepend_bos``, a separator (BOS by default) between documents that share a row, the unfinished last row
+  dropped; a dataset of token rows (``tokens`` or ``input_ids``) is cut to ``context_size``. Running out of
+  data starts it again from the beginning.
 - ``get_batch_tokens`` gives ``[store_batch_size_prompts, context_size]`` rows; ``get_activations(tokens)`` the
   hook's activations ``[batch, pos, d_in]`` (heads flattened, or one head with ``hook_head_index``);
   ``next_batch()`` ``train_batch_size_tokens`` activations drawn without replacement from a shuffled buffer of
@@ -22,47 +23,15 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from interp.store.corpus import read_corpus
+from interp.compat.sae_lens.dataset_rows import concatenated_rows, open_dataset, special_id
 
 _TOKEN_COLUMNS = ("tokens", "input_ids")
 _TEXT_COLUMNS = ("text", "problem")
-
-
-def concatenated_rows(
-    documents: Iterable[list[int]], context_size: int, bos_id: int | None, separator_id: int | None
-) -> Iterator[list[int]]:
-    """Rows of exactly ``context_size`` ids from documents of ids, as SAELens's ``ActivationsStore`` forms them.
-
-    A row starts with ``bos_id`` unless its first id already is it; a document that starts inside a row is
-    preceded by ``separator_id`` unless it already starts with it; a document longer than the rest of a row goes
-    on in the next row (which starts with BOS again). The unfinished last row is not yielded.
-
-    >>> list(concatenated_rows([[5, 6, 7], [8, 9]], 4, bos_id=0, separator_id=0))
-    [[0, 5, 6, 7], [0, 0, 8, 9]]
-    """
-    if context_size < (2 if bos_id is not None else 1):
-        raise ValueError(f"context_size={context_size} leaves no room for text after the BOS token")
-    row: list[int] = []
-    for doc in documents:
-        start = 0
-        while start < len(doc):
-            if not row:
-                if bos_id is not None and doc[start] != bos_id:
-                    row.append(bos_id)
-            elif start == 0 and separator_id is not None and doc[0] != separator_id:
-                row.append(separator_id)
-            take = context_size - len(row)
-            row.extend(doc[start : start + take])
-            start += take
-            if len(row) == context_size:
-                yield row
-                row = []
 
 
 class ActivationsStore:
@@ -105,7 +74,7 @@ class ActivationsStore:
             )
         model.resolve(hook_name)  # an unknown hook fails here, with the closest names
         self.model = model
-        self.dataset = _as_dataset(dataset, streaming)
+        self.dataset = open_dataset(dataset, streaming)
         self.hook_name = hook_name
         self.hook_head_index = hook_head_index
         self.context_size = context_size
@@ -123,7 +92,7 @@ class ActivationsStore:
         self.model_kwargs = dict(model_kwargs or {})
         tokenizer = model.tokenizer
         self._bos_id = tokenizer.bos_id if prepend_bos else None
-        self._separator_id = _special_id(sequence_separator_token, tokenizer)
+        self._separator_id = special_id(sequence_separator_token, tokenizer)
         self._backend = tokenizer.backend
         self.n_dataset_processed = 0
         self._rows = self._iterate_rows()
@@ -294,37 +263,3 @@ class ActivationsStore:
     def reset_input_dataset(self) -> None:
         """Start the dataset again from its beginning."""
         self._rows = self._iterate_rows()
-
-
-def _special_id(token: int | str | None, tokenizer: Any) -> int | None:
-    if token is None or isinstance(token, int):
-        return token
-    ids = {"bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "sep": getattr(tokenizer, "sep_token_id", None)}
-    if token not in ids:
-        raise ValueError(f"sequence_separator_token={token!r}; expected 'bos', 'eos', 'sep', an id or None")
-    return ids[token]
-
-
-def _as_dataset(dataset: Any, streaming: bool) -> Iterable[Any]:
-    """Rows to iterate: a loaded dataset as it is, a local file's texts, or a local folder through ``datasets``."""
-    if not isinstance(dataset, (str, Path)):
-        if dataset is None or not isinstance(dataset, Iterable):
-            raise TypeError(
-                f"dataset is {type(dataset).__name__}; give a local file or folder, or loaded data"
-            )
-        return dataset
-    path = Path(dataset).expanduser()
-    if path.is_file():
-        return read_corpus(path)
-    if path.is_dir():
-        try:
-            import datasets
-        except ImportError as err:
-            raise ValueError(
-                f"reading the dataset folder {path} needs the datasets library ({err})"
-            ) from None
-        return datasets.load_dataset(str(path), split="train", streaming=streaming)
-    raise FileNotFoundError(
-        f"dataset {str(dataset)!r} is not a file or folder on this machine, and interp does not download: give a "
-        "local text, JSONL or parquet file, a folder datasets.load_dataset reads, or loaded data"
-    )

@@ -105,14 +105,20 @@ class HookedSAETransformer(HookedTransformer):
 
     @contextlib.contextmanager
     def saes(
-        self, saes: Any = (), reset_saes_end: bool = True, use_error_term: bool | None = None
+        self,
+        saes: Any = (),
+        reset_saes_end: bool = True,
+        use_error_term: bool | None = None,
+        exclude_special_tokens: Any = False,
     ) -> Iterator[HookedSAETransformer]:
         """Attach ``saes`` for a ``with`` block; on leaving it, what was attached before is attached again
         (unless ``reset_saes_end=False``, which leaves these attached)."""
         before = dict(self._attached())
         try:
             for sae in [saes] if isinstance(saes, SAE) or hasattr(saes, "cfg") else list(saes):
-                self.add_sae(sae, use_error_term=use_error_term)
+                self.add_sae(
+                    sae, use_error_term=use_error_term, exclude_special_tokens=exclude_special_tokens
+                )
             yield self
         finally:
             if reset_saes_end:
@@ -125,10 +131,11 @@ class HookedSAETransformer(HookedTransformer):
         saes: Any = (),
         reset_saes_end: bool = True,
         use_error_term: bool | None = None,
+        exclude_special_tokens: Any = False,
         **kwargs: Any,
     ) -> Any:
         """The forward pass with ``saes`` attached for this call."""
-        with self.saes(saes, reset_saes_end=reset_saes_end, use_error_term=use_error_term):
+        with self.saes(saes, reset_saes_end, use_error_term, exclude_special_tokens):
             return self(*model_args, **kwargs)
 
     def run_with_cache_with_saes(
@@ -137,10 +144,11 @@ class HookedSAETransformer(HookedTransformer):
         saes: Any = (),
         reset_saes_end: bool = True,
         use_error_term: bool | None = None,
+        exclude_special_tokens: Any = False,
         **kwargs: Any,
     ) -> tuple[Any, Any]:
         """``run_with_cache`` with ``saes`` attached for this call; the cache holds their hook points."""
-        with self.saes(saes, reset_saes_end=reset_saes_end, use_error_term=use_error_term):
+        with self.saes(saes, reset_saes_end, use_error_term, exclude_special_tokens):
             return self.run_with_cache(*model_args, **kwargs)
 
     def run_with_hooks_with_saes(
@@ -149,12 +157,13 @@ class HookedSAETransformer(HookedTransformer):
         saes: Any = (),
         reset_saes_end: bool = True,
         use_error_term: bool | None = None,
+        exclude_special_tokens: Any = False,
         fwd_hooks: Any = (),
         bwd_hooks: Any = (),
         **kwargs: Any,
     ) -> Any:
         """``run_with_hooks`` with ``saes`` attached for this call."""
-        with self.saes(saes, reset_saes_end=reset_saes_end, use_error_term=use_error_term):
+        with self.saes(saes, reset_saes_end, use_error_term, exclude_special_tokens):
             return self.run_with_hooks(*model_args, fwd_hooks=fwd_hooks, bwd_hooks=bwd_hooks, **kwargs)
 
     def run_with_cache(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:

@@ -8,8 +8,9 @@ analysis, corpus windows) calls interp's :class:`~interp.tokens.Tokenizer` on th
 
 - a real ``PreTrainedTokenizerFast`` over a copy of the same ``tokenizers`` backend (Hugging Face's padding and
   truncation settings stay on its copy), with the special tokens interp's tokenizer knows (a missing pad token
-  is the EOS token, as TransformerLens sets it) and BOS added by ``__call__`` exactly when interp adds it by
-  default (``add_bos_token``), so ``tokenizer(text)`` and ``model.to_tokens(text)`` agree;
+  is the EOS token, as TransformerLens sets it) and BOS added by ``__call__`` whenever there is one, as
+  TransformerLens re-creates tokenizers (``add_bos_token=True``), so ``tokenizer(text)`` and the face's
+  ``model.to_tokens(text)`` agree;
 - interp's methods and fields (``to_tokens``, ``to_str_tokens``, ``bos_id``, ``eos_id``, ``pad_id``,
   ``prepends_bos``, ``n_ctx``, ``backend``...) answered by interp's tokenizer itself.
 
@@ -71,7 +72,7 @@ class HFTokenizer(PreTrainedTokenizerFast):
         special["pad_token"] = backend.id_to_token(tokenizer.pad_id)
         super().__init__(
             tokenizer_object=backend,
-            add_bos_token=tokenizer.prepends_bos,
+            add_bos_token=tokenizer.bos_id is not None,  # TransformerLens's tokenizer starts texts with BOS
             padding_side=tokenizer.padding_side,
             name_or_path=tokenizer.name or "",
             **({"model_max_length": tokenizer.n_ctx} if tokenizer.n_ctx is not None else {}),

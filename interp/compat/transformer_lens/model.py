@@ -63,6 +63,8 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
         model = cls.from_interp(load(model_name, **load_kwargs))
         if kwargs.get("default_padding_side") and model.tokenizer is not None:
             model.tokenizer.padding_side = kwargs["default_padding_side"]
+        if kwargs.get("default_prepend_bos") is not None:
+            model.__dict__["_default_prepend_bos"] = bool(kwargs["default_prepend_bos"])
         return model.process_weights(
             fold_ln=fold_ln,
             center_writing_weights=center_writing_weights and model.cfg.norm == "layernorm",
@@ -180,9 +182,7 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
                 "need from the output"
             )
         if isinstance(input, (str, list)):
-            tokens = self._need_tokenizer().to_tokens(
-                input, prepend_bos=prepend_bos, padding_side=padding_side
-            )
+            tokens = self._text_tokens(input, prepend_bos, padding_side)
             ids = tokens.ids.to(self.device)
             if attention_mask is None and not bool(tokens.mask.all()):
                 attention_mask = tokens.mask.to(self.device)
@@ -259,7 +259,7 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
             raise ValueError(f"return_type={return_type!r}; expected 'input', 'str' or 'tokens'")
         text_in, one_text = isinstance(input, (str, list)), isinstance(input, str)
         if text_in:  # interp's Tokens, left-padded, so generate does not re-tokenize
-            input = self._need_tokenizer().to_tokens(input, prepend_bos=prepend_bos, padding_side="left")
+            input = self._text_tokens(input, prepend_bos, padding_side="left")
         out = generate(
             self,
             input,

@@ -139,6 +139,11 @@ def tokenizer_values() -> dict:
             json.dumps({**config, "tokenizer_class": "PreTrainedTokenizerFast"})
         )
         model = tl_model(checkpoint(), process=False, folder=folder)
+        # A checkpoint whose tokenizer adds no BOS (as GPT-2's): TransformerLens prepends one by default anyway.
+        (folder / "tokenizer_config.json").write_text(
+            json.dumps({**config, "add_bos_token": False, "tokenizer_class": "PreTrainedTokenizerFast"})
+        )
+        no_bos = tl_model(checkpoint(), process=False, folder=folder)
     tok = model.tokenizer
     out = {
         "class": type(tok).__name__,
@@ -161,6 +166,12 @@ def tokenizer_values() -> dict:
         "tokenize": {text: tok.tokenize(text) for text in TEXTS},
         "to_tokens": {text: model.to_tokens(text)[0].tolist() for text in TEXTS},
         "to_str_tokens": {text: model.to_str_tokens(text) for text in TEXTS},
+    }
+    out["no_bos_checkpoint"] = {
+        "default_prepend_bos": no_bos.cfg.default_prepend_bos,
+        "call": {text: no_bos.tokenizer(text)["input_ids"] for text in TEXTS},
+        "to_tokens": {text: no_bos.to_tokens(text)[0].tolist() for text in TEXTS},
+        "to_tokens_no_bos": {text: no_bos.to_tokens(text, prepend_bos=False)[0].tolist() for text in TEXTS},
     }
     batch = tok(TEXTS, padding=True, return_tensors="pt")
     out["batch_right"] = {
