@@ -5,12 +5,24 @@ target (``os.replace``, atomic within a folder); the folder is fsynced too, so t
 reader therefore sees the old file or the new one, never half of one. A write that raises removes its
 temporary file; a process killed mid-write leaves only the temporary file, which the next write of the same
 name replaces. Stores, caches and checkpoints all write this way, through :func:`write_atomic`.
+
+A file written this way gets the mode any new file gets, ``0o666`` less the process's umask (``0644`` under the
+usual ``022``), whatever made the temporary file: safetensors, for one, writes through a temporary of its own
+created ``0600``, which the rename would otherwise carry to the target, so one file of a folder would be
+private while its siblings are not.
+
+Several files that belong together (a graph's tensors, its JSON and its page) are replaced as one with
+:func:`write_together`: every file is written complete beside its target first, then all are renamed in one step
+that Ctrl-C cannot split, in the order given, so that the last one (a record of the set) commits it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +58,98 @@ def write_atomic(
             f"the temporary file {tmp} must be in the folder of {path}, or the rename is not atomic"
         )
     try:
-        write(tmp)
-        if sync:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        _stage(tmp, write, sync)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     if sync:
         fsync_dir(path.parent)
+
+
+def write_together(folder: Path, files: Mapping[str, Callable[[Path], Any]]) -> None:
+    """Create or replace the files ``files`` names in ``folder`` as one change: a reader sees them all old or all
+    new, provided it checks the last one, which records the set (a graph folder's record:
+    :mod:`interp.circuits.features.graph_folder`).
+
+    Each ``files[name]`` writes the whole content of ``name`` to the path it is given, as for
+    :func:`write_atomic`. First every file is written and fsynced under its temporary name (``NAME.tmp``): an
+    error or Ctrl-C in this phase removes the temporaries and leaves every old file as it was. Then the files
+    are renamed over their targets in the order given, with Ctrl-C held until the last rename is done (it takes
+    effect then), and the folder is fsynced. Only a killed process or a power cut can stop the renames part way,
+    leaving the files before the last one new and the record old, which is what a reader's check finds.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> write_together(folder, {"a.txt": lambda p: p.write_text("1"), "set.txt": lambda p: p.write_text("a.txt")})
+    >>> sorted(p.name for p in folder.iterdir()), (folder / "a.txt").read_text()
+    (['a.txt', 'set.txt'], '1')
+    """
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for name, write in files.items():
+            path = folder / name
+            staged.append((tmp_path(path), path))
+            _stage(staged[-1][0], write, sync=True)
+        with _interrupts_held():
+            for tmp, path in staged:
+                os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(folder)
+
+
+def _stage(tmp: Path, write: Callable[[Path], Any], sync: bool) -> None:
+    """``write(tmp)``, then give ``tmp`` the mode a new file gets and (with ``sync``) flush it to disk."""
+    tmp.unlink(missing_ok=True)  # a temporary left by a killed write keeps its mode otherwise
+    write(tmp)
+    os.chmod(tmp, 0o666 & ~umask())
+    if sync:
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def umask() -> int:
+    """The process's umask, read without changing it where the system tells (Linux's ``/proc``); elsewhere
+    set and restored at once, under a lock, since ``os.umask`` can only be read by setting it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) until the block ends, then act on it: a few renames are never split by it. Outside
+    the main thread, where no signal handler can be set, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple[int, Any]] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: caught.append((number, frame)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        if callable(previous):
+            previous(*caught[0])
+        elif previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 def fsync_dir(folder: Path) -> None:

@@ -5,6 +5,13 @@ file, sits under a file, or lies somewhere nothing can be created. These checks 
 nothing the user has: the only reliable test of "can I create a file here" is to create one, so the nearest
 existing folder is probed with an empty temporary file that is removed at once (permission bits say nothing
 when running as root, and ``/proc`` accepts ``os.access`` but refuses every new file).
+
+An activation store given as input is checked once, here (:func:`check_store`): a store, of every position, with
+rows, and, once they are known, holding the dictionary's input hooks and written by the model.
+
+Every command that writes into a folder follows one rule for what it may replace there,
+:func:`check_owned`: it replaces only what its own record in the folder says an earlier run of it wrote, and
+refuses, by name and before any work, any other entry of a name it would write.
 """
 
 from __future__ import annotations
@@ -65,6 +72,76 @@ def check_output_folder(path: str | os.PathLike, *, flag: str) -> Path:
         raise ValueError(f"{flag} {target} is a file, not a folder; choose a new or empty folder")
     _check_creatable(target, flag, target)
     return target
+
+
+def check_owned(
+    folder: str | os.PathLike,
+    writes: Iterable[str] | None,
+    owned: Iterable[str] | bool,
+    *,
+    flag: str,
+    command: str,
+    record: str,
+) -> Path:
+    """The one rule for what a command may replace in its output folder; raises before any work, touches nothing.
+
+    A command knows what an earlier run of it wrote in a folder from its *record* there (a graph's
+    ``graph-manifest.json``, a report's ``manifest.json``, dashboards' and training runs' ``run.json``). An
+    entry of a name the command writes is the command's to replace only if the record lists it (a folder: every
+    file under it); any other such entry is someone else's, and is refused, named in one line, and left as it
+    is. Entries of names the command does not write are never touched.
+
+    Args:
+        folder: the output folder (it need not exist).
+        writes: the entries (paths relative to ``folder``) the command creates or replaces; ``None`` when the
+            command owns the whole folder (a training run), so that every entry in it counts.
+        owned: the files the record lists (paths relative to ``folder``), ``()`` or ``False`` where there is no
+            record, or ``True`` for a record that claims the whole folder.
+        flag: how the user gave the folder (``"--out"``), for the message.
+        command: the command (``"interp attribute"``), for the message.
+        record: the record's file name, for the message.
+
+    Returns:
+        The folder, with ``~`` expanded.
+
+    Raises:
+        FileExistsError: the folder holds entries the command would write but did not write; the message
+            names them, the record, and what to do.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "index.html").write_text("my page")
+    >>> check_owned(folder, ["index.html", "graph.json"], (), flag="--out", command="interp attribute",
+    ...             record="graph-manifest.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    FileExistsError: --out ... holds index.html, which interp attribute did not write (there is no ...); ...
+    """
+    target = Path(folder).expanduser()
+    if owned is True or not target.is_dir():
+        return target
+    listed = set() if owned is False else set(owned)
+    names = sorted(p.name for p in target.iterdir()) if writes is None else list(writes)
+    foreign = [found for name in names for found in _foreign(target, name, listed)]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        why = f"{record} there does not list them" if (target / record).is_file() else f"there is no {record}"
+        raise FileExistsError(
+            f"{flag} {target} holds {shown}, which {command} did not write ({why}); they are left untouched: "
+            "move them, or choose a new or empty folder"
+        )
+    return target
+
+
+def _foreign(folder: Path, name: str, listed: set[str]) -> list[str]:
+    """What of entry ``name`` of ``folder`` is not ``listed``: nothing, the entry itself, or the files under a
+    folder that are not listed (named by their paths in ``folder``)."""
+    path = folder / name
+    if not path.exists() and not path.is_symlink():
+        return []
+    if path.is_dir() and not path.is_symlink():
+        files = sorted(p.relative_to(folder).as_posix() for p in path.rglob("*") if not p.is_dir())
+        return [f for f in files if f not in listed]
+    return [] if name in listed else [name]
 
 
 def _check_creatable(folder: Path, flag: str, target: Path) -> None:
@@ -141,8 +218,12 @@ def check_dtype(value: str | None, study: str = "this", cpu_only: str | None = N
     return dtype
 
 
-def find_model(name_or_path: str) -> Path:
+def find_model(name_or_path: str, flag: str | None = None) -> Path:
     """The checkpoint a model name or path points to, found without reading it.
+
+    Args:
+        name_or_path: a packaged name, a folder or a file.
+        flag: the flag that gave it (``"--explainer"``), named first in the message where a command has several.
 
     Raises:
         FileNotFoundError: A packaged model whose package is not installed (the message gives the command
@@ -155,8 +236,9 @@ def find_model(name_or_path: str) -> Path:
         return packaged_path(name_or_path)
     path = Path(name_or_path).expanduser()
     if not path.exists():
+        given = f"{flag}: no model {name_or_path!r}" if flag else f"no model {name_or_path!r}"
         raise FileNotFoundError(
-            f"no model {name_or_path!r}: it is not a packaged model ({', '.join(sorted(PACKAGED_MODELS))}) "
+            f"{given}: it is not a packaged model ({', '.join(sorted(PACKAGED_MODELS))}) "
             "and no file or folder is there; models are never downloaded, so pass a local path"
         )
     return path
@@ -250,3 +332,70 @@ def check_placement(args: Any) -> dict[str, Any]:
     except TypeError as err:
         raise ValueError(str(err)) from None
     return {"device_map": device_map, "max_memory": max_memory, "offload_folder": folder}
+
+
+def check_store(
+    store: Any,
+    *,
+    flag: str = "--store",
+    hooks: Iterable[str] = (),
+    model: Any = None,
+    need: str = "dashboards show each example in its context",
+):
+    """The activation store at ``store`` (a folder, or an :class:`~interp.store.ActivationStore`), checked for a
+    pass that reads every position of each item: dashboards, and the top contexts an attribution graph shows.
+
+    Called before the model loads with the folder alone (there, a store, of every position, with rows), and
+    again with the dictionary's input ``hooks`` and the ``model`` once they are known.
+
+    Args:
+        store: the folder, or the store.
+        flag: how the user named it, for messages.
+        hooks: hooks the store must hold (the dictionary's input hooks).
+        model: the model that must have written it (compared by its weights' fingerprint).
+        need: why every position is needed, for the message of a store that kept fewer.
+
+    Returns:
+        The :class:`~interp.store.ActivationStore`.
+
+    Raises:
+        FileNotFoundError: not an activation store. ValueError: one that keeps only some positions, holds no
+            rows yet, lacks one of ``hooks``, or was written by another model; each in one line naming the
+            store and what would do.
+    """
+    from interp.store import ActivationStore
+    from interp.store.meta import META, model_fingerprint
+
+    if not isinstance(store, ActivationStore):
+        folder = Path(store).expanduser()
+        if not (folder / META).is_file():
+            raise FileNotFoundError(
+                f"{flag} {folder} is not an activation store (no {META}); write one with interp cache MODEL "
+                "--data FILE --hooks ... --positions all --out DIR"
+            )
+        store = ActivationStore(folder)
+    positions = store.meta["identity"].get("positions")
+    if positions != "all":
+        raise ValueError(
+            f"{flag} {store.folder} keeps positions {positions!r}; {need}, so it needs every position "
+            "(interp cache ... --positions all)"
+        )
+    if len(store) == 0:
+        raise ValueError(f"{flag} {store.folder} holds no rows yet; let interp cache commit a shard first")
+    hooks = sorted(set(hooks))
+    missing = [h for h in hooks if h not in store.hook_names]
+    if missing:
+        raise ValueError(
+            f"{flag} {store.folder} has no rows of {missing}, which the dictionary reads; it holds "
+            f"{store.hook_names}. Cache them: interp cache MODEL --data FILE --hooks '{','.join(hooks)}' "
+            "--positions all --out DIR"
+        )
+    if model is not None:
+        stored = store.meta["identity"]["model"]
+        if stored.get("fingerprint") != model_fingerprint(model):
+            raise ValueError(
+                f"{flag} {store.folder} was written by model {stored.get('name') or 'unnamed'} (fingerprint "
+                f"{str(stored.get('fingerprint'))[:12]}), not by the model given; pass the model it was cached "
+                "with, or cache the store again with this one"
+            )
+    return store

@@ -38,3 +38,69 @@ def test_a_named_temporary_is_used_and_must_sit_beside_the_target(tmp_path):
 def test_docstring_example():
     result = doctest.testmod(atomic)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
+def test_every_atomic_write_gets_the_mode_a_new_file_gets(tmp_path, mask):
+    """safetensors writes through a private temporary of its own (0600): the rename must not carry that mode to
+    the target while its siblings get the umask's."""
+    import os
+
+    import torch
+    from safetensors.torch import save_file
+
+    before = os.umask(mask)
+    try:
+        atomic.write_atomic(
+            tmp_path / "t.safetensors", lambda tmp: save_file({"a": torch.zeros(2)}, str(tmp))
+        )
+        atomic.write_atomic(tmp_path / "t.json", lambda tmp: tmp.write_text("{}"))
+        (tmp_path / "plain.txt").write_text("a file made the ordinary way")
+    finally:
+        os.umask(before)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == dict.fromkeys(["t.safetensors", "t.json", "plain.txt"], 0o666 & ~mask)
+
+
+def test_a_set_stopped_while_its_files_are_written_leaves_every_old_file(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    atomic.write_together(
+        tmp_path, {"a": lambda p: p.write_text("old a"), "b": lambda p: p.write_text("old b")}
+    )
+    atomic.write_together(tmp_path, {"t.safetensors": lambda p: save_file({"x": torch.ones(1)}, str(p))})
+    assert (tmp_path / "t.safetensors").stat().st_mode & 0o777 == 0o666 & ~atomic.umask()
+    (tmp_path / "t.safetensors").unlink()
+
+    def interrupted(tmp):
+        tmp.write_text("half of new b")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_together(tmp_path, {"a": lambda p: p.write_text("new a"), "b": interrupted})
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"a": "old a", "b": "old b"}
+
+
+def test_ctrl_c_during_the_renames_waits_until_the_last_one(tmp_path, monkeypatch):
+    """A SIGINT that arrives between two renames takes effect once every file is in place."""
+    import os
+    import signal
+
+    renamed = []
+    rename = os.replace
+
+    def replace_and_interrupt(src, dst):
+        rename(src, dst)
+        renamed.append(os.path.basename(dst))
+        if len(renamed) == 1:
+            signal.raise_signal(
+                signal.SIGINT
+            )  # the handler runs now: Ctrl-C between the first and second rename
+
+    monkeypatch.setattr(atomic.os, "replace", replace_and_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_together(tmp_path, {"a": lambda p: p.write_text("1"), "b": lambda p: p.write_text("2")})
+    assert renamed == ["a", "b"]
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"a": "1", "b": "2"}
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back

@@ -44,3 +44,46 @@ def test_files_and_folders_are_not_confused(tmp_path):
     with pytest.raises(ValueError, match=r"report.pdf is a file, not a folder"):
         check_output_folder(tmp_path / "report.pdf", flag="--out")
     assert (tmp_path / "report.pdf").read_text() == "%PDF"
+
+
+def test_the_one_rule_replaces_only_what_the_record_lists(tmp_path):
+    """What a command may replace in its output folder: what its record lists; an entry of a name it writes
+    that the record does not list is refused, named, and left as it is; other entries are never looked at."""
+    from interp.preflight import check_owned
+
+    rule = dict(flag="--out", command="interp attribute", record="graph-manifest.json")
+    assert check_owned(tmp_path / "new", ["index.html"], (), **rule) == tmp_path / "new"  # nothing there yet
+    (tmp_path / "index.html").write_text("my own page")
+    (tmp_path / "notes.txt").write_text("kept")
+    check_owned(tmp_path, ["graph.json"], (), **rule)  # index.html is not among the names written
+    with pytest.raises(
+        FileExistsError,
+        match=rf"^--out {tmp_path} holds index.html, which interp attribute did not write \(there is no "
+        r"graph-manifest.json\); they are left untouched: move them, or choose a new or empty folder$",
+    ):
+        check_owned(tmp_path, ["graph.json", "index.html"], (), **rule)
+    (tmp_path / "graph-manifest.json").write_text("{}")
+    with pytest.raises(FileExistsError, match=r"\(graph-manifest.json there does not list them\)"):
+        check_owned(tmp_path, ["index.html"], {"graph.json"}, **rule)
+    check_owned(tmp_path, ["index.html"], {"index.html"}, **rule)
+    # a folder entry is the command's when every file under it is listed
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "a.png").write_bytes(b"png")
+    (tmp_path / "figures" / "mine.png").write_bytes(b"png")
+    check_owned(tmp_path, ["figures"], {"figures/a.png", "figures/mine.png"}, **rule)
+    with pytest.raises(FileExistsError, match=r"holds figures/mine.png, which"):
+        check_owned(tmp_path, ["figures"], {"figures/a.png"}, **rule)
+    # a command that owns the whole folder: every entry counts, unless its record claims the folder
+    with pytest.raises(
+        FileExistsError,
+        match=r"holds figures/a.png, figures/mine.png, graph-manifest.json, index.html, notes.txt, which",
+    ):
+        check_owned(tmp_path, None, (), **rule)
+    check_owned(tmp_path, None, True, **rule)
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "index.html",
+        "notes.txt",
+        "graph-manifest.json",
+        "figures",
+    }
+    assert (tmp_path / "index.html").read_text() == "my own page"

@@ -84,16 +84,17 @@ def test_unusable_out_is_one_line_before_any_work_and_loses_nothing(
     out = tmp_path / "r"
     expected = {
         "file": "it is a file",
-        "not_a_report": "holds files (notes.md) but no manifest.json",
+        "not_a_report": "holds index.html, which a report did not write (there is no manifest.json)",
         "under_a_file": "is a file, so no folder can be made under it",
         "unwritable": "cannot create files in",
-        "user_file_in_figures": "did not write figures/mine.png",
+        "user_file_in_figures": "holds figures/mine.png, which a report did not write",
     }[place]
     if place == "file":
         out.write_text("my notes")
     elif place == "not_a_report":
         out.mkdir()
         (out / "notes.md").write_text("my notes")
+        (out / "index.html").write_text("my page")
     elif place == "under_a_file":
         (tmp_path / "f").write_text("my notes")
         out = tmp_path / "f" / "r"

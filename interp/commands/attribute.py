@@ -1,8 +1,13 @@
 """``interp attribute MODEL --transcoders DIR --prompt TEXT --out DIR``: an attribution graph and its viewer.
 
-Everything that can be checked before the model loads is checked first, each in one line: the output folder,
-the transcoders folder, the numbers, the device and the dtype; then, with the model, that the transcoders fit
-it, that each ``--target`` is one token and that the prompt fits the context, before any attribution runs.
+Everything that can be checked before the model loads is checked first, each in one line: the output folder
+(and that it holds no file of someone else's that the graph's would replace: :func:`interp.preflight.check_owned`),
+the transcoders folder, the numbers, the dashboards, the subgraph file through, the device and the dtype; then,
+with the model, that the transcoders fit it, that each ``--target`` is one token, that the prompt fits the
+context, that the dashboards were made with this model and these transcoders, and that every node the subgraph
+file names will be in the graph, before any attribution runs. The steps after attribution that take a while
+(explaining attention, proposing supernodes) say so as they start and end, and the last line counts what each
+added.
 """
 
 from __future__ import annotations
@@ -127,10 +132,84 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the command, then build, save and describe the graph."""
-    from interp.preflight import check_command, check_output_folder, check_placement
+    import sys
+
+    from interp.preflight import check_placement
 
     placement = check_placement(args)
-    out = check_output_folder(args.out, flag="--out")
+    found = preflight(args)
+    from interp.circuits.features import attribute
+    from interp.circuits.features.reading import readable
+    from interp.load import load
+    from interp.sae import load_transcoders
+
+    model = load(args.model, device=args.device, dtype=args.dtype, **placement)
+    tc = load_transcoders(found["transcoders"], model=model, device=model.device, dtype=model.dtype)
+    keep = _checked_with_model(args, model, tc, found["subgraph"])
+    graph = attribute(
+        model,
+        tc,
+        args.prompt,
+        **_targets(args),
+        max_feature_nodes=args.max_feature_nodes,
+        batch_size=args.batch_size,
+        max_memory_gb=args.max_memory_gb,
+        keep=keep,
+        progress=not args.quiet,
+    )
+    graph.metadata.update(model=str(args.model), transcoders=str(found["transcoders"]))
+
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(f"interp attribute: {line}", file=sys.stderr, flush=True)
+
+    graph, explained, report = readable(
+        graph,
+        model,
+        tc,
+        explain=args.explain_attention,
+        supernodes=args.supernodes,
+        subgraph=found["subgraph"],
+        node_threshold=args.node_threshold,
+        edge_threshold=args.edge_threshold,
+        say=say,
+    )
+    contexts = None
+    if found["store"] is not None:
+        from interp.store import ActivationStore
+
+        contexts = ActivationStore(found["store"])
+    out = graph.save(
+        found["out"],
+        node_threshold=args.node_threshold,
+        edge_threshold=args.edge_threshold,
+        model=model,
+        transcoders=tc,
+        contexts=contexts,
+        slug=args.slug,
+        dashboards=args.dashboards,
+        attention=explained,
+        supernode_report=report,
+    )
+    print(_summary(graph, args, out, explained, report))
+    return 0
+
+
+def preflight(args: argparse.Namespace) -> dict:
+    """Everything that can be checked before the model loads, each mistake in one line: the output folder (and
+    that it holds nothing of someone else's that the graph's files would replace), the transcoders folder, the
+    store, the prompt, the slug, the dashboards (finished, and free to link), and the subgraph file, through.
+
+    Returns:
+        ``out``, ``transcoders`` and ``store`` paths and ``subgraph`` (a checked
+        :class:`~interp.circuits.features.subgraph.SubgraphFile`, or ``None``).
+    """
+    from interp.circuits.features.graph_folder import check_folder
+    from interp.preflight import check_command
+    from interp.sae.dashboards.folder import check_scan
+
+    check_scan(args.slug, "--slug")
+    out = check_folder(args.out, args.slug)
     check_command(device=args.device, dtype=args.dtype, model=args.model)
     folder = Path(args.transcoders).expanduser()
     if not folder.is_dir():
@@ -142,70 +221,61 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.prompt.strip():
         raise ValueError('--prompt is empty; pass a text, such as "The cat sat on the"')
-    from interp.sae.dashboards.folder import check_scan
-
-    check_scan(args.slug, "--slug")
     if args.dashboards is not None:
-        from interp.sae.dashboards.link import resolve
+        from interp.sae.dashboards.link import check_link
 
-        resolve(args.dashboards)
+        check_link(out, args.dashboards)
+    subgraph = None
     if args.subgraph is not None:
         from interp.circuits.features.subgraph import subgraph_file
 
-        subgraph_file(args.subgraph)  # readable and holding a subgraph, before the model loads
+        subgraph = subgraph_file(args.subgraph)
+    return {"out": out, "transcoders": folder, "store": store, "subgraph": subgraph}
 
-    from interp.circuits.features import attribute
-    from interp.circuits.features.reading import readable
-    from interp.load import load
-    from interp.sae import load_transcoders
 
-    model = load(args.model, device=args.device, dtype=args.dtype, **placement)
-    tc = load_transcoders(folder, model=model, device=model.device, dtype=model.dtype)
-    graph = attribute(
-        model,
-        tc,
-        args.prompt,
-        targets=args.target,
-        max_logits=args.max_logits,
-        logit_probability=args.logit_probability,
-        max_feature_nodes=args.max_feature_nodes,
-        batch_size=args.batch_size,
-        max_memory_gb=args.max_memory_gb,
-        progress=not args.quiet,
-    )
-    graph.metadata.update(model=str(args.model), transcoders=str(folder))
+def _checked_with_model(args: argparse.Namespace, model, tc, subgraph) -> list[str]:
+    """What needs the model but no attribution: the dashboards were made with this model and these transcoders,
+    and every node the subgraph file names will be in the graph (one frozen forward pass); the pinned feature
+    nodes, which attribution keeps whatever ``--max-feature-nodes``."""
+    if args.dashboards is not None:
+        from interp.sae.dashboards.link import check_identity
 
-    graph, explained, report = readable(
-        graph,
-        model,
-        tc,
-        explain=args.explain_attention,
-        supernodes=args.supernodes,
-        subgraph=args.subgraph,
-        node_threshold=args.node_threshold,
-        edge_threshold=args.edge_threshold,
-    )
-    contexts = None
-    if store is not None:
-        from interp.store import ActivationStore
+        check_identity(args.dashboards, model, tc)
+    if subgraph is None:
+        return []
+    from interp.circuits.features.pins import check_pins, prospect
 
-        contexts = ActivationStore(store)
-    graph.save(
-        out,
-        node_threshold=args.node_threshold,
-        edge_threshold=args.edge_threshold,
-        model=model,
-        transcoders=tc,
-        contexts=contexts,
-        slug=args.slug,
-        dashboards=args.dashboards,
-        attention=explained,
-        supernode_report=report,
-    )
+    will = prospect(model, tc, args.prompt, **_targets(args))
+    return check_pins(subgraph, will, vocab=model.cfg.d_vocab, max_feature_nodes=args.max_feature_nodes)
+
+
+def _targets(args: argparse.Namespace) -> dict:
+    """How the graph's logit targets are chosen: what ``attribute`` and the nodes checked before it share."""
+    return {
+        "targets": args.target,
+        "max_logits": args.max_logits,
+        "logit_probability": args.logit_probability,
+    }
+
+
+def _summary(graph, args: argparse.Namespace, out: Path, explained: list, report: dict | None) -> str:
+    """The last line: the scores, what was explained and proposed, and the files written."""
     replacement, completeness = graph.scores()
+    read = []
+    if args.explain_attention:
+        read.append(f"{len(explained)} of {args.explain_attention} attention edges explained")
+    if report is not None:
+        proposed = len(report["proposed"])
+        why = (
+            ""
+            if proposed
+            else f" (no two feature nodes at one position have decoder cosine >= {report['decoder_cosine']} "
+            f"and effect cosine >= {report['effect_cosine']})"
+        )
+        read.append(f"{proposed} supernodes proposed{why}")
     linked = "" if args.dashboards is None else ", with the dashboards in features/"
-    print(
-        f"{graph}: replacement {replacement:.3f}, completeness {completeness:.3f}; wrote "
-        f"{out / 'graph.safetensors'}, {args.slug}.json, graph-metadata.json and index.html{linked}"
+    return (
+        f"{graph}: replacement {replacement:.3f}, completeness {completeness:.3f}; "
+        + "".join(f"{r}; " for r in read)
+        + f"wrote {out / 'graph.safetensors'}, {args.slug}.json, graph-metadata.json and index.html{linked}"
     )
-    return 0

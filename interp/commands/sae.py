@@ -127,13 +127,15 @@ def preflight(args: argparse.Namespace) -> tuple[list[str], Any]:
         The corpus's texts and the run's folder (:class:`~interp.sae.training.run_folder.RunFolder`: the
         settings as ``run.json`` records them, and the earlier run in ``--out`` to resume, if any).
     """
-    from interp.preflight import check_command, check_placement
+    from interp.preflight import check_command, check_owned, check_placement
     from interp.sae.training import TrainSettings
-    from interp.sae.training.run_folder import RunFolder
+    from interp.sae.training.run_folder import RECORD, RunFolder
     from interp.store import read_corpus
 
     check_placement(args)  # the placement flags, before the model is looked for
     check_command(out=args.out, device=args.device, dtype=args.dtype, model=args.model, data=args.data)
+    out = Path(args.out).expanduser()
+    check_owned(out, None, (out / RECORD).is_file(), flag="--out", command="interp sae train", record=RECORD)
     try:
         TrainSettings(**training_settings(args))
     except ValueError as err:

@@ -9,8 +9,8 @@ A report owns what it writes at the top of its folder, :data:`REPORT_ENTRIES`; a
 user's. Rewriting a report replaces the earlier report's entries and keeps every other file: a folder with
 nothing else in it is swapped whole (two renames), a folder with the user's files in it entry by entry
 (``figures/`` and ``tables/`` one rename each, ``manifest.json`` last). :func:`check_report_folder` refuses,
-before any work, a place that cannot take a report: a file, a folder that holds files but no earlier report,
-files of the user's inside ``figures/`` or ``tables/`` (they would be lost), or a place that cannot be written.
+before any work, a place that cannot take a report: a file, a file of the user's of a name the report writes
+(at the top, or inside ``figures/`` or ``tables/``: it would be lost), or a place that cannot be written.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from interp.preflight import check_owned
 from interp.report.blocks import (
     Block,
     FigureBlock,
@@ -431,14 +432,15 @@ def _write(path: Path, data: bytes) -> None:
 def check_report_folder(out_dir: str | os.PathLike[str]) -> list[str]:
     """Check that a report can be written to ``out_dir``, touching nothing there; return the user's entries.
 
-    A report can go to a folder that does not exist yet (in a place that can be written), an empty folder, or
-    an earlier report. The top-level files and folders of an earlier report's folder that are not among
-    :data:`REPORT_ENTRIES` are the user's: a rewrite keeps them, and they are returned.
+    A report follows every command's rule for its output folder (:func:`interp.preflight.check_owned`): it
+    replaces only what an earlier report there wrote (what its ``manifest.json`` lists) and refuses, by name,
+    any other file of a name it writes (:data:`REPORT_ENTRIES`, and whatever is inside ``figures/`` and
+    ``tables/``), which a rewrite would replace or delete. The other entries of the folder are the user's: a
+    rewrite keeps them, and they are returned.
 
     Raises:
-        FileExistsError: ``out_dir`` is a file; or it holds files but no ``manifest.json``, so it is not an
-            earlier report; or ``figures/`` or ``tables/`` hold files the earlier manifest does not list,
-            which a rewrite would delete. The message names the files.
+        FileExistsError: ``out_dir`` is a file; or it holds an entry of a name the report writes that no earlier
+            report there wrote (the message names the files), or a ``manifest.json`` that is not a report's.
         NotADirectoryError: A parent of ``out_dir`` is a file.
         PermissionError: Nothing can be created where the report would go.
     """
@@ -458,32 +460,14 @@ def check_report_folder(out_dir: str | os.PathLike[str]) -> list[str]:
     if not entries:
         _probe_writable(out_dir.parent, where)
         return []
-    if not (out_dir / "manifest.json").is_file():
-        raise FileExistsError(
-            f"{where}: it holds files ({_listing(entries)}) but no manifest.json, so it is not an earlier "
-            "report; choose a new or empty folder"
-        )
-    foreign = _unlisted(out_dir, _manifest_files(out_dir / "manifest.json", where))
-    if foreign:
-        raise FileExistsError(
-            f"{where}: the earlier report there did not write {_listing(foreign)}, and a rewrite would "
-            "delete such files; move them out of figures/ and tables/ (files elsewhere in the folder are kept)"
-        )
+    manifest = out_dir / "manifest.json"
+    listed = {*_manifest_files(manifest, where), manifest.name} if manifest.is_file() else set()
+    check_owned(out_dir, REPORT_ENTRIES, listed, flag="--out", command="a report", record=manifest.name)
     _probe_writable(out_dir.parent, where)
     kept = [name for name in entries if name not in REPORT_ENTRIES]
     if kept:
         _probe_writable(out_dir, where)
     return kept
-
-
-def _unlisted(out_dir: Path, listed: set[str]) -> list[str]:
-    """Files under ``figures/`` and ``tables/`` (or such names as plain files) that ``listed`` lacks."""
-    found = []
-    for name in ("figures", "tables"):
-        top = out_dir / name
-        paths = sorted(top.rglob("*")) if top.is_dir() else [top] if top.exists() else []
-        found += [p.relative_to(out_dir).as_posix() for p in paths if not p.is_dir()]
-    return [f for f in found if f not in listed]
 
 
 def _manifest_files(path: Path, where: str) -> set[str]:
@@ -510,11 +494,6 @@ def _probe_writable(folder: Path, where: str) -> None:
         raise PermissionError(
             f"{where}: cannot create files in {str(folder)!r} ({err.strerror or err}); choose a writable place"
         ) from err
-
-
-def _listing(names: Sequence[str], most: int = 5) -> str:
-    shown = ", ".join(names[:most])
-    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 def _replace_dir(new: Path, target: Path) -> None:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 from interp.analysis.node import Node
@@ -84,7 +85,12 @@ def test_files_round_trip_and_graph_json(tmp_path):
     assert torch.equal(back.adjacency, g.adjacency) and back.nodes == g.nodes
     assert back.logit_labels == g.logit_labels and back.metadata["prompt"] == g.metadata["prompt"]
     doc = json.loads((tmp_path / "graph.json").read_text())
-    assert set(doc) == {"metadata", "qParams", "nodes", "links"}
+    assert set(doc) == {"metadata", "qParams", "nodes", "links", "interp"}
+    # the extension holds only the save's generation, the one graph.safetensors carries and the record lists
+    record = json.loads((tmp_path / "graph-manifest.json").read_text())
+    with safe_open(str(tmp_path / "graph.safetensors"), "pt") as f:
+        generation = f.metadata()["generation"]
+    assert doc["interp"] == {"version": 1, "generation": generation} and record["generation"] == generation
     for key in (
         "slug",
         "scan",

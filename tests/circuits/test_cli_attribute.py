@@ -37,6 +37,7 @@ def test_writes_the_graph_folder(tmp_path, tc_folder, capsys):
         "graph.json",
         "graph-metadata.json",
         "index.html",
+        "graph-manifest.json",
     }
     assert "replacement" in capsys.readouterr().out
     got = AttributionGraph.load(out)

@@ -4,6 +4,7 @@ computes for the same graph, and a bad subgraph file is refused in one line befo
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,52 @@ def test_a_bad_subgraph_file_is_one_line(tmp_path, tc_folder, capsys, content, m
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "g").exists()
+
+
+def test_explaining_and_proposing_say_what_they_do_and_count_it(tmp_path, tc_folder, capsys, monkeypatch):  # noqa: F811
+    """The steps after the progress bar are not silent, and the last line counts the edges explained and the
+    supernodes proposed (zero too, with the reason)."""
+    out = tmp_path / "graph"
+    argv = ["attribute", str(LLAMA), "--transcoders", str(tc_folder), "--prompt", PROMPT, "--out", str(out),
+            "--max-logits", "2", "--explain-attention", "2", "--supernodes", "auto"]  # fmt: skip
+    assert main(argv) == 0
+    said = capsys.readouterr()
+    doc = json.loads((out / "graph.json").read_text())
+    n_features = sum(1 for n in doc["nodes"] if n["feature_type"] == "cross layer transcoder")
+    proposed = len(doc["interp"]["supernode_criterion"]["proposed"])
+    steps = [line for line in said.err.splitlines() if line.startswith("interp attribute: ")]
+    assert steps[0] == "interp attribute: explaining the 2 strongest attention edges between positions ..."
+    assert re.fullmatch(
+        r"interp attribute: explaining the 2 strongest attention edges between positions: 2 explained in "
+        r"\d+\.\d s",
+        steps[1],
+    )
+    nodes = f"{n_features} feature node{'s' * (n_features != 1)}"
+    assert steps[2] == f"interp attribute: proposing supernodes among {nodes} ..."
+    assert re.fullmatch(
+        rf"interp attribute: proposing supernodes among {nodes}: {proposed} proposed in "
+        r"\d+\.\d s",
+        steps[3],
+    )
+    last = said.out.strip().splitlines()[-1]
+    assert f"; 2 of 2 attention edges explained; {proposed} supernodes proposed" in last
+    assert len(doc["interp"]["attention"]) == 2
+
+    # none proposed (thresholds no pair meets): said, with the reason
+    from interp.circuits.features import supernodes
+
+    propose = supernodes.propose_supernodes
+    monkeypatch.setattr(
+        supernodes,
+        "propose_supernodes",
+        lambda *a, **k: propose(*a, **{**k, "decoder_cosine": 1.0, "effect_cosine": 1.0}),
+    )
+    assert main([*argv[:-4], "--supernodes", "auto", "--quiet"]) == 0
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith(
+            "0 supernodes proposed (no two feature nodes at one position have decoder cosine >= 1.0 and effect "
+            f"cosine >= 1.0); wrote {out / 'graph.safetensors'}, graph.json, graph-metadata.json and index.html"
+        )
+    )

@@ -159,9 +159,10 @@ CLAIMS: dict[str, list[Claim]] = {
     ],
     "05-why-it-means-animal.ipynb": [
         Claim(
-            "by about 7.9 and 7.6 logits",
-            'abs(preference["tired"] - 7.9) < 0.1 and abs(preference["wide"] - 7.6) < 0.1',
+            "by about 7.9 and 7.4 logits",
+            'abs(preference["tired"] - 7.9) < 0.05 and abs(preference["wide"] - 7.4) < 0.05',
         ),
+        Claim("by about half a logit", 'abs(preference["tired"] - preference["wide"] - 0.5) < 0.05'),
         Claim("at all 30 layers", "tc.layers == list(range(30))"),
         Claim("on 20 King James Bible passages", "len(train_texts) == 20"),
         setting("128 TopK features with 8 active per token", "d_transcoder=128, k=8"),

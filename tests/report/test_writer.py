@@ -192,7 +192,7 @@ def test_rewrite_refuses_user_files_inside_figures_and_tables(tmp_path, make_rep
     out = make_report(tmp_path / "r").write()
     (out / "figures" / "stale.png").write_bytes(b"mine")
     before = {name: (out / name).read_bytes() for name in _files(out)}
-    with pytest.raises(FileExistsError, match=r"did not write figures/stale.png, and a rewrite would delete"):
+    with pytest.raises(FileExistsError, match=r"holds figures/stale.png, which a report did not write"):
         Report(tmp_path / "r", "Second").write()
     assert {name: (out / name).read_bytes() for name in _files(out)} == before
     assert [p.name for p in tmp_path.iterdir()] == ["r"]
@@ -219,12 +219,23 @@ def test_a_failed_entry_swap_puts_the_earlier_report_back(tmp_path, make_report,
     assert [p.name for p in tmp_path.iterdir()] == ["r"]
 
 
-def test_refuses_to_replace_a_folder_that_is_not_a_report(tmp_path):
+def test_a_folder_that_is_not_a_report_keeps_its_files_and_refuses_to_lose_one(tmp_path):
+    """The rule every command follows for its output folder: a file of a name the report writes that no
+    report wrote is refused and left as it is; the folder's other files are kept beside the report."""
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "notes.txt").write_text("mine")
-    with pytest.raises(FileExistsError, match="not an earlier report"):
+    (tmp_path / "r" / "index.html").write_text("my page")
+    with pytest.raises(
+        FileExistsError,
+        match=r"holds index.html, which a report did not write \(there is no manifest.json\); they are left untouched",
+    ):
         Report(tmp_path / "r", "T").write()
-    assert (tmp_path / "r" / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["index.html", "notes.txt"]
+    (tmp_path / "r" / "index.html").unlink()
+    Report(tmp_path / "r", "T").write()
+    assert (tmp_path / "r" / "notes.txt").read_text() == "mine" and (
+        tmp_path / "r" / "manifest.json"
+    ).is_file()
 
 
 def test_a_crash_while_writing_leaves_the_earlier_report_and_no_debris(tmp_path, make_report, monkeypatch):
@@ -331,7 +342,11 @@ def _unwritable(folder, monkeypatch):
     ("setup", "error", "message"),
     [
         ("file", FileExistsError, r"it is a file; pass a folder"),
-        ("not_a_report", FileExistsError, r"holds files \(a.txt, b.txt\) but no manifest.json"),
+        (
+            "not_a_report",
+            FileExistsError,
+            r"holds results.json, which a report did not write \(there is no mani",
+        ),
         ("under_a_file", NotADirectoryError, r"'.*/f' is a file, so no folder can be made under it"),
         ("bad_manifest", FileExistsError, r"its manifest.json cannot be read"),
         ("unwritable", PermissionError, r"cannot create files in '.*/locked' \(Permission denied\)"),
@@ -348,7 +363,7 @@ def test_check_report_folder_refuses_unusable_places_in_one_line(
     elif setup == "not_a_report":
         out.mkdir()
         (out / "a.txt").write_text("keep")
-        (out / "b.txt").write_text("keep")
+        (out / "results.json").write_text("keep")
     elif setup == "under_a_file":
         (tmp_path / "f").write_text("keep")
         out = tmp_path / "f" / "sub" / "r"

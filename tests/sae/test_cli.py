@@ -69,7 +69,10 @@ def test_bad_inputs_are_refused_before_the_model_runs(tmp_path, checkpoint, caps
         (_argv(checkpoint, binary, tmp_path / "c"), "not text|not UTF-8|NUL"),
         (_argv(checkpoint, tmp_path / "missing.txt", tmp_path / "d"), "does not exist"),
         (_argv(checkpoint, text, afile), "is a file"),
-        (_argv(checkpoint, text, foreign), "not empty and holds no run.json"),
+        (
+            _argv(checkpoint, text, foreign),
+            "holds notes, which interp sae train did not write \\(there is no run.json\\)",
+        ),
         (
             [
                 *_argv(checkpoint, text, tmp_path / "e")[:6],

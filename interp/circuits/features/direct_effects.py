@@ -6,7 +6,7 @@ gradient (a logit target's direction at ``unembed.hook_in`` of the last position
 at its input hook), and contracts the gradient at every write site with the vectors written there: those rows
 of the adjacency. Logit rows come first; feature rows follow, all of them, or, when ``max_feature_nodes`` caps
 them, in the order of their influence over the rows found so far (re-ranked every ``update_interval`` batches),
-as circuit-tracer does.
+as circuit-tracer does; features a reader pinned (``keep``) are read first and always kept.
 
 With ``max_memory_gb`` the reads per backward pass are chosen so that attribution's own peak memory stays
 within the budget (the memory model is in :mod:`.memory_budget`); the re-ranking still happens every
@@ -15,7 +15,7 @@ within the budget (the memory model is in :mod:`.memory_budget`); the re-ranking
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -46,7 +46,8 @@ def attribute(
     batch_size: int = 256,
     update_interval: int = 4,
     max_memory_gb: float | None = None,
-    progress: bool = True,
+    keep: Sequence[str] = (),
+    progress: bool | Callable[[int, int], Any] = True,
 ) -> AttributionGraph:
     """The attribution graph of ``prompt`` (see the module docstring and :class:`AttributionGraph`).
 
@@ -64,7 +65,11 @@ def attribute(
             fewer reads per backward pass where ``batch_size`` would not fit (the graph is the same);
             ``MemoryBudgetError`` (a ``ValueError``) before any backward pass (and before the forward pass
             where it can tell) when one read per pass does not fit. ``None``: ``batch_size`` reads per pass.
-        progress: show a progress bar.
+        keep: feature nodes (``"L3.F417@5"``) kept whatever ``max_feature_nodes`` (pinned nodes: see
+            :mod:`~interp.circuits.features.pins`); each must be active, and they count towards the cap.
+        progress: show a progress bar; or a function ``(feature rows done, in all)`` called once the forward
+            pass is done and after each backward pass over features: a server's progress report, and where it
+            stops the work (an exception it raises ends the attribution there and propagates).
     """
     tokens = _check(model, transcoders, prompt, max_feature_nodes, batch_size, max_logits, max_memory_gb)
     if targets is not None:
@@ -78,6 +83,7 @@ def attribute(
     try:
         run = frozen_run(model, tokens, transcoders)
         sources = find_sources(run, transcoders, model.cfg.n_layers)
+        kept = _kept_features(sources, keep, max_feature_nodes)
         chosen = select(model, run.logits, targets, max_logits, logit_probability)
         writes = sum(dec.shape[0] * dec.shape[1] for _, dec in sources.decoders.values())
         passes = plan(model, transcoders, len(tokens), n_active=len(sources.features),
@@ -93,6 +99,7 @@ def attribute(
             update_interval,
             progress,
             budgeted=max_memory_gb is not None,
+            keep=kept,
         )
     finally:
         model.train(was_training)
@@ -122,8 +129,9 @@ def _adjacency(
     max_feature_nodes: int | None,
     batch_sizes: tuple[int, int],
     update_interval: int,
-    progress: bool,
+    progress: bool | Callable[[int, int], Any],
     budgeted: bool = False,
+    keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The adjacency ``[n, n]`` in node order (features, errors, tokens, logits) and the features kept.
 
@@ -134,17 +142,39 @@ def _adjacency(
     n_active = len(sources.features)
     capped = max_feature_nodes is not None and max_feature_nodes < n_active
     reads = _Reads(run, sources, transcoders, chosen, *batch_sizes, budgeted=budgeted)
-    bar = tqdm(
-        total=max_feature_nodes if capped else n_active, desc="attribution", disable=not progress, leave=False
-    )
+    bar = _Progress(progress, max_feature_nodes if capped else n_active)
     try:
         if not capped:
             return _every_feature(reads, bar), torch.arange(n_active)
         weights = torch.tensor([t.weight for t in chosen])
-        rows, row_nodes, selected = _most_influential(reads, weights, max_feature_nodes, update_interval, bar)
+        rows, row_nodes, selected = _most_influential(
+            reads, weights, max_feature_nodes, update_interval, bar, keep
+        )
         return _compacted(rows, row_nodes, selected, reads), selected
     finally:
         bar.close()
+
+
+class _Progress:
+    """Rows done: a tqdm bar, or the caller's function ``(done, total)`` (see :func:`attribute`)."""
+
+    def __init__(self, progress: bool | Callable[[int, int], Any], total: int) -> None:
+        self.report = progress if callable(progress) else None
+        self.done, self.total = 0, total
+        self.bar = tqdm(
+            total=total, desc="attribution", disable=self.report is not None or not progress, leave=False
+        )
+        if self.report is not None:
+            self.report(0, total)
+
+    def update(self, n: int) -> None:
+        self.done += n
+        self.bar.update(n)
+        if self.report is not None:
+            self.report(self.done, self.total)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 class _Reads:
@@ -209,11 +239,17 @@ def _every_feature(reads: _Reads, bar: Any) -> torch.Tensor:
 
 
 def _most_influential(
-    reads: _Reads, weights: torch.Tensor, cap: int, update_interval: int, bar: Any
+    reads: _Reads,
+    weights: torch.Tensor,
+    cap: int,
+    update_interval: int,
+    bar: Any,
+    keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Rows over every node, in the order found (logits, then features by their influence over the rows found
-    so far, re-ranked every ``update_interval`` batches), the node of each row, and the ``cap`` features kept.
-    Ranking needs every active feature's column, so rows are kept whole until the last feature is chosen."""
+    """Rows over every node, in the order found (logits, the features in ``keep``, then features by their
+    influence over the rows found so far, re-ranked every ``update_interval`` batches), the node of each row,
+    and the ``cap`` features kept. Ranking needs every active feature's column, so rows are kept whole until the
+    last feature is chosen."""
     n_active, n_logits, offset = reads.n_active, reads.n_logits, reads.logit_offset
     rows = torch.zeros(cap + n_logits, offset + n_logits)
     row_nodes = torch.zeros(cap + n_logits, dtype=torch.long)  # the node of each row found, in order
@@ -223,6 +259,12 @@ def _most_influential(
         row_nodes[filled : filled + len(logits)] = logits + offset
         filled += len(logits)
     visited = torch.zeros(n_active, dtype=torch.bool)
+    for batch, found in reads.feature_rows(keep if keep is not None else torch.zeros(0, dtype=torch.long)):
+        rows[filled : filled + len(batch), :offset] = found
+        row_nodes[filled : filled + len(batch)] = batch
+        visited[batch] = True
+        filled += len(batch)
+        bar.update(len(batch))
     while int(visited.sum()) < cap:
         influence = partial_influence(rows[:filled], weights, row_nodes[:filled])[:n_active]
         ranked = influence.argsort(descending=True)
@@ -238,6 +280,27 @@ def _most_influential(
             filled += len(batch)
             bar.update(len(batch))
     return rows, row_nodes, visited.nonzero().flatten()
+
+
+def _kept_features(sources: Sources, keep: Sequence[str], cap: int | None) -> torch.Tensor:
+    """The indices among the active features of the feature nodes ``keep``, in the active features' order.
+
+    Raises:
+        ValueError: a node that is not an active feature, or more of them than ``cap``.
+    """
+    from interp.analysis.node import Node
+
+    index = {tuple(row): i for i, row in enumerate(sources.features.tolist())}
+    found = []
+    for name in keep:
+        node = Node.parse(name)
+        at = (node.layer, node.position, node.feature) if node.kind == "feature" else None
+        if at not in index:
+            raise ValueError(f"keep: {name} is not an active feature of the prompt; only those can be kept")
+        found.append(index[at])
+    if cap is not None and len(set(found)) > cap:
+        raise ValueError(f"keep names {len(set(found))} features, more than max_feature_nodes={cap}")
+    return torch.tensor(sorted(set(found)), dtype=torch.long)
 
 
 def _compacted(

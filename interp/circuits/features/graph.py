@@ -23,15 +23,60 @@ from safetensors.torch import load_file, save_file
 
 from interp.analysis.node import Node
 from interp.circuits.features import influence as inf
+from interp.circuits.features.graph_folder import (
+    GRAPH_FILE,
+    PAGE,
+    check_folder,
+    check_generation,
+    new_generation,
+    write_folder,
+)
 from interp.circuits.features.subgraph import Subgraph, make_subgraph
 from interp.dictionary import SparseDictionary
 
-GRAPH_FILE = "graph.safetensors"
-METADATA_FILE = "graph-metadata.json"
+
+class GraphNodes:
+    """The nodes of a graph of ``features [n, 3]`` (layer, position, feature), ``n_layers``, ``input_tokens`` and
+    ``logit_tokens``, in circuit-tracer's order (see the module docstring): what a graph and the nodes one will
+    have (:class:`~interp.circuits.features.pins.Prospect`) share. A subclass says why a node is missing."""
+
+    features: torch.Tensor
+    input_tokens: torch.Tensor
+    logit_tokens: torch.Tensor
+    n_layers: int
+
+    @property
+    def n_pos(self) -> int:
+        return len(self.input_tokens)
+
+    @property
+    def n_logits(self) -> int:
+        return len(self.logit_tokens)
+
+    @functools.cached_property
+    def nodes(self) -> tuple[Node, ...]:
+        """Every node, in the adjacency's order."""
+        feats = [Node.feature_node(int(lay), int(p), int(f)) for lay, p, f in self.features.tolist()]
+        errors = [Node.error(lay, p) for lay in range(self.n_layers) for p in range(self.n_pos)]
+        tokens = [Node.token(p) for p in range(self.n_pos)]
+        return (*feats, *errors, *tokens, *(Node.logit(i) for i in range(self.n_logits)))
+
+    @functools.cached_property
+    def _index(self) -> dict[str, int]:
+        return {node: i for i, node in enumerate(self.nodes)}
+
+    def index(self, node: str) -> int:
+        """Row and column of ``node`` (a :class:`~interp.analysis.node.Node` or its text)."""
+        if node not in self._index:
+            raise KeyError(self._missing(node))
+        return self._index[node]
+
+    def _missing(self, node: str) -> str:
+        return f"the graph has no node {str(node)!r}; it has {len(self.nodes)} (e.g. {self.nodes[0]!r})"
 
 
 @dataclass(frozen=True, eq=False)
-class AttributionGraph:
+class AttributionGraph(GraphNodes):
     """An attribution graph (see the module docstring).
 
     Attributes:
@@ -71,40 +116,12 @@ class AttributionGraph:
     # -- nodes ------------------------------------------------------------------------------------------
 
     @property
-    def n_pos(self) -> int:
-        return len(self.input_tokens)
-
-    @property
-    def n_logits(self) -> int:
-        return len(self.logit_tokens)
-
-    @property
     def n_features(self) -> int:
         return len(self.features)
 
     @property
     def n_errors(self) -> int:
         return self.n_layers * self.n_pos
-
-    @functools.cached_property
-    def nodes(self) -> tuple[Node, ...]:
-        """Every node, in the adjacency's order."""
-        feats = [Node.feature_node(int(lay), int(p), int(f)) for lay, p, f in self.features.tolist()]
-        errors = [Node.error(lay, p) for lay in range(self.n_layers) for p in range(self.n_pos)]
-        tokens = [Node.token(p) for p in range(self.n_pos)]
-        return (*feats, *errors, *tokens, *(Node.logit(i) for i in range(self.n_logits)))
-
-    @functools.cached_property
-    def _index(self) -> dict[str, int]:
-        return {node: i for i, node in enumerate(self.nodes)}
-
-    def index(self, node: str) -> int:
-        """Row and column of ``node`` (a :class:`~interp.analysis.node.Node` or its text)."""
-        if node not in self._index:
-            raise KeyError(
-                f"the graph has no node {str(node)!r}; it has {len(self.nodes)} (e.g. {self.nodes[0]!r})"
-            )
-        return self._index[node]
 
     def edge(self, target: str, source: str) -> float:
         """``A[target, source]``: the direct effect of ``source`` on ``target``."""
@@ -123,8 +140,17 @@ class AttributionGraph:
         """``[N]`` each node's total influence on the logit targets (row-normalised ``|A|``)."""
         return inf.influence(inf.normalise(self.adjacency.float()), self.logit_weights)
 
+    @property
+    def pinned(self) -> torch.Tensor:
+        """``[N]``: the nodes :attr:`selection` pins (supernodes' members included)."""
+        mask = torch.zeros(len(self.nodes), dtype=torch.bool)
+        if self.selection is not None:
+            mask[[self.index(name) for name in self.selection.pinned]] = True
+        return mask
+
     def prune(self, node_threshold: float = 0.8, edge_threshold: float = 0.98) -> inf.Pruned:
-        """The nodes and edges that carry ``node_threshold`` and ``edge_threshold`` of the influence."""
+        """The nodes and edges that carry ``node_threshold`` and ``edge_threshold`` of the influence, and the
+        :attr:`pinned` nodes, which pruning never drops (a reader pinned them to see them)."""
         return inf.prune_masks(
             self.adjacency.float(),
             self.logit_weights,
@@ -133,6 +159,7 @@ class AttributionGraph:
             self.n_logits,
             node_threshold,
             edge_threshold,
+            keep=self.pinned,
         )
 
     def scores(self) -> tuple[float, float]:
@@ -256,6 +283,11 @@ class AttributionGraph:
         """Write ``graph.safetensors``, the pruned Neuronpedia-schema ``{slug}.json`` (``graph.json``), its entry
         in ``graph-metadata.json`` and the viewer ``index.html``: the folder circuit-tracer's local server serves.
 
+        The files are written as one set, over only an earlier graph's files
+        (:mod:`~interp.circuits.features.graph_folder`): an error or Ctrl-C while they are written leaves the
+        folder's earlier graph whole, and a file of the same name that no save of a graph wrote is refused before
+        anything is written. Pinned nodes (:attr:`selection`) are kept by the pruning.
+
         Args:
             folder: created if missing.
             node_threshold, edge_threshold: the pruning of ``graph.json`` and the page.
@@ -269,7 +301,9 @@ class AttributionGraph:
                 of the same slug, as circuit-tracer's ``create_graph_files`` does), the key of the page's pins.
             dashboards: a folder of feature dashboards (``interp dashboards``; the dictionary's
                 ``features/SCAN`` or the folder holding it): linked as ``features/SCAN`` beside the graph,
-                named in its ``metadata.scan`` (``./data/features/SCAN``), and shown by the viewer.
+                named in its ``metadata.scan`` (``./data/features/SCAN``), and shown by the viewer; with
+                ``model`` and ``transcoders``, refused unless they made it
+                (:func:`~interp.sae.dashboards.link.check_identity`).
             attention: explained edges (:meth:`explain_attention`), saved in the file's ``interp`` extension
                 (:mod:`~interp.circuits.features.extension`) and shown by the viewer.
             supernode_report: how proposed supernodes were found and what they keep, saved beside them.
@@ -279,23 +313,24 @@ class AttributionGraph:
         from interp.sae.dashboards.folder import check_scan
 
         check_scan(slug, "--slug")
-        out = Path(folder)
-        if out.exists() and not out.is_dir():
-            raise NotADirectoryError(f"{out} is a file; a graph is saved into a folder")
-        out.mkdir(parents=True, exist_ok=True)
+        out = check_folder(folder, slug, flag="folder")
         scan, features = None, None
         if dashboards is not None:
-            from interp.sae.dashboards.link import link, scan_path
+            from interp.sae.dashboards.link import check_identity, link, scan_path
 
+            if model is not None and transcoders is not None:
+                check_identity(dashboards, model, transcoders)
+            out.mkdir(parents=True, exist_ok=True)
             name = link(out, dashboards)
             scan, features = scan_path(name), out / "features" / name
+        generation = new_generation()
         meta = {
             **self.metadata,
             "n_layers": str(self.n_layers),
             "logit_labels": json.dumps(self.logit_labels),
             **({"subgraph": json.dumps(self.selection.to_json())} if self.selection is not None else {}),
+            "generation": generation,
         }
-        save_file(self.tensors(), str(out / GRAPH_FILE), metadata=meta)
         tokens = _token_texts(model, self.input_tokens)
         doc = graph_json(
             self,
@@ -306,18 +341,13 @@ class AttributionGraph:
             vocab=getattr(getattr(model, "cfg", None), "d_vocab", None),
             scan=scan,
         )
-        doc = _extended(self, doc, model, attention, supernode_report)
-        (out / f"{slug}.json").write_text(json.dumps(doc) + "\n")
-        _list_graph(out, doc["metadata"])
+        doc = _extended(self, doc, model, attention, supernode_report, generation)
         if contexts is not None and not isinstance(contexts, Mapping):
             from interp.circuits.features.contexts import top_contexts
 
             shown = sorted({(n.layer, n.feature) for n in self.nodes if n.kind == "feature"})
             contexts = top_contexts(contexts, transcoders, shown)
-        write_viewer(
-            out / "index.html",
-            self,
-            doc,
+        viewer = dict(
             node_threshold=node_threshold,
             edge_threshold=edge_threshold,
             model=model,
@@ -325,18 +355,30 @@ class AttributionGraph:
             contexts=contexts,
             dashboards=features,
         )
+        out.mkdir(parents=True, exist_ok=True)
+        write_folder(
+            out,
+            {
+                GRAPH_FILE: lambda tmp: save_file(self.tensors(), str(tmp), metadata=meta),
+                f"{slug}.json": lambda tmp: tmp.write_text(json.dumps(doc) + "\n", encoding="utf-8"),
+                PAGE: lambda tmp: write_viewer(tmp, self, doc, **viewer),
+            },
+            generation,
+            doc["metadata"],
+        )
         return out
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> AttributionGraph:
         """The graph a :meth:`save` wrote."""
+        from safetensors import safe_open
+
         path = Path(folder) / GRAPH_FILE
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist; a graph folder holds {GRAPH_FILE}")
-        from safetensors import safe_open
-
         with safe_open(str(path), "pt") as f:
             meta = dict(f.metadata() or {})
+        check_generation(path, meta.pop("generation", None))
         t = load_file(str(path))
         n_layers = int(meta.pop("n_layers"))
         labels = tuple(json.loads(meta.pop("logit_labels", "[]")))
@@ -353,26 +395,20 @@ class AttributionGraph:
         )
 
 
-def _extended(graph: AttributionGraph, doc: dict, model: Any, attention: Any, report: Any) -> dict:
-    """``doc`` with the subgraph, explained edges and supernode report (:mod:`.extension`), where given."""
-    if graph.selection is None and not attention and report is None:
-        return doc
+def _extended(
+    graph: AttributionGraph, doc: dict, model: Any, attention: Any, report: Any, generation: str
+) -> dict:
+    """``doc`` with the save's generation and, where given, the subgraph, explained edges and supernode report
+    (:mod:`.extension`)."""
     from interp.circuits.features.extension import extend
     from interp.circuits.features.subgraph import neuronpedia_ids
 
-    ids = neuronpedia_ids(graph, getattr(getattr(model, "cfg", None), "d_vocab", None))
-    return extend(doc, ids, subgraph=graph.selection, attention=attention, criterion=report)
-
-
-def _list_graph(out: Path, metadata: dict[str, Any]) -> None:
-    """Put the graph's metadata in ``graph-metadata.json``, replacing an entry of the same slug: the list
-    circuit-tracer's page offers graphs from."""
-    from interp.atomic import write_atomic
-
-    path = out / METADATA_FILE
-    listed = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"graphs": []}
-    graphs = [g for g in listed.get("graphs", []) if g.get("slug") != metadata["slug"]] + [metadata]
-    write_atomic(path, lambda tmp: tmp.write_text(json.dumps({"graphs": graphs}, indent=2) + "\n", "utf-8"))
+    ids = {}
+    if graph.selection is not None or attention:
+        ids = neuronpedia_ids(graph, getattr(getattr(model, "cfg", None), "d_vocab", None))
+    return extend(
+        doc, ids, subgraph=graph.selection, attention=attention, criterion=report, generation=generation
+    )
 
 
 def _token_texts(model: Any, tokens: torch.Tensor) -> list[str] | None:

@@ -5,7 +5,9 @@ to one, or zero) gives ``Â``; the *influence* of every node on the logits, weig
 ``w``, is ``w (Â + Â² + ...)`` (a graph without cycles makes the series finite). Pruning keeps the nodes that
 carry ``node_threshold`` of the total influence (tokens and logits always), then the edges whose share
 ``Â[t, s] * (influence[t] + w[t])`` carries ``edge_threshold`` of the total, and drops features and errors left
-without outgoing edges and features left without incoming ones until nothing changes. The *replacement score*
+without outgoing edges and features left without incoming ones until nothing changes. Nodes a reader pinned
+(``keep``) are kept like tokens and logits, with the edges the edge threshold keeps of theirs: a pinned node is
+never pruned away from under its pin. The *replacement score*
 is the influence of tokens over that of tokens and errors; the *completeness score* the influence-weighted
 share of each node's normalised inputs that does not come from an error node.
 """
@@ -59,8 +61,10 @@ def prune_masks(
     n_logits: int,
     node_threshold: float = 0.8,
     edge_threshold: float = 0.98,
+    keep: torch.Tensor | None = None,
 ) -> Pruned:
-    """Which nodes and edges to keep (see the module docstring); ``weights [N]`` is zero but at the logits."""
+    """Which nodes and edges to keep (see the module docstring); ``weights [N]`` is zero but at the logits;
+    ``keep [N]`` marks the nodes kept whatever their influence (pinned ones)."""
     for name, value in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{name} must be within [0, 1], got {value}")
@@ -68,6 +72,8 @@ def prune_masks(
     node_mask = node_influence >= threshold_of(node_influence, node_threshold)
     fixed = n_logits + n_tokens  # tokens and logits, the last nodes, are always kept
     node_mask[-fixed:] = True
+    keep = torch.zeros_like(node_mask) if keep is None else keep.to(node_mask.device)
+    node_mask |= keep
     kept = adjacency.clone()
     kept[~node_mask] = 0
     kept[:, ~node_mask] = 0
@@ -75,21 +81,24 @@ def prune_masks(
     edge_scores = normalised * (influence(normalised, weights) + weights)[:, None]
     edge_mask = edge_scores >= threshold_of(edge_scores.flatten(), edge_threshold)
     before = node_mask.clone()
-    _drop_dangling(node_mask, edge_mask, n_features, fixed)
+    _drop_dangling(node_mask, edge_mask, n_features, fixed, keep)
     while not torch.equal(before, node_mask):  # each pass may strand more nodes
         before = node_mask.clone()
         edge_mask[~node_mask] = False
         edge_mask[:, ~node_mask] = False
-        _drop_dangling(node_mask, edge_mask, n_features, fixed)
+        _drop_dangling(node_mask, edge_mask, n_features, fixed, keep)
     ordered, order = torch.sort(node_influence, descending=True)
     cumulative = torch.zeros_like(node_influence)
     cumulative[order] = torch.cumsum(ordered, 0) / ordered.sum()
     return Pruned(node_mask, edge_mask, cumulative)
 
 
-def _drop_dangling(node_mask: torch.Tensor, edge_mask: torch.Tensor, n_features: int, fixed: int) -> None:
+def _drop_dangling(
+    node_mask: torch.Tensor, edge_mask: torch.Tensor, n_features: int, fixed: int, keep: torch.Tensor
+) -> None:
     node_mask[:-fixed] &= edge_mask[:, :-fixed].any(0)  # features and errors need an outgoing edge
     node_mask[:n_features] &= edge_mask[:n_features].any(1)  # features need an incoming one
+    node_mask |= keep
 
 
 def graph_scores(
