@@ -86,10 +86,10 @@ def transcoder_worker(args: argparse.Namespace) -> None:
     from benchmarks.circuits import PeakRSS
     from interp.allocator import heap_trim
     from interp.sae import TranscoderSet
-    from interp.sae.dashboards import collect
+    from interp.sae.dashboards import Data, collect
     from interp.sae.dashboards.folder import DashboardFolder
-    from interp.sae.dashboards.run import write_records
     from interp.sae.dashboards.sources import CorpusSource
+    from interp.sae.dashboards.write import write_files
 
     torch.set_num_threads(args.threads)
     folder = Path(args.folder)
@@ -108,12 +108,14 @@ def transcoder_worker(args: argparse.Namespace) -> None:
         for batch in source.batches({}):
             batch.feed(lambda layer, x: tc.encode(x, layer))
 
-    collect(model, tc, data=data[:2], batch_size=args.batch_size)  # untimed: lazy imports, first kernels
+    collect(
+        model, tc, Data(texts=data[:2], batch_size=args.batch_size)
+    )  # untimed: lazy imports, first kernels
     names = ("forward", "forward_encodes", "pass")
     times, cpu = {n: [] for n in names}, {n: [] for n in names}
 
     def dashboards():
-        return collect(model, tc, data=data, batch_size=args.batch_size)
+        return collect(model, tc, Data(texts=data, batch_size=args.batch_size))
 
     for _ in range(args.repeats):
         for name, fn in (("forward", plain), ("forward_encodes", baseline), ("pass", dashboards)):
@@ -132,7 +134,7 @@ def transcoder_worker(args: argparse.Namespace) -> None:
         out = DashboardFolder(tmp, "bench")
         out.root.mkdir(parents=True)
         start = time.perf_counter()
-        write_records(
+        write_files(
             c, model, tc, collected.texts, out, {"dictionary": {"kind": "transcoders"}, "settings": {}}
         )
         records = time.perf_counter() - start
@@ -192,18 +194,12 @@ def sae_build(folder: Path, n_layers: int, d_sae: int, layer: int) -> None:
     save(sae, folder / "sae")
 
 
-def sae_tokens(n_tokens: int, seq_len: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(2)
-    ids = torch.randint(3, 8192, (n_tokens // seq_len, seq_len), generator=g)
-    ids[:, 0] = 0  # the special token first
-    return ids
-
-
 def interp_sae_worker(args: argparse.Namespace) -> None:
     """interp's dashboards of every feature of the SAE: the pass, the records and their files."""
     import interp
+    from benchmarks.dashboards_peer import sae_tokens
     from interp.sae import load
-    from interp.sae.dashboards import Settings, write_dashboards
+    from interp.sae.dashboards import Data, Settings, write_dashboards
 
     torch.set_num_threads(args.threads)
     folder = Path(args.folder)
@@ -214,10 +210,10 @@ def interp_sae_worker(args: argparse.Namespace) -> None:
             for i in range(0, len(ids), args.batch_size)]  # fmt: skip
     settings = Settings(top=10, quantiles=5, per_quantile=4, before=16, after=4)
     with tempfile.TemporaryDirectory() as tmp:
-        write_dashboards(model, sae, Path(tmp) / "warm", data=data[:1], scan="warm", settings=settings)
+        write_dashboards(model, sae, Path(tmp) / "warm", data[:1], scan="warm", settings=settings)
         start = time.perf_counter()
         done = write_dashboards(
-            model, sae, Path(tmp) / "run", data=data, scan="sae", settings=settings, skip_first=0
+            model, sae, Path(tmp) / "run", Data(texts=data, skip_first=0), scan="sae", settings=settings
         )
         seconds = time.perf_counter() - start
         index = json.loads((done.folder / "index.json").read_text())

@@ -15,6 +15,15 @@ from pathlib import Path
 import torch
 
 
+def sae_tokens(n_tokens: int, seq_len: int) -> torch.Tensor:
+    """The token ids both sides read (``n_tokens // seq_len`` items of ``seq_len``, the special token first):
+    defined here, where SAEDashboard's side runs without interp, and imported by ``benchmarks/dashboards.py``."""
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(3, 8192, (n_tokens // seq_len, seq_len), generator=g)
+    ids[:, 0] = 0  # the special token first
+    return ids
+
+
 def saedashboard_worker(args: argparse.Namespace) -> None:
     import warnings
 
@@ -25,8 +34,6 @@ def saedashboard_worker(args: argparse.Namespace) -> None:
     from sae_lens import SAE, HookedSAETransformer
     from transformer_lens import HookedTransformerConfig
     from transformer_lens.pretrained.weight_conversions import convert_gpt2_weights
-
-    from benchmarks.dashboards import sae_tokens
 
     warnings.filterwarnings("ignore")  # the pinned libraries' deprecation notices, thousands of them
     torch.set_num_threads(args.threads)

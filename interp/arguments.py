@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any, NoReturn
 
 
@@ -39,10 +40,25 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def non_negative_int(text: str) -> int:
-    """An argparse ``type``: an integer that is 0 or more (a layer, a head)."""
+    """An argparse ``type``: an integer that is 0 or more (a layer, a head, a count of retries)."""
     value = _int(text)
     if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; give an index from 0")
+        raise argparse.ArgumentTypeError(f"{value} is negative; give 0 or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type``: a finite number above 0 (seconds to wait, a rate); ``nan`` and ``inf`` are refused.
+
+    >>> positive_float("2.5")
+    2.5
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a finite number above 0") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}; give a finite number above 0")
     return value
 
 

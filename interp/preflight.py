@@ -6,6 +6,9 @@ nothing the user has: the only reliable test of "can I create a file here" is to
 existing folder is probed with an empty temporary file that is removed at once (permission bits say nothing
 when running as root, and ``/proc`` accepts ``os.access`` but refuses every new file).
 
+An activation store given as input is checked once, here (:func:`check_store`): a store, of every position, with
+rows, and, once they are known, holding the dictionary's input hooks and written by the model.
+
 Every command that writes into a folder follows one rule for what it may replace there,
 :func:`check_owned`: it replaces only what its own record in the folder says an earlier run of it wrote, and
 refuses, by name and before any work, any other entry of a name it would write.
@@ -215,8 +218,12 @@ def check_dtype(value: str | None, study: str = "this", cpu_only: str | None = N
     return dtype
 
 
-def find_model(name_or_path: str) -> Path:
+def find_model(name_or_path: str, flag: str | None = None) -> Path:
     """The checkpoint a model name or path points to, found without reading it.
+
+    Args:
+        name_or_path: a packaged name, a folder or a file.
+        flag: the flag that gave it (``"--explainer"``), named first in the message where a command has several.
 
     Raises:
         FileNotFoundError: A packaged model whose package is not installed (the message gives the command
@@ -229,8 +236,9 @@ def find_model(name_or_path: str) -> Path:
         return packaged_path(name_or_path)
     path = Path(name_or_path).expanduser()
     if not path.exists():
+        given = f"{flag}: no model {name_or_path!r}" if flag else f"no model {name_or_path!r}"
         raise FileNotFoundError(
-            f"no model {name_or_path!r}: it is not a packaged model ({', '.join(sorted(PACKAGED_MODELS))}) "
+            f"{given}: it is not a packaged model ({', '.join(sorted(PACKAGED_MODELS))}) "
             "and no file or folder is there; models are never downloaded, so pass a local path"
         )
     return path
@@ -324,3 +332,70 @@ def check_placement(args: Any) -> dict[str, Any]:
     except TypeError as err:
         raise ValueError(str(err)) from None
     return {"device_map": device_map, "max_memory": max_memory, "offload_folder": folder}
+
+
+def check_store(
+    store: Any,
+    *,
+    flag: str = "--store",
+    hooks: Iterable[str] = (),
+    model: Any = None,
+    need: str = "dashboards show each example in its context",
+):
+    """The activation store at ``store`` (a folder, or an :class:`~interp.store.ActivationStore`), checked for a
+    pass that reads every position of each item: dashboards, and the top contexts an attribution graph shows.
+
+    Called before the model loads with the folder alone (there, a store, of every position, with rows), and
+    again with the dictionary's input ``hooks`` and the ``model`` once they are known.
+
+    Args:
+        store: the folder, or the store.
+        flag: how the user named it, for messages.
+        hooks: hooks the store must hold (the dictionary's input hooks).
+        model: the model that must have written it (compared by its weights' fingerprint).
+        need: why every position is needed, for the message of a store that kept fewer.
+
+    Returns:
+        The :class:`~interp.store.ActivationStore`.
+
+    Raises:
+        FileNotFoundError: not an activation store. ValueError: one that keeps only some positions, holds no
+            rows yet, lacks one of ``hooks``, or was written by another model; each in one line naming the
+            store and what would do.
+    """
+    from interp.store import ActivationStore
+    from interp.store.meta import META, model_fingerprint
+
+    if not isinstance(store, ActivationStore):
+        folder = Path(store).expanduser()
+        if not (folder / META).is_file():
+            raise FileNotFoundError(
+                f"{flag} {folder} is not an activation store (no {META}); write one with interp cache MODEL "
+                "--data FILE --hooks ... --positions all --out DIR"
+            )
+        store = ActivationStore(folder)
+    positions = store.meta["identity"].get("positions")
+    if positions != "all":
+        raise ValueError(
+            f"{flag} {store.folder} keeps positions {positions!r}; {need}, so it needs every position "
+            "(interp cache ... --positions all)"
+        )
+    if len(store) == 0:
+        raise ValueError(f"{flag} {store.folder} holds no rows yet; let interp cache commit a shard first")
+    hooks = sorted(set(hooks))
+    missing = [h for h in hooks if h not in store.hook_names]
+    if missing:
+        raise ValueError(
+            f"{flag} {store.folder} has no rows of {missing}, which the dictionary reads; it holds "
+            f"{store.hook_names}. Cache them: interp cache MODEL --data FILE --hooks '{','.join(hooks)}' "
+            "--positions all --out DIR"
+        )
+    if model is not None:
+        stored = store.meta["identity"]["model"]
+        if stored.get("fingerprint") != model_fingerprint(model):
+            raise ValueError(
+                f"{flag} {store.folder} was written by model {stored.get('name') or 'unnamed'} (fingerprint "
+                f"{str(stored.get('fingerprint'))[:12]}), not by the model given; pass the model it was cached "
+                "with, or cache the store again with this one"
+            )
+    return store

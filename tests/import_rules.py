@@ -28,10 +28,15 @@ from pathlib import Path
 # other. The package root exposes the public names and wires the model's delegated methods to the packages
 # that implement them.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # Scripts run as files (no package): the project's own tools and its benchmarks, over everything below.
+    ("scripts", ("scripts.*",)),
+    ("benchmarks", ("benchmarks.*",)),
     ("studies", ("studies.*",)),
     ("package root", ("interp", "interp.__main__")),
     ("cli", ("interp.cli",)),
     ("commands", ("interp.commands.*",)),
+    # interp serve's app calls every package below it and computes nothing of its own.
+    ("serve", ("interp.serve.*",)),
     ("study scaffold", ("interp.study",)),
     ("compat", ("interp.compat.*",)),
     ("circuits", ("interp.circuits.*",)),
@@ -40,9 +45,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The explainer page and attention_view draw what analysis functions compute, so report sits above them.
     ("report", ("interp.report.*",)),
     ("analysis", ("interp.analysis.*",)),
-    ("store", ("interp.store.*",)),
-    # The checks every command and study runs before anything loads find models and parse devices in load.
+    # The checks every command and study runs before anything loads: they read stores (check_store), and find
+    # models and parse devices in load.
     ("preflight", ("interp.preflight",)),
+    ("store", ("interp.store.*",)),
     ("load", ("interp.load.*", "interp.hf")),
     ("model", ("interp.model.*",)),
     (
@@ -50,11 +56,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "interp.config",
             "interp.tokens",
+            "interp.chat_template",
             "interp.atomic",
             "interp.distributed",
             "interp.registry",
             "interp.arguments",
             "interp.dictionary",
+            "interp.feature_id",
+            "interp.resumable",
             "interp.allocator",
         ),
     ),
@@ -73,7 +82,11 @@ RUN_TIME_IMPORTS: dict[str, str] = {
     "interp.registry": "the studies registered in the interp.studies entry-point group, by their entry points",
 }
 
-PACKAGES = ("interp", "hooks", "studies")
+PACKAGES = ("interp", "hooks", "studies", "benchmarks", "scripts")
+
+SCRIPT_FOLDERS = ("benchmarks", "scripts")
+"""Folders of scripts run as files, not packages: a script's own folder is first on ``sys.path``, so a bare
+``import provenance`` in ``benchmarks/dashboards.py`` imports ``benchmarks/provenance.py``."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,15 @@ def _resolve(name: str, modules: Mapping[str, Path]) -> str | None:
         if candidate in modules:
             return candidate
     return None
+
+
+def _sibling(module: str, name: str, modules: Mapping[str, Path]) -> str | None:
+    """The module beside ``module`` that ``name`` imports, for a script of :data:`SCRIPT_FOLDERS` (else None)."""
+    folder = module.split(".")[0]
+    if folder not in SCRIPT_FOLDERS or name.split(".")[0] == folder:
+        return None
+    found = _resolve(f"{folder}.{name}", modules)
+    return found if found is not None and found != folder else None
 
 
 UNREAD = "?"
@@ -170,7 +192,7 @@ def imports(root: Path, packages: Sequence[str] = PACKAGES) -> list[Import]:
             if name.endswith(".*"):  # any module directly in the package
                 targets = [m for m in modules if m.rpartition(".")[0] == name[:-2]]
             else:
-                targets = [_resolve(name, modules)]
+                targets = [_sibling(module, name, modules) or _resolve(name, modules)]
             for target in targets:
                 if target is not None and target != module:
                     found.setdefault(Import(module, target, node.lineno), None)  # once per line and target

@@ -133,6 +133,10 @@ def test_explain_flags_are_checked_before_loading(tmp_path, capsys, no_loading):
     one_error_line(capsys, "--dtype 'int8' is not a floating torch dtype")
     assert main(["explain", "  ", "--out", out]) == 2
     one_error_line(capsys, "the text to explain is empty")
+    assert main(["explain", "The cat sat", "--model", str(tmp_path / "nope"), "--out", out]) == 2
+    one_error_line(
+        capsys, f"interp: error: --model: no model '{tmp_path / 'nope'}': it is not a packaged model"
+    )
 
 
 def test_explain_layer_and_head_out_of_range_before_the_forward(tmp_path, monkeypatch, capsys):
@@ -140,7 +144,9 @@ def test_explain_layer_and_head_out_of_range_before_the_forward(tmp_path, monkey
 
     model = tiny_model()
     monkeypatch.setattr(LOADER, "load", lambda name, **kwargs: model)
-    monkeypatch.setattr("interp.preflight.find_model", lambda name: Path(name))  # "tiny" is the model above
+    monkeypatch.setattr(
+        "interp.preflight.find_model", lambda name, flag=None: Path(name)
+    )  # "tiny" is the model above
 
     def no_forward(*args, **kwargs):
         raise AssertionError("the model ran before the bad layer or head was refused")

@@ -133,3 +133,32 @@ def test_a_planted_import_of_one_study_by_another_is_named(tmp_path):
         f"studies/steering/measure.py:{line} imports studies.coreference.causal (studies/coreference/causal.py): "
         "a study imports another study; share it through studies/data/"
     ]
+
+
+def test_benchmarks_and_scripts_are_read_with_their_sibling_imports_and_a_circle_among_them_is_named(
+    tmp_path,
+):
+    """Scripts run as files import the modules beside them by bare name (their folder is first on sys.path)."""
+    (tmp_path / "interp").mkdir()
+    (tmp_path / "interp" / "__init__.py").write_text("")
+    (tmp_path / "interp" / "config.py").write_text("def run():\n    from benchmarks import timing\n")
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "provenance.py").write_text("import torch\n")
+    (bench / "timing.py").write_text("import provenance\nfrom benchmarks.peer import tokens\n")
+    (bench / "peer.py").write_text("def tokens():\n    from benchmarks.timing import provenance\n")
+    packages = ("interp", "benchmarks")
+
+    assert sorted((i.source, i.target) for i in import_rules.imports(tmp_path, packages)) == [
+        ("benchmarks.peer", "benchmarks.timing"),
+        ("benchmarks.timing", "benchmarks.peer"),
+        ("benchmarks.timing", "benchmarks.provenance"),
+        ("interp.config", "benchmarks.timing"),
+    ]
+    assert import_rules.circles(tmp_path, packages) == [
+        ["benchmarks/peer.py", "benchmarks/timing.py", "benchmarks/peer.py"]
+    ]
+    assert import_rules.layer_violations(tmp_path, packages=packages) == [
+        "interp/config.py:2 imports benchmarks.timing (benchmarks/timing.py): layer 'helpers' may not import "
+        "'benchmarks' above it"
+    ]

@@ -32,15 +32,14 @@ import torch
 import interp
 from interp.circuits import attribute
 from interp.sae import train_transcoders
+from studies.attribution.prompts import SEED, SEED_QUESTION
 from studies.data.corpus import load_corpus
 
 torch.set_grad_enabled(False)  # forwards only; training and attribution turn gradients on themselves
 model = interp.load("smollm2-135m")
-twins = {
-    "tired": "The animal didn't cross the street because it was too tired",
-    "wide": "The animal didn't cross the street because it was too wide",
-}
-question = ' In that sentence, "it" means the'
+twins = {"tired": SEED[0], "wide": SEED[1]}  # the attribution study's pair, full stops included
+question = SEED_QUESTION  # ' In that sentence, "it" means the'
+print(twins)
 animal, street = (int(model.to_tokens(w, prepend_bos=False).ids[0, 0]) for w in (" animal", " street"))
 """,
     ),
@@ -49,13 +48,16 @@ animal, street = (int(model.to_tokens(w, prepend_bos=False).ids[0, 0]) for w in 
         """
 ## Does the model do it?
 
-A question after the sentence makes the answer one next token: the model's preference is the logit of
-" animal" minus that of " street". A model that resolves the pronoun prefers the animal after *tired* and the
-street after *wide*. SmolLM2 prefers the animal in both, by about 7.9 and 7.6 logits: **the switch word does not
-flip its answer**, so there is no resolution by the adjective to explain in this pair. (On the Winograd twin
-pairs of the coreference study it does better than chance with its own scoring; this pair is not among its
-successes.) The graph below still shows what carries " animal" and why the heads on that path attend where
-they do.
+The sentences and the question are the attribution study's own (`studies.attribution.prompts`, full stops
+included), so the preferences below are the ones its report gives for the seed's pair. A question after the
+sentence makes the answer one next token: the model's preference is the logit of " animal" minus that of
+" street". A model that resolves the pronoun prefers the animal after *tired* and the street after *wide*.
+SmolLM2 prefers the animal in both, by about 7.9 and 7.4 logits: **the switch word does not flip its answer**.
+It does move it, by about half a logit toward the street after *wide*, the direction resolution needs, on top
+of a strong preference for the animal in either twin. A single pair cannot say whether that shift is more than
+chance; the study measures it over every twin pair. (On the Winograd twin pairs of the coreference study the
+model does better than chance with its own scoring; this pair is not among its successes.) The graph below
+shows what carries " animal" and why the heads on that path attend where they do.
 """,
     ),
     (
@@ -68,7 +70,8 @@ def animal_minus_street(text: str) -> float:
 
 preference = {word: animal_minus_street(text) for word, text in twins.items()}
 print(preference)
-assert abs(preference["tired"] - 7.9) < 0.1 and abs(preference["wide"] - 7.6) < 0.1
+assert abs(preference["tired"] - 7.9) < 0.05 and abs(preference["wide"] - 7.4) < 0.05
+assert abs(preference["tired"] - preference["wide"] - 0.5) < 0.05  # toward the street after "wide"
 """,
     ),
     (
@@ -151,7 +154,7 @@ print(explained)
 for head, versus in zip(explained.heads, explained.differences, strict=True):
     print(f"L{head.layer}H{head.head}: loading {head.loading:+.3f}, weight on the animal {head.pattern:.3f}, "
           f"score {head.score:.3f}; animal minus street {versus.difference:+.3f}")
-    for query_node, key_node, value in head.terms(4):
+    for query_node, key_node, value in head.top(4):
         print(f"    {query_node:>14} x {key_node:<14} {value:+.3f}")
     assert abs(float(head.matrix.sum()) - head.score) < 1e-4 * max(1.0, abs(head.score))
     assert abs(float(versus.matrix.sum()) - versus.difference) < 1e-4 * max(1.0, abs(versus.difference))
@@ -168,29 +171,22 @@ every key node. The nodes at "it" and "tired" make less than a tenth of each hea
 parts), and the nodes at the animal's own position less than half of its key side: the rest is what no node
 writes and what the first two positions (the special token and "The") write, through earlier heads. So the
 heads that carry the animal into the answer do not attend to it because the pronoun and the adjective ask for
-it. That is the shape of the study's finding with larger transcoders: the answer does not flip with the switch
-word, the heads on the referent's path attend for reasons the graph traces to the sentence's first positions,
-and so **on this model "it" does not take its meaning from "animal" the way the seed pages draw it**. The study
-tests that reading by zeroing the named nodes against matched random ones, within a prompt and held out on the
-twin, with intervals over twin pairs.
+it: **in this graph, "it" does not take its meaning from "animal" the way the seed pages draw it**. That is one
+twin of one pair, read through transcoders too small to capture much of the model, not the study's finding: the
+study asks the same question with larger transcoders of every twin pair, tests the reading by zeroing the named
+nodes against matched random ones, within a prompt and held out on the twin, and states its own answer, with
+intervals over twin pairs, in [its README](../../studies/attribution/README.md).
 """,
     ),
     (
         "code",
         """
-from interp.analysis.node import Node
-
-
-def position(name: str) -> int | None:
-    return None if name == "bias" else Node.parse(name).position
-
-
-for head in explained.heads:
-    query_parts = dict(zip(head.query_nodes, head.matrix.sum(1).abs().tolist(), strict=True))
-    key_parts = dict(zip(head.key_nodes, head.matrix.sum(0).abs().tolist(), strict=True))
-    pronoun_and_adjective = sum(v for n, v in query_parts.items() if position(n) in (9, 12))
+for head in explained.heads:  # the nodes are values: each knows its position (None for the bias)
+    query_parts = dict(zip(head.query_components, head.matrix.sum(1).abs().tolist(), strict=True))
+    key_parts = dict(zip(head.key_components, head.matrix.sum(0).abs().tolist(), strict=True))
+    pronoun_and_adjective = sum(v for n, v in query_parts.items() if n.position in (9, 12))
     pronoun_and_adjective /= sum(query_parts.values())
-    at_the_animal = sum(v for n, v in key_parts.items() if position(n) == at_animal) / sum(key_parts.values())
+    at_the_animal = sum(v for n, v in key_parts.items() if n.position == at_animal) / sum(key_parts.values())
     print(f"L{head.layer}H{head.head}: query side from 'it' and 'tired' {pronoun_and_adjective:.2f}, "
           f"key side from the animal {at_the_animal:.2f}")
     assert pronoun_and_adjective < 0.1 and at_the_animal < 0.5

@@ -2,8 +2,8 @@
 steering, QK attribution (why a head attends where it does), and mixture-of-experts routing (statistics, each
 expert's direct effect, routing patching).
 
-The statistics reports put next to these numbers (Wilson intervals, the exact binomial test, Holm's
-correction) are in :mod:`interp.analysis.stats`.
+The statistics reports put next to these numbers (intervals over groups, sign-flip, binomial and permutation
+tests, twin differences, corrections over a family) are in :mod:`interp.analysis.stats`.
 
 Every function that measures a behaviour (patching, attribution patching, steering sweeps, and circuits
 above this package) takes one kind of metric, ``metric(logits, batch) -> [batch]``:
@@ -19,7 +19,8 @@ from interp.analysis.attribution_patching import attribution_patch, verify_top_k
 from interp.analysis.checks import MissingHooksError
 from interp.analysis.decompose import decompose_names, decompose_resid, decompose_stream
 from interp.analysis.effect import normalised_effect
-from interp.analysis.expert_attribution import expert_logit_attribution, expert_names, expert_writes
+from interp.analysis.expert_attribution import expert_logit_attribution, expert_names
+from interp.analysis.expert_writes import expert_writes
 from interp.analysis.head_scores import (
     duplicate_token_scores,
     first_token_scores,
@@ -47,11 +48,20 @@ from interp.analysis.routing import RoutingStats, routing_statistics
 from interp.analysis.routing_patching import RoutingEdit, routing_effects, routing_patch
 from interp.analysis.source_contributions import attention_norms, source_contributions
 from interp.analysis.stats import (
+    Comparison,
+    Correction,
+    Interval,
     binomial_test,
     bootstrap_mean_interval,
+    correct_intervals,
+    correct_tests,
+    group_interval,
     holm,
+    label_permutation_test,
     mean_interval,
+    sign_flip_interval,
     sign_flip_test,
+    twin_difference_test,
     wilson_interval,
 )
 from interp.analysis.steering import (
@@ -66,6 +76,9 @@ from interp.analysis.steering_sweep import steering_sweep
 
 __all__ = [
     "Batch",
+    "Comparison",
+    "Correction",
+    "Interval",
     "Metric",
     "MissingHooksError",
     "ProbeResult",
@@ -85,6 +98,8 @@ __all__ = [
     "binomial_test",
     "bootstrap_mean_interval",
     "component_table",
+    "correct_intervals",
+    "correct_tests",
     "decompose_names",
     "decompose_resid",
     "decompose_stream",
@@ -95,10 +110,12 @@ __all__ = [
     "expert_names",
     "expert_writes",
     "first_token_scores",
+    "group_interval",
     "head_table",
     "holm",
     "hook_names_for",
     "induction_scores",
+    "label_permutation_test",
     "linearise_norm",
     "load_steering_vector",
     "logit_difference",
@@ -118,6 +135,7 @@ __all__ = [
     "routing_patch",
     "routing_statistics",
     "run_patched",
+    "sign_flip_interval",
     "sign_flip_test",
     "source_contributions",
     "span_attention",
@@ -126,6 +144,7 @@ __all__ = [
     "steering_vector",
     "steering_vectors",
     "train_probe",
+    "twin_difference_test",
     "unembed_stream",
     "verify_top_k",
     "wilson_interval",

@@ -83,18 +83,18 @@ def parse_hooks(text: str) -> list[str]:
     return names
 
 
-def check_args(args: argparse.Namespace) -> tuple[list[Any], list[str], str | list[int]]:
+def check_args(args: argparse.Namespace) -> tuple[list[Any], list[str], str | list[int], dict[str, Any]]:
     """Everything about an ``interp cache`` command that can be checked before the model loads.
 
     Returns:
-        The data items, the hook names and the positions.
+        The data items, the hook names, the positions and ``interp.load``'s placement keywords.
     """
     from interp.preflight import check_command, check_placement
     from interp.store import read_items
     from interp.store.batches import check_positions
     from interp.store.folder import check_folder
 
-    check_placement(args)  # the placement flags, before the model is looked for
+    placement = check_placement(args)  # the placement flags, before the model is looked for
     check_command(out=args.out, device=args.device, dtype=args.dtype, model=args.model, data=args.data)
     out = Path(args.out).expanduser()
     positions = check_positions(parse_positions(args.positions))
@@ -108,18 +108,16 @@ def check_args(args: argparse.Namespace) -> tuple[list[Any], list[str], str | li
         "data": {"kind": "texts", "n_items": len(items), "n_batches": n_batches},
     }  # the model, hooks, dtype and ranks are compared once the model is loaded
     check_folder(out, known, overwrite=bool(getattr(args, "overwrite", False)), keys=list(known))
-    return items, hooks, positions
+    return items, hooks, positions, placement
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the command, then cache; under ``torchrun`` each rank takes its share of the batches."""
     from interp import distributed
     from interp.load import load
-    from interp.preflight import check_placement
     from interp.store.cache import cache_activations
 
-    items, hooks, positions = check_args(args)
-    placement = check_placement(args)
+    items, hooks, positions, placement = check_args(args)
     with distributed.session():
         device = args.device
         if distributed.is_distributed() and (device is None or device == "cuda"):

@@ -4,8 +4,8 @@ Everything that can be checked before the model loads is checked first, each in 
 the dictionary's path, the data file (every line) or the store (an activation store of every position), the
 scan name, the feature list, the numbers, the device and the dtype. With the model: that the dictionary fits
 it, that the store holds the dictionary's input hooks and was written by this model, and that ``OUT`` holds no
-other run's dashboards under this scan, all before the pass. The pass and the files are
-:func:`interp.sae.dashboards.write_dashboards`.
+other run's dashboards under this scan, all before the pass. A store is checked by
+:func:`interp.preflight.check_store`, the pass and the files are :func:`interp.sae.dashboards.write_dashboards`.
 """
 
 from __future__ import annotations
@@ -73,30 +73,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(fn=run)
 
 
-def parse_features(text: str) -> list[tuple[int, int]]:
-    """``"3:17,5:2"`` -> ``[(3, 17), (5, 2)]``."""
-    pairs = []
-    for part in text.split(","):
-        layer, sep, feature = part.strip().partition(":")
-        if not sep or not layer.strip().isdigit() or not feature.strip().isdigit():
-            raise ValueError(
-                f"--features {text!r}: {part.strip()!r} is not LAYER:FEATURE; give pairs such as 3:17,5:2"
-            )
-        pairs.append((int(layer), int(feature)))
-    return pairs
-
-
 def check_args(args: argparse.Namespace):
     """Everything about the command that can be checked before the model loads.
 
     Returns:
-        ``(items or None, store or None, settings, features or None, scan)``.
+        ``(data, settings, features or None, scan, placement)``: the :class:`~interp.sae.dashboards.Data` read,
+        what is kept, the features chosen, the scan's name and ``interp.load``'s placement keywords.
     """
-    from interp.preflight import check_command, check_output_folder, check_owned, check_placement
-    from interp.sae.dashboards import Settings
+    from interp.feature_id import FeatureId
+    from interp.preflight import check_command, check_output_folder, check_owned, check_placement, check_store
+    from interp.sae.dashboards import Data, Settings
     from interp.sae.dashboards.folder import RUN, check_scan, default_scan
 
-    check_placement(args)
+    placement = check_placement(args)
     check_output_folder(args.out, flag="--out")
     check_command(device=args.device, dtype=args.dtype, model=args.model, data=args.data)
     dictionary = Path(args.dictionary).expanduser()
@@ -104,15 +93,16 @@ def check_args(args: argparse.Namespace):
         raise FileNotFoundError(
             f"--dictionary {dictionary} does not exist; give an SAE or transcoders folder"
         )
-    items = store = None
     if args.data is not None:
         from interp.store import read_items
 
-        items = read_items(args.data)
+        data = Data(texts=read_items(args.data), max_tokens=args.tokens, batch_size=args.batch_size)
     else:
-        store = _store(Path(args.store).expanduser())
+        data = Data(store=check_store(args.store, flag="--store"), max_tokens=args.tokens)
     if not args.checkpoint_minutes > 0:
-        raise ValueError(f"--checkpoint-minutes {args.checkpoint_minutes}; it must be more than 0")
+        raise ValueError(
+            f"--checkpoint-minutes {args.checkpoint_minutes}: it must be more than 0, such as 5 (the default)"
+        )
     settings = Settings(
         top=args.top,
         quantiles=args.quantiles,
@@ -122,52 +112,29 @@ def check_args(args: argparse.Namespace):
         after=args.after,
         seed=args.seed,
     )
-    features = None if args.features is None else parse_features(args.features)
+    features = None if args.features is None else FeatureId.parse_list(args.features, "--features")
     scan = check_scan(args.scan) if args.scan is not None else default_scan(dictionary)
     root = Path(args.out).expanduser() / "features" / scan  # the folder's part that is the run's
     check_owned(root, None, (root / RUN).is_file(), flag="--out", command="interp dashboards", record=RUN)
-    return items, store, settings, features, scan
-
-
-def _store(folder: Path):
-    from interp.store import ActivationStore
-
-    if not (folder / "meta.json").is_file():
-        raise FileNotFoundError(
-            f"--store {folder} is not an activation store (no meta.json); see interp cache"
-        )
-    store = ActivationStore(folder)
-    positions = store.meta["identity"].get("positions")
-    if positions != "all":
-        raise ValueError(
-            f"--store {folder} keeps positions {positions!r}; dashboards show each example in its context, so "
-            "they need every position (interp cache ... --positions all)"
-        )
-    if len(store) == 0:
-        raise ValueError(f"--store {folder} holds no rows yet; let interp cache commit a shard first")
-    return store
+    return data, settings, features, scan, placement
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the command, load the model and the dictionary, check they fit, then write the dashboards."""
     from interp.load import load
-    from interp.preflight import check_placement
     from interp.sae.dashboards import load_dictionary, write_dashboards
 
-    items, store, settings, features, scan = check_args(args)
-    model = load(args.model, device=args.device, dtype=args.dtype, **check_placement(args))
+    data, settings, features, scan, placement = check_args(args)
+    model = load(args.model, device=args.device, dtype=args.dtype, **placement)
     dictionary = load_dictionary(args.dictionary, model)
     done = write_dashboards(
         model,
         dictionary,
         args.out,
-        data=items,
-        store=store,
+        data,
         scan=scan,
         settings=settings,
         features=features,
-        max_tokens=args.tokens,
-        batch_size=args.batch_size,
         checkpoint_seconds=60 * args.checkpoint_minutes,
         progress=not args.quiet,
     )
@@ -180,4 +147,10 @@ def run(args: argparse.Namespace) -> int:
         f"{done.folder}: dashboards of {done.n_features} features over {done.n_tokens:,} tokens{resumed}; "
         f"pass {s['pass']:.1f} s, files {s['records']:.1f} s; open {done.folder / 'index.html'}"
     )
+    if done.n_dead:
+        print(
+            f"{done.n_dead} of {done.n_features} features never fired in these {done.n_tokens:,} tokens: their "
+            "dashboards hold no example, so there is nothing to explain; they are dead, or too rare for this "
+            "much text (a larger --data, or --tokens, shows which)"
+        )
     return 0

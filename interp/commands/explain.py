@@ -50,16 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the command, then write the page."""
-    from interp.preflight import check_command, check_placement
+    from interp.preflight import check_command, check_placement, find_model
 
     placement = check_placement(args)  # the placement flags, before the model is looked for
     check_command(
-        out=args.out,
-        out_file=((".html", ".htm"), "explain.html"),
-        device=args.device,
-        dtype=args.dtype,
-        model=args.model,
+        out=args.out, out_file=((".html", ".htm"), "explain.html"), device=args.device, dtype=args.dtype
     )
+    find_model(args.model, flag="--model")
     if not args.text.strip():
         raise ValueError('the text to explain is empty; pass a sentence, such as "The cat sat on the mat"')
     from interp.load import load

@@ -14,7 +14,8 @@ An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (
 - ``transcoder/``: :class:`TranscoderSet` and :class:`CrossLayerTranscoder` (one interface);
 - ``splice.py``: :func:`spliced`, the one splice of every dictionary: ``model.saes([...])``,
   ``model.run_with_saes(...)`` and ``model.transcoders(tc)`` (the replacement model) run it;
-- ``training/``: :func:`train` on a tensor or an activation store, resumable, under torchrun;
+- ``training/``: :func:`train`, one trainer for every kind (SAEs and transcoders), on a tensor or an activation
+  store, resumable, under torchrun;
 - ``evaluate.py``: :func:`evaluate`, of every dictionary, per layer (L0, explained variance, dead and dense
   features) and spliced in whole (CE loss recovered, KL);
 - ``dashboards/``: every feature's dashboard in one streaming pass (quantile examples, histogram, density,

@@ -32,7 +32,8 @@ class FeatureStats:
     Attributes:
         features: the features, as asked.
         contexts: one row per top context: ``feature, rank, activation, item, position, token, left, right``.
-        records: feature -> its dashboard record (:mod:`interp.sae.dashboards.records`: histogram, quantiles).
+        records: feature -> its dashboard record (:class:`interp.sae.dashboards.FeatureFile` as a dict:
+            histogram, quantiles).
         n_tokens: tokens read.
     """
 
@@ -61,7 +62,7 @@ def feature_stats(
     """Top ``k`` activating tokens (with ``window`` tokens of context each side), histograms and densities of
     ``features``, over ``tokens`` (ids ``[batch, pos]``, a Tokens batch, or texts, tokenized as the model does;
     every token counts)."""
-    from interp.sae.dashboards import Settings, as_dictionary, collect
+    from interp.sae.dashboards import Data, Settings, as_dictionary, collect
     from interp.sae.evaluation_batches import lm_batches
 
     features = [int(f) for f in features]
@@ -72,9 +73,13 @@ def feature_stats(
     batches = [(ids.cpu(), mask.cpu()) for ids, mask in lm_batches(model, tokens, attention_mask, batch_size)]
     settings = Settings(top=k, before=window, after=window)
     collected = collect(
-        model, sae, data=batches, settings=settings, features=[(layer, f) for f in features], skip_first=0
+        model,
+        sae,
+        Data(texts=batches, skip_first=0),
+        settings=settings,
+        features=[(layer, f) for f in features],
     )
-    records = {r["feature"]: r for r in collected.records(model)}
+    records = {r.feature: r.to_dict() for r in collected.records(model)}
     rows = []
     for f in features:
         groups = records[f]["examples_quantiles"]
@@ -104,8 +109,8 @@ def logit_effects(model: Any, sae: SAE, features: Sequence[int], k: int = 10) ->
     Returns:
         Rows ``feature, direction ("promoted" | "suppressed"), rank, token, logit``.
     """
-    from interp.sae.dashboards.dictionary import as_dictionary, logit_rows
-    from interp.sae.dashboards.logits import direct_logits
+    from interp.sae.dashboards import as_dictionary
+    from interp.sae.dashboards.logits import direct_logits, logit_rows
 
     saes = as_dictionary(sae)
     rows = logit_rows(saes, saes.layers[0], torch.as_tensor(list(features), dtype=torch.long))

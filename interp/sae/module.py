@@ -241,13 +241,17 @@ class SAE(HookedModule):
                 f"decoding this SAE (normalize_activations={mode!r}, skip={self.cfg.skip}) needs the "
                 "encoded input: call decode(acts, x)"
             )
+        normalised = mode in ("constant_norm_rescale", "layer_norm")
+        if normalised:  # SAELens hooks the reconstruction before the input's normalisation is undone
+            out = run(self.hook_sae_recons, out)
         if mode == "constant_norm_rescale":
             out = out / ctx.stats[0]
         elif mode == "layer_norm":
             out = out * ctx.stats[1] + ctx.stats[0]
         if self.cfg.skip:
             out = out + ctx.sae_in @ self.W_skip.T
-        out = run(self.hook_sae_recons, out)
+        if not normalised:
+            out = run(self.hook_sae_recons, out)
         if self.cfg.reshape_activations == "hook_z" and ctx is not None:
             out = out.reshape(ctx.shape)  # [..., head, d_head]
         return out

@@ -138,7 +138,11 @@ def spliced(model: Any, dictionary: Any, *, use_error_term: bool = False) -> Ite
         for out in written_layers(d):
             hook = d.output_hook(out)
             if hook in writers:
-                who = f"dictionaries {writers[hook]} and {i}" if writers[hook] != i else f"two layers of {i}"
+                who = (
+                    f"dictionaries {writers[hook]} and {i}"
+                    if writers[hook] != i
+                    else f"two layers of dictionary {i}"
+                )
                 raise ValueError(
                     f"{who} both replace {hook!r}; splice one dictionary per hook (or chain them at different "
                     "hooks)"

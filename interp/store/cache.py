@@ -20,7 +20,7 @@ from interp import distributed
 from interp.store.batches import BatchSource, Positions, check_positions
 from interp.store.files import write_json
 from interp.store.folder import claim, discard_unstarted, first_missing
-from interp.store.meta import CHAIN_START, FORMAT, META, chain, model_identity
+from interp.store.meta import CHAIN_START, FORMAT, META, chain, model_record
 from interp.store.reader import ActivationStore
 from interp.store.run import Run
 
@@ -95,7 +95,7 @@ def cache_activations(
         raise ValueError("a run over several ranks needs a sized data set (a list), to split it by batch")
     identity = {
         "format": FORMAT,
-        "model": model_identity(model),
+        "model": model_record(model),
         "hooks": hooks,
         "positions": positions,
         "dtype": str(store_dtype or model.dtype).removeprefix("torch."),

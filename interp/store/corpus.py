@@ -1,8 +1,9 @@
 """Data files as texts: the items of a data set, the texts of a corpus, and token windows cut from them.
 
-Both ``interp cache`` and ``interp sae train`` (and the studies that train dictionaries) read their data
-through here, so a file is refused for the same reasons, in the same words, wherever it is read: not there, a
-folder, not UTF-8, binary, a JSONL line that is not an object with a text field, or nothing left to read.
+``interp cache``, ``interp dashboards`` and ``interp sae train`` (and the studies that train dictionaries) read
+their data through here, one reader of text files (:func:`read_items`), so a file is refused for the same
+reasons, in the same words, wherever it is read: not there, a folder, not UTF-8, binary (a NUL byte), a JSONL
+line that is not an object with a text field, or nothing left to read.
 """
 
 from __future__ import annotations
@@ -26,10 +27,7 @@ def read_items(path: str | Path) -> list[Any]:
         raise ValueError(f"--data {path} is a folder; pass a text or JSONL file")
     if not path.is_file():
         raise FileNotFoundError(f"--data {path} does not exist")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise ValueError(f"--data {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    lines = _text(path).splitlines()
     if path.suffix not in JSONL_SUFFIXES:
         items = [line for line in lines if line.strip()]
     else:
@@ -72,12 +70,6 @@ def read_corpus(path: str | Path) -> list[str]:
             raise ValueError(f"{path} has columns {list(frame.columns)}; a corpus needs a 'text' column")
         texts = frame["text"].tolist()
     else:
-        try:
-            raw = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(f"--data {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
-        if "\x00" in raw:
-            raise ValueError(f"--data {path} holds NUL bytes: it is a binary file, not text")
         items = read_items(path)
         texts = [item if isinstance(item, str) else item.get("text") for item in items]
     bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
@@ -87,6 +79,22 @@ def read_corpus(path: str | Path) -> list[str]:
     if not texts:
         raise ValueError(f"--data {path} holds no text; give a file with at least one non-blank line")
     return texts
+
+
+def _text(path: Path) -> str:
+    """The file's text: UTF-8, and no NUL byte (which no text file holds: a binary file, or one in UTF-16)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"--data {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        raise ValueError(
+            f"--data {path} holds a NUL byte (line {line}, byte {len(text[:nul].encode())}): it is a binary file, "
+            "not text; give UTF-8 text, one item a line, or JSONL with a 'text' field"
+        )
+    return text
 
 
 def windows(

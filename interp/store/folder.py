@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from interp import distributed
+from interp.resumable import Layout, Stage
+from interp.resumable import claim as claim_folder
 from interp.store.files import write_json
-from interp.store.meta import META, StoreMismatchError, check_identity, read_meta
+from interp.store.meta import META, StoreMismatchError, describe_difference, read_meta
 
 _STORE_FILE = re.compile(r"(meta\.json|shard_\d{5}\.safetensors)(\.tmp)?")
 _RANK_DIR = re.compile(r"rank\d+")
@@ -67,6 +69,20 @@ def inspect(folder: Path) -> FolderState:
     return FolderState(meta, shards, own, other)
 
 
+LAYOUT = Layout(
+    record=META,
+    what="an activation store",
+    other="another run's activation store",
+    remedy="write to another output folder, or replace it with overwrite=True (interp cache --overwrite)",
+    key="identity",
+    flag=None,
+    error=StoreMismatchError,
+    ignore=(META + ".tmp",),
+    describe=describe_difference,
+)
+"""How a store keeps its record (:mod:`interp.resumable`): ``meta.json``, the identity under ``identity``."""
+
+
 def check_folder(
     folder: Path, identity: dict[str, Any], *, overwrite: bool = False, keys: list[str] | None = None
 ) -> FolderState:
@@ -82,22 +98,14 @@ def check_folder(
         StoreMismatchError: ``folder`` is a file, holds other files and no store, or holds a different store
             with shards.
     """
-    if folder.exists() and not folder.is_dir():
-        raise StoreMismatchError(
-            f"{folder} is a file, not a folder; choose a new or empty folder for the store"
-        )
-    state = inspect(folder)
-    if state.meta is None and (state.other or [e for e in state.store_entries if e != META + ".tmp"]):
-        shown = ", ".join((state.other + state.store_entries)[:5])
-        raise StoreMismatchError(
-            f"{folder} is not empty and holds no activation store (no meta.json; it holds {shown}); "
-            "choose an empty or new folder"
-        )
-    if state.meta is not None and not overwrite and not state.unstarted:
-        stored = state.meta["identity"]
-        if keys is not None:
-            stored, identity = ({k: d.get(k) for k in keys} for d in (stored, identity))
-        check_identity(folder, stored, identity)
+    state = inspect(folder)  # reads meta.json: one that is not a store's is refused here
+
+    def stage(record: dict[str, Any]) -> Stage:
+        if overwrite or state.unstarted:
+            return Stage("new", ())
+        return Stage("complete" if record.get("complete") else "resume", keys)
+
+    claim_folder(folder, identity, LAYOUT, stage=stage)
     return state
 
 

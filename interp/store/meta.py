@@ -22,8 +22,10 @@ class StoreMismatchError(ValueError):
     """A store folder was written by a different model, hook set, layout or data set."""
 
 
-def model_identity(model: Any) -> dict[str, Any]:
-    """Name, config and a fingerprint of ``model``'s weights, dtype and tokenizer."""
+def model_record(model: Any) -> dict[str, Any]:
+    """The model as a store's identity records it: name, config, dtype and a fingerprint of its weights and
+    tokenizer. (A steering vector records its model otherwise, by a few embedding rows:
+    :func:`interp.analysis.steering_checks.model_identity`.)"""
     return {
         "name": model.cfg.name,
         "config": model.cfg.to_dict(),
@@ -69,22 +71,9 @@ def read_meta(folder: Path) -> dict[str, Any] | None:
     return meta
 
 
-def check_identity(folder: Path, stored: dict[str, Any], wanted: dict[str, Any]) -> None:
-    """Raise :class:`StoreMismatchError` naming every field in which ``folder`` differs from this run."""
-    problems = [
-        _describe(key, stored.get(key), wanted.get(key))
-        for key in sorted(set(stored) | set(wanted))
-        if stored.get(key) != wanted.get(key)
-    ]
-    if problems:
-        raise StoreMismatchError(
-            f"{folder} holds a different activation store: "
-            + "; ".join(problems)
-            + ". Write to another output folder, or replace it with overwrite=True (interp cache --overwrite)"
-        )
-
-
-def _describe(key: str, stored: Any, wanted: Any) -> str:
+def describe_difference(key: str, stored: Any, wanted: Any) -> str | None:
+    """How a store's message names a difference in ``key`` where the plain ``key was OLD, now NEW`` reads
+    worse (the model, by name, dtype and fingerprint; the number of ranks); ``None`` for every other field."""
     if key == "model" and stored and wanted:
 
         def label(m: dict) -> str:
@@ -94,9 +83,4 @@ def _describe(key: str, stored: Any, wanted: Any) -> str:
         return f"it was written by model {label(stored)}, this run uses {label(wanted)}"
     if key == "world_size":
         return f"it was written by {stored} rank(s), this run has {wanted}; rerun with the same number"
-    return f"{key} was {_short(stored)}, this run has {_short(wanted)}"
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return None

@@ -38,16 +38,17 @@ def write(
 ) -> tuple[Path, dict[tuple[int, int], dict[str, Any]]]:
     """Dashboards of ``features`` over ``texts`` in ``work/dashboards`` (or those a run before wrote there);
     their folder and each feature's record."""
-    from interp.sae.dashboards import Settings, cantor, write_dashboards
+    from interp.feature_id import FeatureId
+    from interp.sae.dashboards import Settings, write_dashboards
 
     key = hashlib.sha256(json.dumps([sorted(features), texts]).encode()).hexdigest()[:12]
     settings = Settings(top=8, quantiles=5, per_quantile=3, sample=40, before=12, after=3)
     done = write_dashboards(
-        model, tc, work / FOLDER, data=texts, scan=f"top-{key}", settings=settings, features=features,
+        model, tc, work / FOLDER, texts, scan=f"top-{key}", settings=settings, features=features,
         progress=progress,
     )  # fmt: skip
     records = {
-        (layer, feature): json.loads((done.folder / f"{cantor(layer, feature)}.json").read_text())
+        (layer, feature): json.loads((done.folder / f"{FeatureId(layer, feature).index}.json").read_text())
         for layer, feature in features
     }
     return done.folder, records

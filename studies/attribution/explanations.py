@@ -117,7 +117,7 @@ def run(
             name, [(i, table[borrowed[i]]["explanation"], examples[i]) for i in ok], ids, auto, backend,
             embedding,
         )  # fmt: skip
-        for i in ok:
+        for i in scores:
             table[i]["shuffled"][name] = scores[i]
     for i in ok:
         other = table[borrowed[i]]
@@ -161,20 +161,20 @@ def _token_rows(files: Any, ids: Sequence[Any], auto: Any, embedding: Any) -> li
 
 
 def _shuffled_scores(name, items, ids, auto, backend, embedding) -> dict[int, float]:
-    """Each feature's score ``name`` with a borrowed explanation, on its own examples."""
-    from interp.sae.explanations import DetectionScorer, FuzzingScorer
+    """Each feature's score ``name`` with a borrowed explanation, on its own examples (a feature whose score has
+    nothing to be computed from, such as no readable answer, is left out)."""
+    from interp.sae.explanations import Failure, make_scorers
 
-    if name == "embedding":
-        return {i: float(embedding.score(text, test, neg).auc) for i, text, (_, test, neg, _) in items}
-    kind = DetectionScorer if name == "detection" else FuzzingScorer
-    scorer = kind(auto.per_prompt, auto.threshold, auto.probabilities, auto.seed)
-    prepared = {i: scorer.prepare(text, test, neg, key=ids[i].index) for i, text, (_, test, neg, _) in items}
-    replies = backend.complete([r for p in prepared.values() for r in p.requests])
+    (scorer,) = make_scorers([name], auto, embedding)
+    tasks = {i: scorer.prepare(text, test, neg, key=ids[i].index) for i, text, (_, test, neg, _) in items}
+    requests = [r for task in tasks.values() for r in task.requests]
+    replies = backend.complete(requests) if requests else []
     out, at = {}, 0
-    for i, p in prepared.items():
-        judged = scorer.judge(p, replies[at : at + len(p.requests)], backend.name).to_json()
-        at += len(p.requests)
-        out[i] = float(judged[METRIC[name]])
+    for i, task in tasks.items():
+        judged = scorer.judge(task, replies[at : at + len(task.requests)], backend.name if requests else None)
+        at += len(task.requests)
+        if not isinstance(judged, Failure):
+            out[i] = float(judged.to_json()[METRIC[name]])
     return out
 
 

@@ -153,8 +153,9 @@ def top_beats_random(rows: list[dict], seed: int) -> dict:
 
 
 def interval(values: list[float], seed: int, groups: list | None = None) -> dict:
-    """The mean of ``values`` with its 95% bootstrap interval (NaN bounds for fewer than two values or groups:
-    one schema's twins resampled as one group give no interval)."""
+    """The mean of ``values`` with its 95% interval over ``groups`` (:func:`bootstrap_mean_interval`: the
+    percentile bootstrap from 10 groups, the t-interval over groups below, where the bootstrap covers too little;
+    NaN bounds for fewer than two values or groups: one schema's twins as one group give no interval)."""
     v = np.asarray(values, dtype=float)
     if len(v) < 2 or (groups is not None and len(set(groups)) < 2):
         return {"mean": float(v.mean()) if len(v) else float("nan"), "ci": [float("nan"), float("nan")]}

@@ -158,7 +158,8 @@ def agreement_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) -
 
 
 def verdict(row: dict | pd.Series, model: str, task: str) -> str:
-    """A plain sentence: above chance, at chance or below, judged by whether the 95% interval holds 0.5."""
-    acc, low, high = row["accuracy"], row["ci_low"], row["ci_high"]
-    where = "above chance" if low > 0.5 else "below chance" if high < 0.5 else "at chance"
-    return f"{model} is {where} on {task}: {acc:.2f} [{low:.2f}, {high:.2f}] (n = {int(row['n'])})."
+    """A plain sentence: above chance, at chance or below, judged by whether the 95% interval holds the row's
+    chance level."""
+    acc, low, high, chance = row["accuracy"], row["ci_low"], row["ci_high"], float(row["chance"])
+    where = "above chance" if low > chance else "below chance" if high < chance else "at chance"
+    return f"{model} is {where} on {task}: {acc:.2f} [{low:.2f}, {high:.2f}] (chance {chance:g}, n = {int(row['n'])})."

@@ -23,7 +23,7 @@ def add_findings(report: Report, model: str, results: Sequence[Any], causal: boo
             report.add_finding(_behaviour(a["behaviour"], model, label, result.kind), f"Behaviour: {label}")
         heads = a.get("heads")
         if heads is not None and len(heads):
-            report.add_finding(_heads(heads, label), f"Attention: {label}")
+            report.add_finding(_heads(heads, label, blind_queries(a.get("twins"))), f"Attention: {label}")
         exact = a.get("z_exact")
         if exact is not None and len(exact):
             top = exact.iloc[0]
@@ -54,40 +54,101 @@ def add_findings(report: Report, model: str, results: Sequence[Any], causal: boo
 def _behaviour(table: Any, model: str, label: str, kind: str) -> str:
     row = table[table["method"] == LABELS[PRIMARY]].iloc[0] if kind == "resolution" else table.iloc[0]
     acc, low, high = float(row["accuracy"]), float(row["ci_low"]), float(row["ci_high"])
-    where = "resolves the pronoun above chance" if low > 0.5 else "does not resolve it above chance"
-    if high < 0.5:
+    chance = float(row["chance"])
+    where = "resolves the pronoun above chance" if low > chance else "does not resolve it above chance"
+    if high < chance:
         where = "scores below chance"
     return (
         f"{label}: {model} {where}: {row['method']} accuracy **{acc:.2f}** [{low:.2f}, {high:.2f}] on "
-        f"{int(row['n'])} items (chance 0.5)."
+        f"{int(row['n'])} items (chance {chance:g})."
     )
 
 
-def _heads(heads: Any, label: str) -> str:
+def _heads(heads: Any, label: str, blind: Sequence[str] = ()) -> str:
     """The attention line. "Above chance" only for heads whose held-out interval excludes 0.5 (the table's
-    ``above_chance``); the head named is the one with the highest held-out accuracy among them, or, when none
-    is, the head ranked first on the selection schemas, reported at whatever it scored."""
-    above = heads[heads["above_chance"]] if "above_chance" in heads else heads.iloc[:0]
-    interval = "interval over held-out schemas, twins together"
-    if not len(above):
-        top = heads.iloc[0]
+    ``above_chance``); the head named is :func:`lead_head`'s, and the counts are :func:`head_counts`'s, the words
+    the attention section uses too."""
+    top, passed = lead_head(heads, blind)
+    counts = head_counts(heads)
+    if top is None:
+        return f"{label}: {counts}; {_blind_words(blind, heads)}"
+    if passed:
         return (
-            f"{label}: no head attends to the referent above chance (0.5) on held-out schemas. The head ranked "
-            f"first by accuracy on the selection schemas, {_name(top)} from {top['query']}, scores "
-            f"{top['test_accuracy']:.2f} [{top['test_ci_low']:.2f}, {top['test_ci_high']:.2f}] held out "
-            f"({interval}; Holm p = {top['p_holm']:.2g}): {_against_chance(top)}."
+            f"{label}: {counts}; the highest held-out accuracy among them: {head_name(top)} from {top['query']} "
+            f"({top['by']}), {top['test_accuracy']:.2f} [{top['test_ci_low']:.2f}, {top['test_ci_high']:.2f}]."
         )
-    best = above.loc[above["test_accuracy"].idxmax()]
-    distinct = lambda t: len(set(zip(t["layer"], t["head"], strict=True)))  # noqa: E731  a head tested by weight and by norm
     return (
-        f"{label}: {distinct(above)} of the {distinct(heads)} selected heads ({len(above)} of {len(heads)} tests, "
-        f"by query position and measure) attend to the referent above chance (0.5) on held-out schemas (Holm "
-        f"p < 0.05 and the {interval} above 0.5); the highest held-out accuracy among them: {_name(best)} from "
-        f"{best['query']}, {best['test_accuracy']:.2f} [{best['test_ci_low']:.2f}, {best['test_ci_high']:.2f}]."
+        f"{label}: {counts}. The head ranked first by accuracy on the selection schemas"
+        f"{' at a position that can see the switch word' if blind else ''}, {head_name(top)} from {top['query']} "
+        f"({top['by']}), scores {top['test_accuracy']:.2f} [{top['test_ci_low']:.2f}, {top['test_ci_high']:.2f}] "
+        f"held out ({INTERVAL}; Holm p = {top['p_holm']:.2g}): {_against_chance(top)}."
     )
 
 
-def _name(row: Any) -> str:
+INTERVAL = "interval over held-out schemas, twins together"
+
+
+def head_counts(heads: Any) -> str:
+    """How many heads and tests pass, in the words the summary and the section share: "1 of the 31 selected
+    heads (1 of 40 tests, by query position and measure) attend to the referent above chance (0.5) on held-out
+    schemas (...)", or "no head attends ..." with the number selected and tested."""
+    above = heads[heads["above_chance"]] if "above_chance" in heads else heads.iloc[:0]
+    tested = f"{len(heads)} tests, by query position and measure"
+    if not len(above):
+        return (
+            f"no head attends to the referent above chance (0.5) on held-out schemas (0 of the {_distinct(heads)} "
+            f"selected heads, {tested})"
+        )
+    return (
+        f"{_distinct(above)} of the {_distinct(heads)} selected heads ({len(above)} of {tested}) attend to the "
+        f"referent above chance (0.5) on held-out schemas (Holm p < 0.05 over the {len(heads)} tests and the "
+        f"{INTERVAL} above 0.5)"
+    )
+
+
+def lead_head(heads: Any, blind: Sequence[str] = ()) -> tuple[Any | None, bool]:
+    """The head a line about attention leads with, and whether it passed: the highest held-out accuracy among the
+    tests above chance; when none is, the test ranked first by accuracy on the selection schemas among the query
+    positions that can tell twins apart (not in ``blind``); ``None`` when every test is at a blind position."""
+    above = heads[heads["above_chance"]] if "above_chance" in heads else heads.iloc[:0]
+    if len(above):
+        return above.loc[above["test_accuracy"].idxmax()], True
+    seeing = heads[~heads["query"].isin(list(blind))]
+    if not len(seeing):
+        return None, False
+    order = "select_accuracy" if "select_accuracy" in seeing else "rank"
+    ranked = seeing.sort_values(order, ascending=order == "rank", kind="stable")
+    return ranked.iloc[0], False
+
+
+def blind_queries(twins: dict | None, tolerance: float = 1e-6) -> list[str]:
+    """Query positions whose heads give the same mass in both twins of every comparable pair (the largest twin
+    difference of any head's mass there, :func:`studies.coreference.attention.twin_difference`, at most
+    ``tolerance``): every head's pick there is right in exactly one twin of each pair, 0.5 held out by
+    construction. In a causal model these are positions before the switch word."""
+    return [
+        q
+        for q, d in (twins or {}).items()
+        if d["pairs_after"] + d["pairs_before"] and max(d["mass_after"], d["mass_before"]) <= tolerance
+    ]
+
+
+def _blind_words(blind: Sequence[str], heads: Any) -> str:
+    n = int(heads["query"].isin(list(blind)).sum())
+    where = " and ".join(blind)
+    return (
+        f"every test is from the {where} position, where no head's attention differs between twins, so each "
+        f"scores 0.5 by construction ({n} tests)."
+    )
+
+
+def _distinct(table: Any) -> int:
+    """Heads, not tests: a head tested by weight and by norm, or from two positions, counts once."""
+    return len(set(zip(table["layer"], table["head"], strict=True)))
+
+
+def head_name(row: Any) -> str:
+    """``L17H0`` for a row of the heads table."""
     return f"L{int(row['layer'])}H{int(row['head'])}"
 
 

@@ -9,7 +9,14 @@ import pandas as pd
 
 from interp.report import Report, figures, table_records
 from studies.coreference.behaviour import LABELS, PRIMARY, verdict
-from studies.coreference.findings import add_findings
+from studies.coreference.findings import (
+    INTERVAL,
+    add_findings,
+    blind_queries,
+    head_counts,
+    head_name,
+    lead_head,
+)
 from studies.coreference.measure import BY
 from studies.coreference.picture import SEED
 from studies.coreference.report_data import data_section
@@ -63,27 +70,7 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
     report.add_section(f"Behaviour: {label}")
     if "behaviour" in a:
         table = a["behaviour"]
-        bos = "a BOS token prepended" if bool(table["bos_prepended"].iloc[0]) else "no BOS token"
-        caption = (
-            "Accuracy with 95% bootstrap intervals over schemas (chance 0.5; pair accuracy: Wilson over pairs, "
-            f"chance 0.25) and lm-eval-harness's stderr; texts read with {bos}"
-        )
-        report.add_table(f"{label}_behaviour", table, caption=caption, digits=3)
-        main = table[table["method"] == LABELS[PRIMARY]].iloc[0] if kind == "resolution" else table.iloc[0]
-        sentences = [
-            verdict(row, name, f"{label} ({row['method']})")
-            for _, row in table.iterrows()
-            if not row["method"].startswith("baseline")
-        ]
-        report.add_text("\n\n".join(sentences))
-        report.add_headline(
-            f"{label}: {main['method']} accuracy",
-            round(float(main["accuracy"]), 3),
-            ci=(float(main["ci_low"]), float(main["ci_high"])),
-            note="95% bootstrap over schemas, chance 0.5; the primary metric"
-            if kind == "resolution"
-            else "95% bootstrap over schemas",
-        )
+        _behaviour_section(report, table, name, label, kind)
         out["behaviour"] = table_records(table)
         examples = pd.DataFrame(result.records[:N_EXAMPLES]).drop(columns=["correct"], errors="ignore")
         report.add_table(
@@ -127,6 +114,32 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
     )
     out["probes"] = table_records(probes)
     return out
+
+
+def _behaviour_section(report: Report, table: pd.DataFrame, name: str, label: str, kind: str) -> None:
+    """The behaviour table, a verdict per scoring method against its chance level, and the headline card
+    (which carries the chance level too)."""
+    bos = "a BOS token prepended" if bool(table["bos_prepended"].iloc[0]) else "no BOS token"
+    main = table[table["method"] == LABELS[PRIMARY]].iloc[0] if kind == "resolution" else table.iloc[0]
+    chance = f"chance {float(main['chance']):g}"
+    caption = (
+        f"Accuracy with 95% bootstrap intervals over schemas ({chance}; pair accuracy: Wilson over pairs, "
+        f"chance 0.25) and lm-eval-harness's stderr; texts read with {bos}"
+    )
+    report.add_table(f"{label}_behaviour", table, caption=caption, digits=3)
+    sentences = [
+        verdict(row, name, f"{label} ({row['method']})")
+        for _, row in table.iterrows()
+        if not row["method"].startswith("baseline")
+    ]
+    report.add_text("\n\n".join(sentences))
+    primary = "; the primary metric" if kind == "resolution" else ""
+    report.add_headline(
+        f"{label}: {main['method']} accuracy",
+        round(float(main["accuracy"]), 3),
+        ci=(float(main["ci_low"]), float(main["ci_high"])),
+        note=f"95% bootstrap over schemas, {chance}{primary}",
+    )
 
 
 def _significant(heads, query: str, shape: tuple[int, int]) -> np.ndarray:
@@ -179,15 +192,8 @@ def _attention_section(report: Report, result, out: dict) -> None:
     if a.get("heads_skipped"):
         report.add_text(f"No held-out head test: {a['heads_skipped']}.")
     if len(heads):
-        top = heads.iloc[0]
-        above = int(heads["above_chance"].sum())
         report.add_text(
-            f"Ranked first on the selection schemas (by selection accuracy), from {top['query']} ({top['by']}): "
-            f"L{int(top['layer'])}H{int(top['head'])}, held out {top['test_accuracy']:.2f} "
-            f"[{top['test_ci_low']:.2f}, {top['test_ci_high']:.2f}] on {int(top['test_n'])} items of "
-            f"{int(top['test_schemas'])} schemas (chance 0.5; interval: bootstrap over the held-out schemas, "
-            f"twins together; Holm p = {top['p_holm']:.3g}). {above} of {len(heads)} selected heads are above "
-            "chance (Holm p < 0.05 and the interval above 0.5)."
+            _heads_text(heads, blind_queries(a.get("twins")), result.measured and "final" in result.queries)
         )
     if "twins" in a:
         lines = []
@@ -209,6 +215,35 @@ def _attention_section(report: Report, result, out: dict) -> None:
         )
         report.add_text(intro + "\n\n" + "\n".join(lines))
         out["twins"] = a["twins"]
+
+
+def _heads_text(heads, blind: list[str], causal: bool) -> str:
+    """The held-out test in words: the counts the summary gives, then the head it names (the best that passed,
+    else the first ranked at a position that can see the switch word), then the positions that cannot."""
+    text = head_counts(heads)
+    text = text[:1].upper() + text[1:] + "."
+    top, passed = lead_head(heads, blind)
+    if top is not None:
+        which = (
+            "The highest held-out accuracy among them"
+            if passed
+            else "Ranked first on the selection schemas"
+            + (" among the positions that can see the switch word" if blind else "")
+        )
+        text += (
+            f" {which}: {head_name(top)} from {top['query']} ({top['by']}), held out {top['test_accuracy']:.2f} "
+            f"[{top['test_ci_low']:.2f}, {top['test_ci_high']:.2f}] on {int(top['test_n'])} items of "
+            f"{int(top['test_schemas'])} schemas (chance 0.5; {INTERVAL}; Holm p = {top['p_holm']:.3g})."
+        )
+    if blind:
+        tests = int(heads["query"].isin(blind).sum())
+        where = " and the ".join(blind)
+        reason = " (in a causal model, they come before the switch word)" if causal else ""
+        text += (
+            f" From the {where} position no head's attention differs between twins{reason}, so each of its {tests} "
+            "tests scores 0.50 by construction: they say nothing about the referent and are not ranked here."
+        )
+    return text
 
 
 def _causal_section(report: Report, lm: bool, result, out: dict) -> None:

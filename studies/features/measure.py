@@ -35,7 +35,8 @@ QUALITY = (
 
 
 def bootstrap_ci(values: Sequence[float], seed: int, n: int = 2000) -> tuple[float, float]:
-    """95% percentile interval of the mean over ``n`` resamples of ``values``; NaN for fewer than two."""
+    """95% interval of the mean: percentile bootstrap over ``n`` resamples of ``values``, the t-interval below 10
+    values (:func:`bootstrap_mean_interval`); NaN for fewer than two."""
     if len(values) < 2:
         return (float("nan"), float("nan"))
     return bootstrap_mean_interval(np.asarray(values, dtype=float), n, seed)[1:]

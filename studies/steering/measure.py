@@ -161,7 +161,8 @@ def flip_sweep(
 
 
 def bootstrap_mean(values: np.ndarray, groups: np.ndarray, n_boot: int, seed: int) -> tuple[float, float]:
-    """95% percentile interval of the mean, resampling whole groups (twins of a schema together)."""
+    """95% interval of the mean over whole groups (twins of a schema together): percentile bootstrap, the
+    t-interval below 10 groups (:func:`bootstrap_mean_interval`)."""
     if len(values) == 0:
         return math.nan, math.nan
     return bootstrap_mean_interval(values, n_boot, seed, groups=groups)[1:]

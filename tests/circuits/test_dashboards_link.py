@@ -35,7 +35,7 @@ def test_dashboards_of_another_dictionary_or_model_are_refused(tmp_path, tc_fold
         "right": (model, tc),
     }
     for name, (m, dictionary) in made.items():
-        write_dashboards(m, dictionary, tmp_path / name, data=texts, scan="tc", page=False)
+        write_dashboards(m, dictionary, tmp_path / name, texts, scan="tc")
     monkeypatch.setattr(
         FEATURES, "attribute", lambda *a, **k: pytest.fail("attribution ran before the check")
     )

@@ -1,8 +1,10 @@
-"""The documentation pages and the Python examples inside them.
+"""The documentation pages and the examples inside them.
 
-A page's ```python blocks run in order in one namespace, as a reader would paste them into one session. A block
-that cannot run here (it needs a GPU, several machines or a file of the reader's own) is preceded by an HTML
-comment ``<!-- not run: REASON -->``, which the page's reader does not see; the reason is required.
+A page's ```python blocks run in order in one namespace, as a reader would paste them into one session; its
+```console blocks are commands typed at a shell, ``$ interp ...`` (the lines without ``$`` are what they print),
+run in the same folder between them. A block that cannot run here (it needs a GPU, several machines or a file of
+the reader's own) is preceded by an HTML comment ``<!-- not run: REASON -->``, which the page's reader does not
+see; the reason is required.
 """
 
 from __future__ import annotations
@@ -55,6 +57,16 @@ def blocks(page: Path) -> list[Block]:
 def python_blocks(page: Path) -> list[Block]:
     """The page's Python examples that are meant to run."""
     return [b for b in blocks(page) if b.language == "python" and b.not_run is None]
+
+
+def runnable_blocks(page: Path) -> list[Block]:
+    """The page's Python examples and its commands (``console`` blocks) that are meant to run, in page order."""
+    return [b for b in blocks(page) if b.language in ("python", "console") and b.not_run is None]
+
+
+def commands(block: Block) -> list[str]:
+    """The commands of a ``console`` block: its lines that start with ``$ ``, without it."""
+    return [line[2:].strip() for line in block.source.splitlines() if line.startswith("$ ")]
 
 
 def relative_links(page: Path) -> list[str]:

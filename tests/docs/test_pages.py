@@ -1,4 +1,5 @@
-"""Every Python example in the README and in ``docs/`` runs as written, and every link between pages resolves.
+"""Every Python example and command in the README and in ``docs/`` runs as written, and every link between pages
+resolves.
 
 Examples on the packaged SmolLM2 are slow (the model loads once for all of them: ``interp.load`` is memoised
 for the packaged name while these tests run). Each page runs in a fresh folder, so files an example writes
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 
 import pytest
 
 import interp
-from tests.docs.pages import ROOT, blocks, pages, python_blocks, relative_links
+from tests.docs.pages import ROOT, blocks, commands, pages, python_blocks, relative_links, runnable_blocks
 
 PACKAGED = "smollm2-135m"
 # Pages whose examples a test of their own runs, asserting what the page says they print: run once, there.
@@ -22,6 +24,7 @@ OWN_TESTS = {
     "docs/attribution-graphs.md": "tests/circuits/test_docs.py",
     "docs/qk-attribution.md": "tests/analysis/test_qk_doc.py",
     "docs/transformer-lens.md": "tests/compat/test_docs.py",
+    "docs/sae-lens.md": "tests/compat/test_docs.py",
     "docs/devices.md": "tests/test_docs_devices.py",
     "docs/commands.md": "tests/test_docs_commands.py",
 }
@@ -30,7 +33,7 @@ OWN_TESTS = {
 def _page_params() -> list:
     params = []
     for page in pages():
-        code = python_blocks(page)
+        code = runnable_blocks(page)
         if not code:
             continue
         slow = any(PACKAGED in b.source for b in code)
@@ -66,9 +69,24 @@ def test_the_page_examples_run_as_written(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(interp, "load", _load)
     namespace: dict = {"__name__": "__docs__"}
-    for block in python_blocks(page):
+    for block in runnable_blocks(page):
+        if block.language == "console":
+            _run_commands(page, block)
+            continue
         source = "\n" * block.line + block.source  # so that a traceback names the page's own line
         exec(compile(source, str(page.relative_to(ROOT)), "exec"), namespace)  # noqa: S102 - the page's own example
+
+
+def _run_commands(page, block) -> None:
+    """Each ``$ interp ...`` line of ``block`` through the ``interp`` command, which must succeed."""
+    from interp.cli import main
+
+    for command in commands(block):
+        argv = shlex.split(command)
+        assert argv[0] == "interp", (
+            f"{page.relative_to(ROOT)}:{block.line}: {command!r} is not an interp command"
+        )
+        assert main(argv[1:]) == 0, f"{page.relative_to(ROOT)}:{block.line}: {command!r} failed"
 
 
 def test_the_readme_and_the_main_pages_have_examples_that_run():
@@ -111,3 +129,15 @@ def test_pages_hold_no_study_findings_that_belong_to_the_study_readmes():
             # the figure as written, not as the start of a longer number (a table's 0.725 is not 0.72)
             found = re.search(rf"(?<![\d.]){re.escape(figure)}(?![\d])", text)
             assert found is None, f"{page.relative_to(ROOT)} repeats the study finding {figure!r}"
+
+
+def test_the_dashboards_page_opens_with_a_run_that_trains_its_own_transcoders():
+    """No transcoders are packaged: the page's first commands train a set, then write its dashboards, and this
+    file runs them as written (the page's test above, slow)."""
+    first = runnable_blocks(ROOT / "docs" / "dashboards.md")[:2]
+    assert [b.language for b in first] == ["python", "console"]
+    assert [c.split()[:3] for c in commands(first[1])] == [
+        ["interp", "sae", "train"],
+        ["interp", "dashboards", "smollm2-135m"],
+    ]
+    assert "--dictionary tc-run/transcoders" in commands(first[1])[1]

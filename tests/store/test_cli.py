@@ -72,3 +72,18 @@ def test_errors_are_reported_not_raised(tmp_path, checkpoint, capsys):
     assert main([*base, "--data", str(tmp_path / "none.txt"), "--out", str(tmp_path / "c")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert read_items(good) == ["the cat"]
+
+
+def test_the_placement_is_checked_once(tmp_path, monkeypatch):
+    import interp.preflight as preflight
+
+    calls = []
+    real = preflight.check_placement
+    monkeypatch.setattr(preflight, "check_placement", lambda args: calls.append(1) or real(args))
+    data = tmp_path / "data.txt"
+    data.write_text("the cat sat\n")
+    folder = tmp_path / "gpt2"
+    write_gpt2_folder(folder)
+    assert main(["cache", str(folder), "--data", str(data), "--hooks", "blocks.0.hook_resid_post", "--out",
+                 str(tmp_path / "acts"), "--quiet"]) == 0  # fmt: skip
+    assert calls == [1]

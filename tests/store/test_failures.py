@@ -220,7 +220,9 @@ def test_cli_overwrite_and_the_check_before_loading(tmp_path, checkpoint, capsys
     real_load = LOADER.load
     monkeypatch.setattr(LOADER, "load", lambda *a, **k: pytest.fail("loaded before the store was checked"))
     assert main([*cli(checkpoint, data, out), "--positions", "last"]) == 2
-    one_error_line(capsys, f"{out} holds a different activation store: positions was", "--overwrite")
+    one_error_line(
+        capsys, f"{out} holds another run's activation store (positions was 'all', now 'last')", "--overwrite"
+    )
     assert files(out) == before
     monkeypatch.setattr(LOADER, "load", real_load)
     assert main([*cli(checkpoint, data, out), "--positions", "last", "--overwrite"]) == 0
@@ -236,5 +238,9 @@ def test_a_folder_of_other_files_is_refused_even_with_overwrite(tmp_path, checkp
     (out / "thesis.tex").write_text("months of work\n")
     for extra in ([], ["--overwrite"]):
         assert main([*cli(checkpoint, data, out), *extra]) == 2
-        one_error_line(capsys, f"{out} is not empty and holds no activation store", "thesis.tex")
+        one_error_line(
+            capsys,
+            f"{out} is not empty and holds no meta.json (it holds thesis.tex)",
+            "not an activation store",
+        )
     assert files(out) == {"thesis.tex": b"months of work\n"}

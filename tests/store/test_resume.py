@@ -92,7 +92,7 @@ def test_complete_store_is_not_recomputed(tmp_path):
         (dict(positions="last"), "positions was"),
         (dict(batch_size=5), "batch_size was"),
         (dict(dtype="float16"), "dtype was"),
-        (dict(texts=TEXTS + ["the cat"]), "data was"),
+        (dict(texts=TEXTS + ["the cat"]), r"data.n_items was 40, now 41"),
     ],
 )
 def test_a_different_run_is_refused(tmp_path, change, message):

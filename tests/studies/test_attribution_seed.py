@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from interp.analysis import bootstrap_mean_interval
 from interp.analysis.node import Node
 from interp.circuits.features import head_loadings
 from interp.load import load
@@ -20,7 +19,7 @@ from studies.attribution.interventions import target_value
 from studies.attribution.prompts import agreement_prompts, seed_prompts
 from studies.data.load import load_items
 from tests.circuits.transcoders import tiny_transcoders
-from tests.studies.test_attribution_study import corpus, folder  # noqa: F401  (fixtures)
+from tests.studies.test_attribution_study import _grouped_interval, corpus, folder  # noqa: F401  (fixtures)
 
 SETTINGS = graphs.GraphSettings(max_feature_nodes=40, batch_size=128, top=3)
 
@@ -86,7 +85,10 @@ def test_terms_sum_to_the_score_the_model_computes(setup):
         )
         # the named nodes: feature nodes with the largest positive part of the score, on each side
         m = h.matrix.double()
-        for side, names, parts in (("query", h.query_nodes, m.sum(1)), ("key", h.key_nodes, m.sum(0))):
+        for side, names, parts in (
+            ("query", h.query_components, m.sum(1)),
+            ("key", h.key_components, m.sum(0)),
+        ):
             ranked = sorted((v, n) for n, v in zip(names, parts.tolist(), strict=True) if ".F" in n and v > 0)
             nodes = [Node.parse(n) for _, n in ranked[::-1][:50]]
             assert seed.named_nodes(h, side, 50) == [(n.layer, n.position, n.feature) for n in nodes]
@@ -185,23 +187,28 @@ def _rows():
     return rows
 
 
-def test_intervals_are_the_bootstrap_over_twin_pairs():
+def test_intervals_are_over_twin_pairs_as_written_out_here():
+    """Three twin pairs: the t-interval over pairs (a pair's twins one unit), computed in the test from the rows,
+    not with the helper the summary calls."""
     rows = _rows()
     s = seed_answer.summarise(rows, draws=3, seed=4)
     groups = [r["schema"] for r in rows]
     for test in seed_answer.TESTS:
         t = [r["tests"][test] for r in rows]
         diff = [x["logit"] - float(np.mean(x["random_logit"])) for x in t]
-        assert s[test]["logit_vs_random"]["ci"] == list(
-            bootstrap_mean_interval(diff, 2000, 4, groups=groups)[1:]
-        )
+        assert s[test]["logit_vs_random"]["ci"] == pytest.approx(_grouped_interval(diff, groups, 4), rel=1e-9)
+        assert s[test]["logit_vs_random"]["mean"] == pytest.approx(np.mean(diff), rel=1e-12)
         att = [x["attention"] for x in t]
-        assert s[test]["attention"]["ci"] == list(bootstrap_mean_interval(att, 2000, 4, groups=groups)[1:])
+        assert s[test]["attention"]["ci"] == pytest.approx(_grouped_interval(att, groups, 4), rel=1e-9)
         wins = [float(x["logit"] < min(x["random_logit"])) for x in t]
-        mean, low, high = bootstrap_mean_interval(wins, 2000, 4, groups=groups)
-        assert s[test]["beats_every_random"] == {
-            "mean": mean, "ci": [low, high], "count": sum(wins), "n": 6, "chance": 0.25,
-        }  # fmt: skip
+        b = s[test]["beats_every_random"]
+        assert (b["mean"], b["count"], b["n"], b["chance"]) == (
+            pytest.approx(sum(wins) / 6),
+            sum(wins),
+            6,
+            0.25,
+        )
+        assert b["ci"] == pytest.approx(_grouped_interval(wins, groups, 4), rel=1e-9, abs=1e-12)
     r = s["resolution"]
     assert (r["resolved"], r["pairs"], r["chance"], r["right"], r["prompts"]) == (1, 3, 0.25, 3, 6)
     one = seed_answer.summarise(rows[:2], draws=3, seed=0)  # one twin pair: a mean, no interval
@@ -262,9 +269,15 @@ def test_the_study_reports_the_seed_question(folder, corpus, tmp_path):  # noqa:
         moved = [Node.parse(n) for n in r["tests"]["query_across"]["nodes"]]
         assert {(n.layer, n.feature) for n in moved} <= named
         assert all(n.position == len(r["tokens"]) - 1 for n in moved)
-    assert found["answer"] and found["answer"][0].split(":")[0] in (
-        "**The model does not do this.** It does not resolve 'it' by the switch word in the seed's pair",
-        "The model resolves 'it' by the switch word in the seed's pair",
+    # the verdict the tiny model's own numbers call for: resolved when both twins prefer their referent
+    signed = [r["sign"] * r["clean"] for r in wg["prompts"]]
+    expected = (
+        "The model resolves 'it' by the switch word in the seed's pair"
+        if all(x > 0 for x in signed)
+        else "**The model does not do this.** It does not resolve 'it' by the switch word in the seed's pair"
     )
+    assert found["answer"][0].split(":")[0] == expected
+    values = ", ".join(f"{r['clean']:+.2f} ({r['prompt']})" for r in wg["prompts"])
+    assert f"animal - street is {values}" in found["answer"][0]
     page = (tmp_path / "r" / "index.html").read_text()
     assert "why &#x27;it&#x27; means its referent" in page or "why 'it' means its referent" in page

@@ -5,6 +5,7 @@ frozen ablation equal to the graph's prediction and the cache reused on a second
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -228,7 +229,7 @@ def _check_supernodes(out, results, seed):
 def _check_dashboards(out, results, cache, top):
     """The dashboards are those of every graph's top features, beside the report, and the report's table
     says what their files say."""
-    from interp.sae.dashboards import cantor
+    from interp.feature_id import FeatureId
 
     listed = {(r["layer"], r["feature"]): r for r in results["dashboards"]["features"]}
     tops = {
@@ -244,7 +245,7 @@ def _check_dashboards(out, results, cache, top):
     index = json.loads((folder / "index.json").read_text())
     assert {(r["layer"], r["feature"]) for r in index["features"]} == set(listed)
     for (layer, feature), row in listed.items():
-        record = json.loads((folder / f"{cantor(layer, feature)}.json").read_text())
+        record = json.loads((folder / f"{FeatureId(layer, feature).index}.json").read_text())
         assert row["featureIndex"] == record["index"]
         assert row["density"] == pytest.approx(
             record["activation_frequency"], rel=1e-5
@@ -402,10 +403,23 @@ def test_schemas_that_share_a_top_feature_are_one_group():
 
 
 def _grouped_interval(values, groups, seed, n_boot=2000):
-    """A percentile bootstrap of the mean drawing whole groups, written out: each resample draws as many groups
-    as there are, with replacement (labels in sorted order), and pools their values."""
+    """The grouped interval the studies report, written out. From 10 groups a percentile bootstrap of the mean
+    drawing whole groups: each resample draws as many groups as there are, with replacement (labels in sorted
+    order), and pools their values. Below 10, where that bootstrap covers too little, the t-interval over groups:
+    the pooled mean -+ t(groups - 1) times the standard error of the groups' deviations from it."""
     labels = sorted(set(groups))
     members = {g: [v for v, h in zip(values, groups, strict=True) if h == g] for g in labels}
+    if len(labels) < 10:
+        from scipy import stats
+
+        mean = sum(values) / len(values)
+        size = len(values) / len(labels)
+        deviations = [(sum(members[g]) - mean * len(members[g])) / size for g in labels]
+        n = len(labels)
+        half = stats.t.ppf(0.975, n - 1) * math.sqrt(sum(d * d for d in deviations) / (n * (n - 1)))
+        if set(values) <= {0.0, 1.0}:  # right or wrong: a proportion, inside [0, 1]
+            return [max(mean - half, 0.0), min(mean + half, 1.0)]
+        return [mean - half, mean + half]
     draws = np.random.default_rng(seed).integers(0, len(labels), size=(n_boot, len(labels)))
     means = [np.mean([v for i in row for v in members[labels[i]]]) for row in draws]
     return list(np.percentile(means, [2.5, 97.5]))

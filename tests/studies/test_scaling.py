@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -61,5 +62,10 @@ def test_report_without_models(tmp_path):
     out = tmp_path / "scaling"
     assert main(["--out", str(out), "--models", "", "--n-queries", "200", "--quiet"]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["headline"]["Var(q·k) / d_k at d_k = 1024"]["ci"] is not None
-    assert (out / "tables" / "monte_carlo.csv").is_file()
+    headline = results["headline"]["Var(q·k) / d_k at d_k = 1024"]
+    table = pd.read_csv(out / "tables" / "monte_carlo.csv")
+    row = table[(table.d_k == 1024) & ~table.scaled].iloc[0]
+    # the card is the table's row (printed to 4 digits there), and q·k of unit normals has variance d_k
+    assert headline["value"] == pytest.approx(row.var_ratio, abs=1e-4)
+    assert headline["ci"] == pytest.approx([row.var_qk_low / 1024, row.var_qk_high / 1024], abs=1e-4)
+    assert headline["ci"][0] < 1.0 < headline["ci"][1] and abs(headline["value"] - 1.0) < 0.15

@@ -24,18 +24,18 @@ def top_contexts(
     window: int = 12,
 ) -> dict[tuple[int, int], list[str]]:
     """``(layer, feature) -> texts`` of the ``k`` tokens of ``store`` where each feature is most active."""
-    from interp.sae.dashboards import Settings, collect
+    from interp.sae.dashboards import Data, Settings, collect
 
     wanted = sorted({(int(layer), int(feature)) for layer, feature in features})
     settings = Settings(top=k, before=window, after=0, quantiles=1, per_quantile=1, sample=1)
-    collected = collect(None, transcoders, store=store, settings=settings, features=wanted)
+    collected = collect(None, transcoders, Data(store=store), settings=settings, features=wanted)
     out = {}
-    for record in collected.records(None):
-        top = record["examples_quantiles"][0]["examples"] if record["examples_quantiles"] else []
-        out[(record["layer"], record["feature"])] = [_marked(e) for e in top]
+    for file in collected.records(None):
+        top = file.examples_quantiles[0].examples if file.examples_quantiles else []
+        out[(file.layer, file.feature)] = [_marked(e) for e in top]
     return out
 
 
-def _marked(example: dict) -> str:
-    chosen = example["train_token_ind"]
-    return "".join(f"[[{t}]]" if i == chosen else t for i, t in enumerate(example["tokens"]))
+def _marked(example: Any) -> str:
+    chosen = example.train_token_ind
+    return "".join(f"[[{t}]]" if i == chosen else t for i, t in enumerate(example.tokens))

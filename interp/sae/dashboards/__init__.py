@@ -15,35 +15,46 @@ The method (one pass, memory fixed by the features and the examples kept, never 
   each quantile's examples are the sampled tokens that fall in it, drawn without a second pass;
 - each kept token carries its window of activations and token codes, captured when it enters.
 
-Files (:mod:`.folder`): ``OUT/features/SCAN/<featureIndex>.json`` in circuit-tracer 0.5's feature schema,
-``index.json`` and a standalone page, ``index.html``; a graph in ``OUT`` whose ``metadata.scan`` is
-``./data/features/SCAN`` opens in circuit-tracer's own local server with these dashboards.
+Files (:mod:`.folder`): ``OUT/features/SCAN/<featureIndex>.json`` in circuit-tracer 0.5's feature schema
+(:class:`FeatureFile`), ``index.json`` and a standalone page, ``index.html``; a graph in ``OUT`` whose
+``metadata.scan`` is ``./data/features/SCAN`` opens in circuit-tracer's own local server with these dashboards.
+
+The modules, by job: what is read of the dictionary (:mod:`.reading`) and of the data (:mod:`.data`, over
+:mod:`.sources`); the pass (:mod:`.stream`, into :mod:`.collector`); the run and its identity (:mod:`.write`,
+:mod:`.identity`, :mod:`.checkpoints`, :mod:`.progress`); the files (:mod:`.feature_files` from the tables,
+:mod:`.schema` the type, :mod:`.folder` writing and :mod:`.reader` reading them, :mod:`.page`, :mod:`.link`);
+a dictionary's folder read for a model (:mod:`.loading`).
 
 - :func:`collect`: the pass, in memory; :func:`write_dashboards`: the pass (resumable) and the files;
-- :class:`Settings`: what is kept; :func:`load_dictionary`: a dictionary's folder, read for a model and
-  checked against it; :func:`as_dictionary`: any :class:`~interp.dictionary.SparseDictionary` (an SAE read
-  as an :class:`~interp.sae.SAESet`), the one interface the pass reads;
-- :func:`feature_records`: the records of the tables.
+- :class:`Data`: the tokens read; :class:`Settings`: what is kept; :func:`load_dictionary`: a dictionary's
+  folder, read for a model and checked against it; :func:`as_dictionary`: any
+  :class:`~interp.dictionary.SparseDictionary` (an SAE read as an :class:`~interp.sae.SAESet`);
+- :class:`FeatureFile`: one feature's file; :func:`find_scans` and :class:`Scan`: reading a folder of them.
 """
 
 from interp.sae.dashboards.collector import Collector, Settings
-from interp.sae.dashboards.dictionary import as_dictionary, cantor, load_dictionary
-from interp.sae.dashboards.folder import DashboardMismatchError, find_scans, read_index
-from interp.sae.dashboards.records import feature_records
-from interp.sae.dashboards.run import Collected, Written, collect, write_dashboards
+from interp.sae.dashboards.data import Data
+from interp.sae.dashboards.folder import DashboardMismatchError
+from interp.sae.dashboards.loading import load_dictionary
+from interp.sae.dashboards.reader import Scan, find_scans
+from interp.sae.dashboards.reading import as_dictionary
+from interp.sae.dashboards.schema import FeatureFile, FeatureFileError
+from interp.sae.dashboards.stream import Collected, collect
+from interp.sae.dashboards.write import Written, write_dashboards
 
 __all__ = [
     "Collected",
     "Collector",
     "DashboardMismatchError",
+    "Data",
+    "FeatureFile",
+    "FeatureFileError",
+    "Scan",
     "Settings",
     "Written",
     "as_dictionary",
-    "cantor",
     "collect",
-    "feature_records",
     "find_scans",
     "load_dictionary",
-    "read_index",
     "write_dashboards",
 ]

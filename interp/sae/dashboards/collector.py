@@ -11,8 +11,8 @@ Per feature it keeps:
   feature's activation at every token of a window around it (NaN outside the item), captured when it enters.
 
 A feature is numbered globally by its place in ``layers`` x the features kept per layer (all, or a chosen
-subset), in that order; its sample keys use its ``featureIndex`` (:func:`~.dictionary.cantor`), the same
-whichever features a pass reads.
+subset), in that order; its sample keys use its ``featureIndex`` (:func:`interp.feature_id.feature_index`), the
+same whichever features a pass reads.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from interp.sae.dashboards.dictionary import cantor
+from interp.feature_id import feature_index
 from interp.sae.dashboards.histogram import Histograms
 from interp.sae.dashboards.reservoir import Reservoir, sample_key, top_key
 
@@ -175,7 +175,9 @@ class Collector:
         self.high.scatter_reduce_(0, g, v, "amax")
         self.hist.add(g, v)
         item, position = rows.item[t], rows.position[t]
-        number = cantor(layer, self.chosen[layer][f] if layer in self.chosen else f)  # its featureIndex
+        number = feature_index(
+            layer, self.chosen[layer][f] if layer in self.chosen else f
+        )  # its featureIndex
 
         def payload(selected: torch.Tensor) -> dict[str, torch.Tensor]:
             return self._examples(acts, rows, t[selected], f[selected], v[selected])

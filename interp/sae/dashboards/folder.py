@@ -14,8 +14,9 @@ circuit-tracer's local server serves ``OUT`` under ``/data/``, and its page load
 ``./data/features/SCAN``. Every file is written atomically; the feature files without an fsync each (one
 costs milliseconds, and there is one per feature), made durable by one ``os.sync`` before ``index.json``.
 
-A folder is continued only by a run of the same identity; any other is refused before the pass starts, so
-nothing written is lost.
+A folder is continued only by a run of the same identity (:mod:`interp.resumable` claims it); any other is
+refused before the pass starts, naming what differs, so nothing written is lost. Reading a finished folder is
+:mod:`.reader`'s.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from interp.atomic import write_atomic
+from interp.resumable import Layout, Stage, State, claim
+from interp.sae.dashboards.schema import FeatureFile
 
 FORMAT = "interp-dashboards/1"
 RUN, INDEX, PAGE, STATE = "run.json", "index.json", "index.html", ".partial.safetensors"
@@ -37,6 +41,18 @@ _SCAN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 class DashboardMismatchError(ValueError):
     """A dashboards folder holds another run's files."""
+
+
+LAYOUT = Layout(
+    record=RUN,
+    what="a dashboards folder",
+    other="another run's dashboards",
+    remedy="pass another --scan or --out",
+    elsewhere="pass another --scan or --out",
+    flag=None,
+    error=DashboardMismatchError,
+)
+"""How a dashboards folder keeps its record (:mod:`interp.resumable`): ``run.json``, the run's identity."""
 
 
 def check_scan(scan: str, flag: str = "--scan") -> str:
@@ -73,7 +89,7 @@ class DashboardFolder:
     def feature_path(self, index: int) -> Path:
         return self.root / f"{index}.json"
 
-    def claim(self, identity: dict[str, Any]) -> str:
+    def claim(self, identity: dict[str, Any]) -> State:
         """Check the folder against this run; ``"new"``, ``"resume"`` or ``"complete"``; write ``run.json``.
 
         Raises:
@@ -81,26 +97,14 @@ class DashboardFolder:
         """
         if self.out.exists() and not self.out.is_dir():
             raise DashboardMismatchError(f"--out {self.out} is a file; give a folder")
-        run = self.root / RUN
-        if run.is_file():
-            stored = json.loads(run.read_text(encoding="utf-8"))
-            if stored != identity:
-                diff = [k for k in sorted(set(stored) | set(identity)) if stored.get(k) != identity.get(k)]
-                raise DashboardMismatchError(
-                    f"{self.root} holds dashboards of another run (its {', '.join(diff)} differ from this "
-                    "run's); pass another --scan or --out, or delete that folder to start over"
-                )
+        layout = replace(LAYOUT, remedy=f"pass another --scan or --out, or delete {self.root} to start over")
+
+        def stage(record: dict[str, Any]) -> Stage:
             if self.complete:
-                return "complete"
-            return "resume" if (self.root / STATE).is_file() else "new"
-        if self.root.is_dir() and any(self.root.iterdir()):
-            shown = ", ".join(sorted(p.name for p in self.root.iterdir())[:5])
-            raise DashboardMismatchError(
-                f"{self.root} is not empty and holds no {RUN} (it holds {shown}); pass another --scan or --out"
-            )
-        self.root.mkdir(parents=True, exist_ok=True)
-        write_atomic(run, lambda tmp: tmp.write_text(json.dumps(identity, indent=1, sort_keys=True) + "\n"))
-        return "new"
+                return Stage("complete")
+            return Stage("resume" if (self.root / STATE).is_file() else "new")
+
+        return claim(self.root, identity, layout, stage=stage, write=lambda: identity).state
 
     def save_state(self, tensors: dict[str, torch.Tensor], extra: dict[str, Any]) -> None:
         """Checkpoint the pass: its tables and ``extra`` (progress, the token table) in one atomic file."""
@@ -119,54 +123,15 @@ class DashboardFolder:
             extra = json.loads((f.metadata() or {})["extra"])
         return load_file(str(path)), extra
 
-    def write_feature(self, record: dict[str, Any]) -> None:
-        text = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        write_atomic(
-            self.feature_path(record["index"]), lambda tmp: tmp.write_text(text, "utf-8"), sync=False
-        )
+    def write_feature(self, file: FeatureFile) -> None:
+        text = file.to_json()
+        write_atomic(self.feature_path(file.index), lambda tmp: tmp.write_text(text, "utf-8"), sync=False)
 
-    def finish(self, index: dict[str, Any], page: str | None) -> None:
+    def finish(self, index: dict[str, Any], page: str) -> None:
         """Make the feature files durable, write the page, then ``index.json`` (the folder is complete), and
         drop the checkpoint."""
         os.sync()
-        if page is not None:
-            write_atomic(self.root / PAGE, lambda tmp: tmp.write_text(page, "utf-8"))
+        write_atomic(self.root / PAGE, lambda tmp: tmp.write_text(page, "utf-8"))
         text = json.dumps(index, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         write_atomic(self.root / INDEX, lambda tmp: tmp.write_text(text + "\n", "utf-8"))
         (self.root / STATE).unlink(missing_ok=True)
-
-
-def read_run(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The identity a dashboards folder (``OUT/features/SCAN``) was claimed with (its ``run.json``: model,
-    dictionary, data, settings), or ``None`` when it has none."""
-    path = Path(folder) / RUN
-    if not path.is_file():
-        return None
-    try:
-        run = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return run if isinstance(run, dict) else None
-
-
-def read_index(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """The ``index.json`` of a dashboards folder (``OUT/features/SCAN``), checked."""
-    path = Path(folder) / INDEX
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{folder} has no {INDEX}: it is not a finished dashboards folder (write one with interp dashboards)"
-        )
-    index = json.loads(path.read_text(encoding="utf-8"))
-    if index.get("format") != FORMAT:
-        raise ValueError(f"{path} is not an interp dashboards index (format {FORMAT})")
-    return index
-
-
-def find_scans(out: str | os.PathLike[str]) -> list[Path]:
-    """The finished dashboards folders under ``OUT/features/``, or ``OUT`` itself if it is one."""
-    out = Path(out).expanduser()
-    if (out / INDEX).is_file():
-        return [out]
-    return (
-        sorted(p.parent for p in (out / "features").glob(f"*/{INDEX}")) if (out / "features").is_dir() else []
-    )

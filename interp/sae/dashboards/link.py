@@ -7,12 +7,14 @@ written elsewhere are linked into ``OUT/features/SCAN`` (a symbolic link to thei
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from interp.sae.dashboards.folder import INDEX, RUN, read_index, read_run
+from interp.feature_id import FeatureId
+from interp.sae.dashboards.folder import INDEX, RUN
+from interp.sae.dashboards.reader import Scan, find_scans
+from interp.sae.dashboards.schema import FeatureFile
 
 
 def scan_path(scan: str) -> str:
@@ -27,25 +29,20 @@ def resolve(dashboards: str | os.PathLike[str]) -> Path:
         FileNotFoundError: no finished dashboards there. ValueError: several, so the choice is the caller's.
     """
     path = Path(dashboards).expanduser()
-    if (path / INDEX).is_file():
-        read_index(path)
-        return path
-    found = (
-        sorted(p.parent for p in (path / "features").glob(f"*/{INDEX}"))
-        if (path / "features").is_dir()
-        else []
-    )
+    found = [scan for scan in map(Scan, find_scans(path)) if scan.finished]
     if not found:
         raise FileNotFoundError(
             f"--dashboards {path} holds no finished dashboards (no features/SCAN/{INDEX}); write them with "
             "interp dashboards MODEL --dictionary ... --out DIR"
         )
     if len(found) > 1:
-        names = ", ".join(str(p) for p in found)
+        names = ", ".join(str(scan.root) for scan in found)
         raise ValueError(
-            f"--dashboards {path} holds dashboards of several dictionaries ({names}); name one folder"
+            f"--dashboards {path} holds dashboards of several dictionaries ({names}); name one folder, such as "
+            f"{found[0].root}"
         )
-    return found[0]
+    found[0].index()  # interp's own index, readable
+    return found[0].root
 
 
 def check_identity(dashboards: str | os.PathLike[str], model: Any, dictionary: Any) -> Path:
@@ -56,11 +53,12 @@ def check_identity(dashboards: str | os.PathLike[str], model: Any, dictionary: A
     Raises:
         ValueError: a folder of another model or dictionary, or one that does not say (no ``run.json``).
     """
-    from interp.sae.dashboards.dictionary import as_dictionary, fingerprint, kind
+    from interp.sae.dashboards.identity import fingerprint, kind
+    from interp.sae.dashboards.reading import as_dictionary
     from interp.store.meta import model_fingerprint
 
     folder = resolve(dashboards)
-    run = read_run(folder)
+    run = Scan(folder).run()
     if run is None or not isinstance(run.get("model"), dict) or not isinstance(run.get("dictionary"), dict):
         raise ValueError(
             f"--dashboards {folder} has no {RUN} saying which model and dictionary made it; write them again: "
@@ -117,13 +115,7 @@ def link(out: str | os.PathLike[str], dashboards: str | os.PathLike[str]) -> str
 
 def records_of(
     folder: str | os.PathLike[str], features: list[tuple[int, int]]
-) -> dict[tuple[int, int], dict]:
-    """``(layer, feature) -> record`` for the features whose files are in the dashboards folder."""
-    from interp.sae.dashboards.dictionary import cantor
-
-    out: dict[tuple[int, int], dict[str, Any]] = {}
-    for layer, feature in features:
-        path = Path(folder) / f"{cantor(layer, feature)}.json"
-        if path.is_file():
-            out[(layer, feature)] = json.loads(path.read_text(encoding="utf-8"))
-    return out
+) -> dict[tuple[int, int], FeatureFile]:
+    """``(layer, feature) -> file`` for the features whose files are in the dashboards folder."""
+    found = Scan(Path(folder)).files(FeatureId(layer, feature) for layer, feature in features)
+    return {(fid.layer, fid.feature): file for fid, file in found.items()}

@@ -16,9 +16,12 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from interp.feature_id import FeatureId
 from interp.report.assets import CONTENT_SECURITY_POLICY, fill, read_asset
 from interp.report.serialize import json_for_script
 from interp.report.shell import render_shell
+from interp.sae.dashboards.reader import Scan
+from interp.sae.dashboards.schema import FeatureFile
 
 EMBED_BYTES = 4_000_000
 COMPACT_TOP = 5
@@ -35,23 +38,23 @@ def asset(name: str) -> str:
     return read_asset(name, "interp.sae.dashboards.assets")
 
 
-def compact(record: dict[str, Any], top: int = COMPACT_TOP, per_group: int = COMPACT_GROUP) -> dict[str, Any]:
-    """``record`` with fewer examples: the first ``top`` of the top group and ``per_group`` of each other."""
-    groups = record.get("examples_quantiles", [])
-    kept = [{**g, "examples": g["examples"][: top if i == 0 else per_group]} for i, g in enumerate(groups)]
-    return {**record, "examples_quantiles": kept, "quantile_values": []}
+def compact(file: FeatureFile, top: int = COMPACT_TOP, per_group: int = COMPACT_GROUP) -> dict[str, Any]:
+    """``file`` as a page embeds it: the first ``top`` examples of the top group and ``per_group`` of each other,
+    no percentiles."""
+    return file.compact(top, per_group).to_dict()
 
 
 def embedded(folder: Path, order: list[int], budget: int = EMBED_BYTES) -> dict[str, dict[str, Any]]:
-    """Compact records of the features ``order`` (featureIndex, in order) read from ``folder``, within ``budget``
+    """Compact files of the features ``order`` (featureIndex, in order) read from ``folder``, within ``budget``
     bytes of JSON."""
+    scan = Scan(folder)
     out: dict[str, dict[str, Any]] = {}
     used = 0
     for index in order:
-        path = folder / f"{index}.json"
-        if not path.is_file():
+        fid = FeatureId.from_index(index)
+        if not scan.path(fid).is_file():
             continue
-        record = compact(json.loads(path.read_text(encoding="utf-8")))
+        record = compact(scan.read(fid))
         size = len(json.dumps(record, ensure_ascii=False))
         if used + size > budget:
             break

@@ -107,16 +107,41 @@ class CorpusSource:
             raise ValueError("the data holds text, but the model has no tokenizer; pass (ids, mask) batches")
         self.texts = TokenTexts(tokenizer, ids=True)
         self.by_hook = {hook: layer for layer, hook in self.hooks.items()}
+        self._read: tuple[str, int] | None = None
         blocks = [_block(h) for h in self.hooks.values()]
         self.stop = None if None in blocks else max(blocks) + 1  # blocks after the last one read are not run
 
+    def n_batches(self) -> int:
+        """The number of batches."""
+        return len(self.items) if self.kind == "tokens" else -(-len(self.items) // self.batch_size)
+
+    def read_through(self, on_batch: Callable[[], None] | None = None) -> tuple[str, int]:
+        """Tokenize every batch once: the sha256 of the ids and masks, and the number of tokens (calling
+        ``on_batch`` after each batch). Kept, so a second call costs nothing."""
+        if self._read is None:
+            h, tokens = hashlib.sha256(), 0
+            for _, _, ids, mask in self._batches(0):
+                h.update(ids.numpy().tobytes() + mask.numpy().tobytes())
+                tokens += int(mask.sum())
+                if on_batch is not None:
+                    on_batch()
+            self._read = (h.hexdigest(), tokens)
+        return self._read
+
+    def total_tokens(self) -> int:
+        """The tokens the pass reads: every real token, or the first ``max_tokens``."""
+        tokens = self.read_through()[1]
+        return tokens if self.max_tokens is None else min(tokens, self.max_tokens)
+
     def identity(self) -> dict[str, Any]:
         """What the batches depend on, for a resumed run to compare."""
-        h = hashlib.sha256()
-        for _, _, ids, mask in self._batches(0):
-            h.update(ids.numpy().tobytes() + mask.numpy().tobytes())
         n = len(self.items) if self.kind == "texts" else sum(len(b[0]) for b in self.items)
-        return {"kind": self.kind, "n_items": n, "sha256": h.hexdigest(), "batch_size": self.batch_size}
+        return {
+            "kind": self.kind,
+            "n_items": n,
+            "sha256": self.read_through()[0],
+            "batch_size": self.batch_size,
+        }
 
     def _batches(self, start: int) -> Iterator[tuple[int, int, torch.Tensor, torch.Tensor]]:
         """``(number, first item, ids, mask)`` from batch ``start`` on."""
@@ -200,6 +225,10 @@ class StoreSource:
     max_tokens: int | None = None
     skip_first: int = 1
     texts: TokenTexts = field(default_factory=TokenTexts)
+
+    def total_tokens(self) -> int:
+        """The rows (tokens) the pass reads: every row of the store, or the first ``max_tokens``."""
+        return len(self.store) if self.max_tokens is None else min(len(self.store), self.max_tokens)
 
     def identity(self) -> dict[str, Any]:
         meta = self.store.meta

@@ -12,10 +12,16 @@ The language model is a backend: a model interp loads, run through interp's own 
 (:class:`LocalBackend`), or any OpenAI-compatible endpoint with several requests in flight
 (:class:`EndpointBackend`). Either goes behind a :class:`CachedBackend`, so that a rerun asks nothing twice.
 
+Every scorer follows one :class:`Scorer` protocol (prepare the prompts, then judge the answers), and the
+scorers are found by name in :data:`SCORERS`. Whatever fails for one feature (a request, a file, an answer, a
+score with nothing to be computed from) is one :class:`Failure`, written in that feature's row.
+
 Files: ``records.py`` (features and examples), ``folder.py`` (reading the feature files), ``prompts/`` and
-``prompts.py``, ``chat.py`` (requests and replies), ``cache.py``, ``local.py``, ``endpoint.py``,
-``explainer.py``, ``classifier.py`` (detection and fuzzing), ``embedding.py``, ``metrics.py``, ``run.py``
-(the whole folder, resumable) and ``labels.py`` (explanations into graph files).
+``prompts.py``, ``failure.py``, ``chat.py`` (requests and replies), ``cache.py``, ``local.py``,
+``endpoint.py``, ``explainer.py``, ``scorer.py`` (the protocol), ``classifier.py`` (detection and fuzzing),
+``embedding.py``, ``metrics.py``, ``registry.py`` (the scorers by name), ``settings.py`` and ``run.py`` (the
+whole folder, resumable). The explanations become the labels of graphs' feature nodes through
+:func:`interp.circuits.features.labels.add_labels`, which the ``interp autointerp`` command calls.
 
 Example:
     >>> import interp  # doctest: +SKIP
@@ -27,22 +33,24 @@ Example:
 """
 
 from interp.sae.explanations.cache import CachedBackend, ResponseCache
-from interp.sae.explanations.chat import ChatFailure, ChatReply, ChatRequest
+from interp.sae.explanations.chat import ChatReply, ChatRequest
 from interp.sae.explanations.classifier import DetectionScorer, FuzzingScorer
 from interp.sae.explanations.embedding import EmbeddingScorer, SentenceEmbedder
 from interp.sae.explanations.endpoint import EndpointBackend
 from interp.sae.explanations.explainer import Explainer
+from interp.sae.explanations.failure import Failure
 from interp.sae.explanations.folder import FeatureFileError, FeatureFiles, read_feature_file
-from interp.sae.explanations.labels import add_labels
 from interp.sae.explanations.local import LocalBackend, chat_template_of
 from interp.sae.explanations.metrics import ClassifierMetrics, auc
 from interp.sae.explanations.records import Example, FeatureId, FeatureRecord
-from interp.sae.explanations.run import SCORERS, Settings, Summary, autointerp, examples_of, read_rows
+from interp.sae.explanations.registry import SCORERS, make_scorers
+from interp.sae.explanations.run import Summary, autointerp, examples_of, read_rows
+from interp.sae.explanations.scorer import Scorer
+from interp.sae.explanations.settings import Settings
 
 __all__ = [
     "SCORERS",
     "CachedBackend",
-    "ChatFailure",
     "ChatReply",
     "ChatRequest",
     "ClassifierMetrics",
@@ -52,19 +60,21 @@ __all__ = [
     "EndpointBackend",
     "Example",
     "Explainer",
+    "Failure",
     "FeatureFileError",
     "FeatureId",
     "FeatureRecord",
     "FuzzingScorer",
     "LocalBackend",
     "ResponseCache",
+    "Scorer",
     "SentenceEmbedder",
     "Settings",
     "Summary",
-    "add_labels",
     "auc",
     "autointerp",
     "examples_of",
+    "make_scorers",
     "chat_template_of",
     "read_feature_file",
     "read_rows",

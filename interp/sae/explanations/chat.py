@@ -4,12 +4,13 @@ A :class:`ChatRequest` is a conversation and its sampling settings; its :meth:`~
 with the model's name, so the cache finds an answer again and a result row can name the prompt it came from.
 A :class:`ChatReply` is the text, the model that wrote it and, when asked for, each generated token with its
 likeliest alternatives (from which the scorers read a probability for AUC). A request that failed after the
-backend's own retries comes back as a :class:`ChatFailure` with a one-line reason, so that one feature's
-failure is reported for that feature and the others go on.
+backend's own retries comes back as a :class:`~interp.sae.explanations.failure.Failure` with a one-line
+reason, so that one feature's failure is reported for that feature and the others go on.
 
-Every backend has the same two methods: ``name`` (the model that answers) and ``complete(requests)``, which
-answers a list of requests in order; how it runs them (batched through one model, or several in flight at an
-HTTP endpoint) is its own business.
+Every backend has the same two methods: ``name`` (the model that answers) and ``complete(requests, on_reply)``,
+which answers a list of requests in order and hands each answer to ``on_reply`` the moment it has it, so that
+the cache keeps every answer a stopped run received; how it runs them (batched through one model, or several in
+flight at an HTTP endpoint) is its own business.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
+
+from interp.sae.explanations.failure import Failure
 
 
 @dataclass(frozen=True)
@@ -76,11 +79,8 @@ class ChatReply:
         return cls(str(data["text"]), str(data["model"]), choices)
 
 
-@dataclass(frozen=True)
-class ChatFailure:
-    """A request that got no answer: the reason, in one line."""
-
-    reason: str
+OnReply = Callable[[int, "ChatReply | Failure"], Any]
+"""Called with a request's place in the list and its answer, as soon as the answer is there."""
 
 
 class Backend(Protocol):
@@ -89,7 +89,11 @@ class Backend(Protocol):
     @property
     def name(self) -> str: ...
 
-    def complete(self, requests: Sequence[ChatRequest]) -> list[ChatReply | ChatFailure]: ...
+    def complete(
+        self, requests: Sequence[ChatRequest], on_reply: OnReply | None = None
+    ) -> list[ChatReply | Failure]:
+        """The answers to ``requests``, in order; each is also given to ``on_reply`` when it arrives."""
+        ...
 
 
 def binary_probabilities(tokens: Sequence[TokenChoice]) -> list[float]:

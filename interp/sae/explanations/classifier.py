@@ -14,7 +14,10 @@ each prompt's answer is read as a Python list with one 0 or 1 per example: the f
 An answer that does not hold such a list leaves its prompt's examples unread: they are counted as failed and
 left out of the metrics, as delphi leaves them out. With ``probabilities``, the likeliest tokens at each step of
 a readable answer give each example a probability of "1" (see
-:func:`~interp.sae.explanations.chat.binary_probabilities`), from which the AUC is computed.
+:func:`~interp.sae.explanations.chat.binary_probabilities`), from which the AUC is computed. Where no answer
+about an activating example, or none about a non-activating one, could be read, there is nothing to compute
+the metrics from: the score is a :class:`~interp.sae.explanations.failure.Failure` that says so (delphi reports
+0 for each metric then).
 
 Where this differs from delphi, deliberately: a prompt's list must have one entry per example *in that prompt*
 (delphi expects ``per_prompt`` entries even from a last, shorter prompt, so it can never read one); entries must
@@ -32,10 +35,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interp.sae.explanations.chat import Backend, ChatFailure, ChatReply, ChatRequest, binary_probabilities
-from interp.sae.explanations.metrics import ClassifierMetrics, classifier_metrics
+from interp.sae.explanations.chat import ChatReply, ChatRequest, binary_probabilities
+from interp.sae.explanations.failure import Failure
+from interp.sae.explanations.metrics import CHANCE, ClassifierMetrics, classifier_metrics
 from interp.sae.explanations.prompts import one_line, request
 from interp.sae.explanations.records import Example
+from interp.sae.explanations.scorer import Scorer
 
 _LIST = re.compile(r"\[.*?\]")  # within one line, as delphi reads it
 TOP_LOGPROBS = 5
@@ -61,7 +66,7 @@ class Judged:
 
 
 @dataclass(frozen=True)
-class Prepared:
+class ClassifierTask:
     """A feature's samples cut into prompts, and the requests that ask about them."""
 
     batches: tuple[tuple[Sample, ...], ...]
@@ -88,7 +93,7 @@ class ClassifierScore:
         }
 
 
-class ClassifierScorer:
+class ClassifierScorer(Scorer):
     """What detection and fuzzing share: prompts of several examples, answers read as lists of 0s and 1s.
 
     Args:
@@ -119,9 +124,13 @@ class ClassifierScorer:
 
     def prepare(
         self, explanation: str, test: Sequence[Example], negatives: Sequence[Example], key: Any = 0
-    ) -> Prepared:
+    ) -> ClassifierTask:
         """Shuffle the samples, cut them into prompts, and write the requests; ``key`` (a feature's number)
         joins the seed, so that features do not share one order."""
+        if not test or not negatives:
+            raise ValueError(
+                f"the {self.name} score needs both kinds of example; got {len(test)} and {len(negatives)}"
+            )
         rng = random.Random(f"{self.seed}:{key}")
         samples = self.samples(test, negatives, rng)
         rng.shuffle(samples)
@@ -139,17 +148,18 @@ class ClassifierScorer:
             )
             for batch in batches
         )
-        return Prepared(batches, requests)
+        return ClassifierTask(batches, requests)
 
-    def judge(
-        self, prepared: Prepared, replies: Sequence[ChatReply | ChatFailure], model: str
-    ) -> ClassifierScore:
-        """Read each prompt's answer and compute the metrics."""
+    def read(
+        self, prepared: ClassifierTask, replies: Sequence[ChatReply | Failure]
+    ) -> tuple[tuple[Judged, ...], tuple[str, ...]]:
+        """Each sample with the answer read for it (``None`` where its prompt's answer could not be read), and
+        why each unread prompt was not read."""
         judged, failures = [], []
         for number, (batch, reply) in enumerate(zip(prepared.batches, replies, strict=True)):
             answers: list[bool] | None = None
             probabilities: list[float] | None = None
-            if isinstance(reply, ChatFailure):
+            if isinstance(reply, Failure):
                 failures.append(reply.reason)
             else:
                 answers = read_answer(reply.text, len(batch))
@@ -167,6 +177,33 @@ class ClassifierScorer:
                         number,
                     )
                 )
+        return tuple(judged), tuple(failures)
+
+    def judge(
+        self, prepared: ClassifierTask, replies: Sequence[ChatReply | Failure], model: str | None
+    ) -> ClassifierScore | Failure:
+        """Read each prompt's answer and compute the metrics; a :class:`Failure` where no answer about one kind
+        of example (or about either) could be read."""
+        if model is None:
+            raise ValueError(f"the {self.name} score's answers come from a language model; give its name")
+        judged, failures = self.read(prepared, replies)
+        hashes = tuple(r.key(model) for r in prepared.requests)
+        read = [j for j in judged if j.prediction is not None]
+        positive = sum(j.sample.activating for j in read)
+        negative = len(read) - positive
+        if not positive or not negative:
+            return Failure(
+                _unread(positive, negative, failures),
+                {
+                    "chance": CHANCE,
+                    "n_positive": positive,
+                    "n_negative": negative,
+                    "n_failed": len(judged) - len(read),
+                    "model": model,
+                    "prompts": list(hashes),
+                    "failures": list(failures),
+                },
+            )
         metrics = classifier_metrics(
             [j.sample.activating for j in judged],
             [j.prediction for j in judged],
@@ -174,20 +211,18 @@ class ClassifierScorer:
             [j.prompt for j in judged],
             seed=self.seed,
         )
-        hashes = tuple(r.key(model) for r in prepared.requests)
-        return ClassifierScore(self.name, metrics, tuple(judged), hashes, model, tuple(failures))
+        return ClassifierScore(self.name, metrics, judged, hashes, model, failures)
 
-    def score(
-        self,
-        backend: Backend,
-        explanation: str,
-        test: Sequence[Example],
-        negatives: Sequence[Example],
-        key: Any = 0,
-    ) -> ClassifierScore:
-        """Prepare, ask ``backend`` and judge, for one explanation."""
-        prepared = self.prepare(explanation, test, negatives, key)
-        return self.judge(prepared, backend.complete(prepared.requests), backend.name)
+
+def _unread(positive: int, negative: int, failures: Sequence[str]) -> str:
+    why = "; ".join(failures[:2])
+    if not positive and not negative:
+        return f"no answer could be read ({why})"
+    kind = "a non-activating" if positive else "an activating"
+    return (
+        f"no answer about {kind} example could be read ({why}); read {positive} about activating and {negative} "
+        "about non-activating ones, and the metrics need both"
+    )
 
 
 class DetectionScorer(ClassifierScorer):

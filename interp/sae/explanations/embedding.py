@@ -9,6 +9,9 @@ asked and nothing is sampled: the number is a pure function of the explanation a
 
 delphi prefixes the explanation with an instruction meant for instruction-tuned embedding models; MiniLM is not
 one, so the query here is the explanation alone by default (``query`` changes it).
+
+As a :class:`~interp.sae.explanations.scorer.Scorer` it prepares no request for the language model: its judging
+is the embedding.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from typing import Any
 
 import torch
 
+from interp.sae.explanations.chat import ChatReply, ChatRequest
+from interp.sae.explanations.failure import Failure
 from interp.sae.explanations.metrics import CHANCE, auc, auc_interval
 from interp.sae.explanations.records import Example
+from interp.sae.explanations.scorer import Scorer
 
 
 class SentenceEmbedder:
@@ -38,8 +44,8 @@ class SentenceEmbedder:
     ) -> None:
         if model.cfg.lm_head != "none":
             raise ValueError(
-                f"{name} is a language model (lm_head={model.cfg.lm_head!r}); the embedding score needs a sentence "
-                "encoder such as minilm-l6"
+                f"{name} is a language model (lm_head={model.cfg.lm_head!r}), not a sentence encoder; give one such "
+                "as minilm-l6"
             )
         self.model = model
         self.name = name
@@ -83,11 +89,22 @@ class SentenceEmbedder:
 
 
 @dataclass(frozen=True)
+class EmbeddingTask:
+    """What is embedded for one explanation: the query, then the activating and the non-activating texts."""
+
+    query: str
+    texts: tuple[str, ...]
+    n_positive: int
+    requests: tuple[ChatRequest, ...] = ()
+
+
+@dataclass(frozen=True)
 class EmbeddingScore:
-    """The explanation's similarity to each example, and their AUC."""
+    """The explanation's similarity to each example, and their AUC (``interval`` ``None`` where a class has
+    fewer than two examples)."""
 
     auc: float
-    interval: tuple[float, float]
+    interval: tuple[float, float] | None
     similarities: tuple[float, ...]
     activating: tuple[bool, ...]
     model: str
@@ -97,7 +114,7 @@ class EmbeddingScore:
     def to_json(self) -> dict[str, Any]:
         return {
             "auc": self.auc,
-            "interval": list(self.interval),
+            "interval": None if self.interval is None else list(self.interval),
             "chance": self.chance,
             "n_positive": sum(self.activating),
             "n_negative": len(self.activating) - sum(self.activating),
@@ -105,7 +122,7 @@ class EmbeddingScore:
         }
 
 
-class EmbeddingScorer:
+class EmbeddingScorer(Scorer):
     """Scores explanations by embedding similarity.
 
     Args:
@@ -123,23 +140,28 @@ class EmbeddingScorer:
         self.query = query
         self.seed = seed
 
-    def score(
-        self, explanation: str, test: Sequence[Example], negatives: Sequence[Example]
-    ) -> EmbeddingScore:
+    def prepare(
+        self, explanation: str, test: Sequence[Example], negatives: Sequence[Example], key: Any = 0
+    ) -> EmbeddingTask:
         if not test or not negatives:
             raise ValueError(
                 f"the embedding score needs both kinds of example; got {len(test)} and {len(negatives)}"
             )
         query = self.query.replace("{explanation}", explanation)
-        texts = [e.text for e in test] + [e.text for e in negatives]
-        vectors = self.embedder.encode([query, *texts])  # [1 + examples, d_model]
+        return EmbeddingTask(query, tuple(e.text for e in [*test, *negatives]), len(test))
+
+    def judge(
+        self, prepared: EmbeddingTask, replies: Sequence[ChatReply | Failure], model: str | None
+    ) -> EmbeddingScore:
+        """Embed the query and the texts; ``replies`` and ``model`` are unused (no model is asked)."""
+        vectors = self.embedder.encode([prepared.query, *prepared.texts])  # [1 + examples, d_model]
         similarity = (vectors[1:] @ vectors[0]).tolist()  # [examples]
-        pos, neg = similarity[: len(test)], similarity[len(test) :]
+        pos, neg = similarity[: prepared.n_positive], similarity[prepared.n_positive :]
         return EmbeddingScore(
             auc=auc(pos, neg),
             interval=auc_interval(pos, neg, seed=self.seed),
             similarities=tuple(similarity),
-            activating=tuple([True] * len(test) + [False] * len(negatives)),
+            activating=tuple([True] * len(pos) + [False] * len(neg)),
             model=self.embedder.name,
-            query=query,
+            query=prepared.query,
         )

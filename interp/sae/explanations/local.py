@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from interp.sae.explanations.chat import ChatFailure, ChatReply, ChatRequest, TokenChoice
+from interp.sae.explanations.chat import ChatReply, ChatRequest, OnReply, TokenChoice
+from interp.sae.explanations.failure import Failure
 
 
 def chat_template_of(name_or_path: str | Path) -> str | None:
@@ -91,18 +92,24 @@ class LocalBackend:
         messages = [{"role": role, "content": content} for role, content in request.messages]
         return self._template.render(messages=messages, add_generation_prompt=True, **special)
 
-    def complete(self, requests: Sequence[ChatRequest]) -> list[ChatReply | ChatFailure]:
+    def complete(
+        self, requests: Sequence[ChatRequest], on_reply: OnReply | None = None
+    ) -> list[ChatReply | Failure]:
+        """The answers, generated ``batch_size`` prompts at a time; each batch's answers go to ``on_reply`` as
+        soon as the batch is generated."""
         prompts = [self.render(r) for r in requests]
         lengths = [len(self.model.tokenizer.backend.encode(p, add_special_tokens=False).ids) for p in prompts]
-        replies: list[ChatReply | ChatFailure | None] = [None] * len(requests)
+        replies: list[ChatReply | Failure | None] = [None] * len(requests)
         groups: dict[tuple, list[int]] = {}
         n_ctx = self.model.cfg.n_ctx
         for i, r in enumerate(requests):
             if lengths[i] + r.max_tokens > n_ctx:
-                replies[i] = ChatFailure(
+                replies[i] = Failure(
                     f"the prompt is {lengths[i]} tokens; with {r.max_tokens} to generate it exceeds the model's "
                     f"context of {n_ctx}; show fewer or shorter examples (--n-explain, --per-prompt, --context)"
                 )
+                if on_reply is not None:
+                    on_reply(i, replies[i])
                 continue
             groups.setdefault((r.max_tokens, r.temperature, r.top_logprobs), []).append(i)
         for (max_tokens, temperature, top), rows in groups.items():
@@ -113,6 +120,8 @@ class LocalBackend:
                 answers = self._generate([prompts[i] for i in batch], max_tokens, temperature, top, seeds)
                 for i, reply in zip(batch, answers, strict=True):
                     replies[i] = reply
+                    if on_reply is not None:
+                        on_reply(i, reply)
         return replies  # type: ignore[return-value]
 
     def _generate(

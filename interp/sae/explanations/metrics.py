@@ -11,11 +11,15 @@ positives and negatives with "activating" as the positive class, and reports:
 - ``auc``: the area under the ROC curve of the probability the scorer gave to "1", where the backend returns
   probabilities (chance 0.5);
 - ``interval``: a 95% percentile bootstrap interval of the balanced accuracy, resampling whole prompts (the
-  examples one prompt shows are judged together, so they are not independent); ``None`` unless answers about
-  both kinds of example were read.
+  examples one prompt shows are judged together, so they are not independent).
+
+These numbers are computed only from answers about both kinds of example: with none about one kind, the
+balanced accuracy would count its rate as 0 though nothing was measured, so :func:`classifier_metrics` refuses,
+and the scorers report such a score as missing, with the reason (:class:`~interp.sae.explanations.failure.Failure`).
 
 The embedding score is the AUC of the explanation's similarity to activating against non-activating examples
-(chance 0.5), with a bootstrap interval that resamples the two classes separately.
+(chance 0.5), with a bootstrap interval that resamples the two classes separately. Both intervals are
+:mod:`interp.analysis.stats`'s.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from interp.analysis.stats import bootstrap_mean_interval
+from interp.analysis.stats import bootstrap_interval, bootstrap_mean_interval
 
 N_BOOT = 1000
 CHANCE = 0.5
@@ -41,14 +45,14 @@ class ClassifierMetrics:
     recall: float
     f1: float
     auc: float | None
-    interval: tuple[float, float] | None
+    interval: tuple[float, float]
     n_positive: int
     n_negative: int
     n_failed: int
     chance: float = CHANCE
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "interval": None if self.interval is None else list(self.interval)}
+        return {**asdict(self), "interval": list(self.interval)}
 
 
 def classifier_metrics(
@@ -66,25 +70,29 @@ def classifier_metrics(
         probabilities: the scorer's probability of "activating" for each, ``None`` where there is none.
         groups: the prompt each example was shown in (the bootstrap resamples prompts).
         seed: the bootstrap's seed.
+
+    Raises:
+        ValueError: no prediction about an activating example, or none about a non-activating one, was read.
     """
     read = [i for i, p in enumerate(predictions) if p is not None]
     t = np.array([truth[i] for i in read], dtype=bool)
     p = np.array([predictions[i] for i in read], dtype=bool)
     pos, neg = int(t.sum()), int((~t).sum())
+    if not pos or not neg:
+        raise ValueError(
+            f"the metrics need answers about both kinds of example; {pos} about activating and {neg} about "
+            "non-activating ones were read"
+        )
     tp, tn = int((p & t).sum()), int((~p & ~t).sum())
     fp = int((p & ~t).sum())
-    tpr = tp / pos if pos else 0.0
-    tnr = tn / neg if neg else 0.0
+    tpr, tnr = tp / pos, tn / neg
     precision = tp / (tp + fp) if tp + fp else 0.0
     f1 = 2 * precision * tpr / (precision + tpr) if precision + tpr else 0.0
-    interval = None
-    if pos and neg:
-        # Balanced accuracy is the mean of correct / (2 * the example's class count) * n: resampling prompts
-        # resamples that mean.
-        weight = np.where(t, len(t) / (2 * pos), len(t) / (2 * neg))
-        values = weight * (p == t)
-        _, low, high = bootstrap_mean_interval(values, N_BOOT, seed, groups=[groups[i] for i in read])
-        interval = (low, high)
+    # Balanced accuracy is the mean of correct / (2 * the example's class count) * n: resampling prompts resamples
+    # that mean.
+    weight = np.where(t, len(t) / (2 * pos), len(t) / (2 * neg))
+    values = weight * (p == t)
+    _, low, high = bootstrap_mean_interval(values, N_BOOT, seed, groups=[groups[i] for i in read])
     scored = [(truth[i], probabilities[i]) for i in range(len(truth)) if probabilities[i] is not None]
     area = None
     if scored and len({s for s, _ in scored}) == 2:
@@ -95,7 +103,7 @@ def classifier_metrics(
         recall=tpr,
         f1=f1,
         auc=area,
-        interval=interval,
+        interval=(low, high),
         n_positive=pos,
         n_negative=neg,
         n_failed=len(truth) - len(read),
@@ -119,14 +127,8 @@ def auc(positive: Sequence[float], negative: Sequence[float]) -> float:
 
 def auc_interval(
     positive: Sequence[float], negative: Sequence[float], seed: int = 0, level: float = 0.95
-) -> tuple[float, float]:
-    """A percentile bootstrap interval of :func:`auc`, resampling positives and negatives separately."""
-    pos, neg = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    draws = [
-        auc(pos[rng.integers(0, len(pos), len(pos))], neg[rng.integers(0, len(neg), len(neg))])
-        for _ in range(N_BOOT)
-    ]
-    tail = 50 * (1 - level)
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return float(low), float(high)
+) -> tuple[float, float] | None:
+    """A percentile bootstrap interval of :func:`auc`, resampling positives and negatives separately
+    (:func:`interp.analysis.stats.bootstrap_interval`); ``None`` where a class holds fewer than two scores."""
+    found = bootstrap_interval([positive, negative], auc, N_BOOT, seed, level)
+    return None if found is None else found[1:]

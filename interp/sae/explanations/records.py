@@ -1,8 +1,8 @@
 """A feature's examples as the explainer and the scorers see them: token strings with an activation at each.
 
-A :class:`FeatureId` names a feature by its layer and its index in that layer, and numbers it as
-circuit-tracer's graph files do (``featureIndex``, the Cantor pairing of the two), so an explanation finds its
-nodes in a graph. A :class:`FeatureRecord` holds a feature's activating examples (each tagged with the
+A :class:`~interp.feature_id.FeatureId` names a feature by its layer and its index in that layer, and numbers it
+as circuit-tracer's graph files do (``featureIndex``), so an explanation finds its nodes in a graph. A
+:class:`FeatureRecord` holds a feature's activating examples (each tagged with the
 activation quantile it was drawn from) and examples where it does not fire at all.
 
 Examples are cut to a window of ``context`` tokens (32 by default, as delphi cuts them, so that a small scorer
@@ -16,52 +16,13 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from interp.feature_id import FeatureId
+
 OPEN, CLOSE = "<<", ">>"
 """The marks put around the tokens a prompt points at (the convention of delphi's and OpenAI's prompts)."""
-
-
-@dataclass(frozen=True, order=True)
-class FeatureId:
-    """A feature: its layer and its index within the layer.
-
-    >>> FeatureId.parse("3:17"), str(FeatureId(3, 17)), FeatureId(3, 17).index
-    (FeatureId(layer=3, feature=17), '3:17', 227)
-    """
-
-    layer: int
-    feature: int
-
-    @property
-    def index(self) -> int:
-        """circuit-tracer's ``featureIndex``: the Cantor pairing of layer and feature, as its graph files and
-        feature files number a feature (:func:`interp.sae.dashboards.cantor`, which names the files)."""
-        from interp.sae.dashboards.dictionary import cantor
-
-        return cantor(self.layer, self.feature)
-
-    @classmethod
-    def from_index(cls, index: int) -> FeatureId:
-        """The feature that :attr:`index` numbers ``index`` (the inverse of the Cantor pairing)."""
-        if index < 0:
-            raise ValueError(f"featureIndex {index} is negative; feature indices are 0 or more")
-        total = (math.isqrt(8 * index + 1) - 1) // 2
-        feature = index - total * (total + 1) // 2
-        return cls(total - feature, feature)
-
-    @classmethod
-    def parse(cls, text: str) -> FeatureId:
-        """``"L:F"`` (layer and feature, both whole numbers from 0)."""
-        match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
-        if match is None:
-            raise ValueError(f"feature {text!r} is not LAYER:FEATURE; write it as 3:17")
-        return cls(int(match[1]), int(match[2]))
-
-    def __str__(self) -> str:
-        return f"{self.layer}:{self.feature}"
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,19 @@
 """Explaining and scoring every feature of a dashboards folder, resumably, one JSON Lines row per feature.
 
 Features go in chunks: the chunk's explanations are asked for in one call to the backend (so a local model
-generates them as one batch and an endpoint has them all in flight), then every scorer prompt of the chunk in
-one more call, then the embedding score; each finished feature's row is appended to the output and flushed
-before the next chunk starts. A row records the explanation, the model that wrote it and the hash of its prompt,
-and each score with its chance level, interval, prompts' hashes and the model that answered.
+generates them as one batch and an endpoint has them all in flight), then every scorer's prompts for the chunk
+in one more call (the scorers, :mod:`~interp.sae.explanations.registry`, all prepare and judge alike; the
+embedding score asks nothing); each finished feature's row is appended to the output and flushed before the
+next chunk starts. A row records the explanation, the model that wrote it and the hash of its prompt, and each
+score with its chance level, interval, prompts' hashes and the model that answered.
 
 A rerun reads the rows already written and skips every feature whose row is complete for the same settings and
-model; the rest are asked again through the answer cache, which already holds every answer the earlier run
-received, so nothing is asked twice. What goes wrong for one feature (an unreadable feature file, an explainer
-that returns nothing usable, a request that failed after its retries, too few examples) is written in its row as
-one line under ``error``, and the run goes on; such rows are retried on the next run.
+model; the rest are asked again through the answer cache, which holds every answer the earlier run received
+(each is cached the moment it arrives), so nothing is asked twice. What goes wrong for one feature (an
+unreadable feature file, an explainer that returns nothing usable, a request that failed after its retries or
+was answered with something that is not an answer, too few examples, a score with no readable answer to be
+computed from) is a :class:`~interp.sae.explanations.failure.Failure`, written in its row as one line under
+``error``, and the run goes on; such rows are retried on the next run.
 """
 
 from __future__ import annotations
@@ -18,64 +21,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from interp.atomic import write_atomic
-from interp.sae.explanations.chat import Backend, ChatFailure
-from interp.sae.explanations.classifier import ClassifierScorer, DetectionScorer, FuzzingScorer
+from interp.sae.explanations.chat import Backend
 from interp.sae.explanations.embedding import EmbeddingScorer
 from interp.sae.explanations.explainer import Explainer
+from interp.sae.explanations.failure import Failure
 from interp.sae.explanations.folder import FeatureFileError, FeatureFiles
 from interp.sae.explanations.records import Example, FeatureId, FeatureRecord
-
-SCORERS = ("detection", "fuzzing", "embedding")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Settings:
-    """What decides a row's numbers (a row made with other settings is made again).
-
-    Attributes:
-        scorers: which scores to compute, of :data:`SCORERS`.
-        n_explain: activating examples shown to the explainer.
-        n_test: activating examples scored, with as many non-activating ones.
-        context: tokens per example shown (delphi's 32).
-        min_context: the shortest examples scored, where the feature files hold no runs of ``context`` tokens
-            where the feature is zero (see :meth:`~interp.sae.explanations.records.FeatureRecord.scoring_length`).
-        per_prompt: examples per scorer prompt (delphi's 5).
-        threshold: fraction of an example's largest activation from which a token is marked.
-        probabilities: ask the scorer model for its likeliest tokens, for the AUC.
-        seed: the split of the examples, their order in prompts, the wrongly marked tokens, the bootstraps.
-    """
-
-    scorers: tuple[str, ...] = SCORERS
-    n_explain: int = 20
-    n_test: int = 20
-    context: int = 32
-    min_context: int = 8
-    per_prompt: int = 5
-    threshold: float = 0.3
-    probabilities: bool = True
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        unknown = [s for s in self.scorers if s not in SCORERS]
-        if unknown or not self.scorers:
-            raise ValueError(f"scorers {', '.join(unknown) or 'none'}: choose from {', '.join(SCORERS)}")
-        for name in ("n_explain", "n_test", "context", "min_context", "per_prompt"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)}; give 1 or more")
-        if self.min_context > self.context:
-            raise ValueError(
-                f"min_context={self.min_context} is more than context={self.context}; give at most it"
-            )
-        if not 0 < self.threshold <= 1:
-            raise ValueError(f"threshold={self.threshold}; give a fraction in (0, 1]")
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "scorers": list(self.scorers)}
+from interp.sae.explanations.registry import make_scorers
+from interp.sae.explanations.scorer import Score, Scorer
+from interp.sae.explanations.settings import Settings
 
 
 @dataclass
@@ -91,13 +50,49 @@ class Summary:
 
 @dataclass
 class _Feature:
-    """One feature on its way through a chunk."""
+    """One feature on its way through a chunk; :meth:`row` is what is written for it."""
 
     id: FeatureId
-    row: dict[str, Any]
+    scan: str
+    settings: Settings
+    record: FeatureRecord | None = None
     explain: list[Example] = field(default_factory=list)
     test: list[Example] = field(default_factory=list)
     negatives: list[Example] = field(default_factory=list)
+    length: int | None = None
+    explainer: dict[str, Any] | None = None
+    explanation: str | None = None
+    failure: Failure | None = None
+    scores: dict[str, Score | Failure] | None = None
+
+    def row(self) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "feature": str(self.id),
+            "layer": self.id.layer,
+            "index": self.id.feature,
+            "featureIndex": self.id.index,
+            "scan": self.scan,
+            "settings": self.settings.to_json(),
+        }
+        if self.record is not None:
+            row["density"] = self.record.density
+            row["examples"] = {
+                "explain": len(self.explain),
+                "test": len(self.test),
+                "non_activating": len(self.negatives),
+                "tokens": self.length,
+            }
+        if self.explainer is not None:
+            row["explainer"] = self.explainer
+        if self.explanation is not None:
+            row["explanation"] = self.explanation
+        if self.scores is not None:
+            row["scores"] = {name: score.to_json() for name, score in self.scores.items()}
+        errors = [] if self.failure is None else [self.failure.reason]
+        errors += [f"{name}: {s.reason}" for name, s in (self.scores or {}).items() if isinstance(s, Failure)]
+        if errors:
+            row["error"] = "; ".join(errors)
+        return row
 
 
 def read_rows(path: Path) -> dict[int, dict[str, Any]]:
@@ -134,7 +129,7 @@ def autointerp(
             :class:`~interp.sae.explanations.cache.CachedBackend` so that a rerun asks nothing twice).
         out: the JSON Lines file; rows already in it for the same settings and model are kept.
         features: which features (all in the folder by default).
-        settings: see :class:`Settings`.
+        settings: see :class:`~interp.sae.explanations.settings.Settings`.
         embedding: the embedding scorer, needed when ``settings.scorers`` has ``"embedding"``.
         chunk: features explained and scored together.
         progress: a progress bar over features.
@@ -145,8 +140,7 @@ def autointerp(
         rows replaced).
     """
     settings = settings or Settings()
-    if "embedding" in settings.scorers and embedding is None:
-        raise ValueError("the embedding score needs an EmbeddingScorer (embedding=...)")
+    scorers = make_scorers(settings.scorers, settings, embedding)
     out = Path(out)
     wanted = folder.select(features)
     done = read_rows(out)
@@ -155,7 +149,7 @@ def autointerp(
     asked_before = getattr(backend, "asked", 0)
     bar = _progress(len(todo), progress)
     for start in range(0, len(todo), chunk):
-        for row in _run_chunk(folder, todo[start : start + chunk], backend, settings, embedding):
+        for row in _run_chunk(folder, todo[start : start + chunk], backend, settings, scorers):
             _append(out, row)
             summary.written += 1
             if row.get("error"):
@@ -178,62 +172,24 @@ def _run_chunk(
     ids: Sequence[FeatureId],
     backend: Backend,
     settings: Settings,
-    embedding: EmbeddingScorer | None,
+    scorers: Sequence[Scorer],
 ) -> list[dict[str, Any]]:
     features = [_prepare(folder, fid, settings) for fid in ids]
-    _explain([f for f in features if not f.row.get("error")], backend, settings)
-    explained = [f for f in features if not f.row.get("error")]
-    classifiers: list[ClassifierScorer] = []
-    if "detection" in settings.scorers:
-        classifiers.append(
-            DetectionScorer(settings.per_prompt, settings.threshold, settings.probabilities, settings.seed)
-        )
-    if "fuzzing" in settings.scorers:
-        classifiers.append(
-            FuzzingScorer(settings.per_prompt, settings.threshold, settings.probabilities, settings.seed)
-        )
-    for scorer in classifiers:
-        _classify(scorer, explained, backend)
-    if embedding is not None and "embedding" in settings.scorers:
-        for f in explained:
-            if not f.test or not f.negatives:
-                f.row["scores"]["embedding"] = {"error": _no_examples(f)}
-                continue
-            f.row["scores"]["embedding"] = embedding.score(
-                f.row["explanation"], f.test, f.negatives
-            ).to_json()
-    for f in explained:
-        failed = [f"{name}: {s['error']}" for name, s in f.row["scores"].items() if "error" in s]
-        if failed:
-            f.row["error"] = "; ".join(failed)
-    return [f.row for f in features]
+    _explain([f for f in features if f.failure is None], backend, settings)
+    _score([f for f in features if f.failure is None], backend, scorers)
+    return [f.row() for f in features]
 
 
 def _prepare(folder: FeatureFiles, fid: FeatureId, settings: Settings) -> _Feature:
-    row: dict[str, Any] = {
-        "feature": str(fid),
-        "layer": fid.layer,
-        "index": fid.feature,
-        "featureIndex": fid.index,
-        "scan": folder.scan,
-        "settings": settings.to_json(),
-    }
-    feature = _Feature(fid, row)
+    feature = _Feature(fid, folder.scan, settings)
     try:
-        record = folder.record(fid)
+        feature.record = folder.record(fid)
     except FeatureFileError as err:
-        row["error"] = str(err)
+        feature.failure = Failure(str(err))
         return feature
-    row["density"] = record.density
-    feature.explain, feature.test, feature.negatives, length = examples_of(record, settings)
-    row["examples"] = {
-        "explain": len(feature.explain),
-        "test": len(feature.test),
-        "non_activating": len(feature.negatives),
-        "tokens": length,
-    }
+    feature.explain, feature.test, feature.negatives, feature.length = examples_of(feature.record, settings)
     if not feature.explain:
-        row["error"] = _too_few(record, settings)
+        feature.failure = Failure(_too_few(feature.record, settings))
     return feature
 
 
@@ -256,9 +212,19 @@ def examples_of(
 
 def _too_few(record: FeatureRecord, settings: Settings) -> str:
     n = len(record.activating)
+    if n == 0:
+        return (
+            f"{record.source}: no activating example; the feature never fired in the text its dashboard was "
+            "written from (a dead feature, or one too rare for that text): nothing to explain"
+        )
+    if n == 1:
+        return (
+            f"{record.source}: one activating example, which cannot be both shown to the explainer and scored; "
+            "write more examples per feature (interp dashboards)"
+        )
     return (
-        f"{record.source}: {n} activating example{'s' * (n != 1)}, none left for the explainer after "
-        f"{settings.n_test} held out for scoring; write more examples per feature or lower --n-test"
+        f"{record.source}: {n} activating examples, none left for the explainer after {settings.n_test} held "
+        f"out for scoring; give --n-test {n - 1} or less, or write more examples per feature (interp dashboards)"
     )
 
 
@@ -267,48 +233,47 @@ def _explain(features: Sequence[_Feature], backend: Backend, settings: Settings)
     requests = [explainer.request(f.explain) for f in features]
     replies = backend.complete(requests) if requests else []
     for f, request, reply in zip(features, requests, replies, strict=True):
-        f.row["scores"] = {}
-        if isinstance(reply, ChatFailure):
-            f.row["error"] = f"the explainer's request failed: {reply.reason}"
+        f.scores = {}
+        if isinstance(reply, Failure):
+            f.failure = reply.within("the explainer's request failed")
             continue
-        f.row["explainer"] = {
+        f.explainer = {
             "model": backend.name,
             "answered_by": reply.model,
             "prompt": request.key(backend.name),
             "answer": reply.text,
         }
-        explanation = explainer.parse(reply.text)
-        if explanation is None:
-            f.row["error"] = f"the explainer's answer holds no explanation: {reply.text[:80]!r}"
-            continue
-        f.row["explanation"] = explanation
+        f.explanation = explainer.parse(reply.text)
+        if f.explanation is None:
+            f.failure = Failure(f"the explainer's answer holds no explanation: {reply.text[:80]!r}")
 
 
-def _classify(scorer: ClassifierScorer, features: Sequence[_Feature], backend: Backend) -> None:
-    ready = []
-    for f in features:
-        if not f.test or not f.negatives:
-            f.row["scores"][scorer.name] = {"error": _no_examples(f)}
-        else:
-            ready.append((f, scorer.prepare(f.row["explanation"], f.test, f.negatives, key=f.id.index)))
-    requests = [r for _, p in ready for r in p.requests]
+def _score(features: Sequence[_Feature], backend: Backend, scorers: Sequence[Scorer]) -> None:
+    """Every scorer's prompts for every feature in one call to ``backend``, then each answer judged."""
+    found: dict[tuple[int, str], Score | Failure] = {}
+    tasks = []
+    for i, f in enumerate(features):
+        for scorer in scorers:
+            if not f.test or not f.negatives:
+                found[i, scorer.name] = Failure(_no_examples(f))
+            else:
+                tasks.append((i, scorer, scorer.prepare(f.explanation, f.test, f.negatives, key=f.id.index)))
+    requests = [r for _, _, task in tasks for r in task.requests]
     replies = backend.complete(requests) if requests else []
     at = 0
-    for f, prepared in ready:
-        answers = replies[at : at + len(prepared.requests)]
-        at += len(prepared.requests)
-        result = scorer.judge(prepared, answers, backend.name).to_json()
-        if result["n_positive"] + result["n_negative"] == 0:
-            result["error"] = f"no answer could be read ({'; '.join(result['failures'][:2])})"
-        f.row["scores"][scorer.name] = result
+    for i, scorer, task in tasks:
+        found[i, scorer.name] = scorer.judge(task, replies[at : at + len(task.requests)], backend.name)
+        at += len(task.requests)
+    for i, f in enumerate(features):
+        f.scores = {scorer.name: found[i, scorer.name] for scorer in scorers}
 
 
 def _no_examples(f: _Feature) -> str:
     if not f.test:
         return "no activating example is left for scoring after those shown to the explainer"
     return (
-        f"no non-activating example: no run of {f.row['settings']['min_context']} tokens where the feature is "
-        "zero in its feature file; write examples with more context, or a quantile of examples where it does not fire"
+        f"no non-activating example: no run of {f.settings.min_context} tokens where the feature is zero in its "
+        "feature file; write examples with more context, or a quantile of examples where it does not fire"
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from interp import distributed
 from interp.atomic import write_atomic
+from interp.resumable import Layout, Stage, claim
 from interp.sae.formats import save_dictionary
 from interp.sae.training.kinds import transcoder_hooks
 from interp.sae.training.state import CHECKPOINT, load_checkpoint
@@ -34,6 +35,14 @@ RECORD = "run.json"
 CACHE_KEYS = ("data_sha256", "model", "hook", "context", "tokens")
 """The settings the cached activations depend on (``--tokens``: how many windows are cached); the others only
 matter once training has taken a step."""
+LAYOUT = Layout(
+    record=RECORD,
+    what="a run of interp sae train",
+    other="another run",
+    remedy="use another folder to start over",
+    key="settings",
+)
+"""How a training run keeps its record (:mod:`interp.resumable`): ``run.json``, the settings under ``settings``."""
 
 
 @dataclass(frozen=True)
@@ -63,43 +72,31 @@ class RunFolder:
 
     @classmethod
     def open(cls, path: Path, settings: dict[str, Any]) -> RunFolder:
-        """The run in ``path`` with ``settings``: a new or empty folder, or the same run to resume.
+        """The run in ``path`` with ``settings``: a new or empty folder, or the same run to resume
+        (claimed as :mod:`interp.resumable` claims every resumable folder; the record is written by
+        :meth:`train`).
 
         Raises:
             ValueError: ``path`` holds files but no run record, a damaged record, a run with other settings
                 (each difference named), or a training checkpoint that cannot be read.
         """
-        if not path.exists() or not any(path.iterdir()):
-            return cls(path, settings)
-        record = path / RECORD
-        if not record.is_file():
-            raise ValueError(f"--out {path} is not empty and holds no {RECORD}; give a new or empty folder")
-        try:
-            earlier = json.loads(record.read_text(encoding="utf-8"))
-            recorded = earlier["settings"]
-        except (ValueError, KeyError, TypeError):
-            raise ValueError(
-                f"--out {path}: {record} is not a run record of interp sae train; give another folder"
-            ) from None
-        trained = (path / "checkpoint" / CHECKPOINT).is_file() or earlier.get("complete", False)
+        trained = (path / "checkpoint" / CHECKPOINT).is_file()
         cached = (path / "activations").is_dir() and any((path / "activations").iterdir())
-        if not trained and not cached:
+
+        def stage(record: dict[str, Any]) -> Stage:
+            done = bool(record.get("complete", False))
+            if not (trained or done or cached):
+                return Stage("new", ())  # nothing cached, nothing trained: any settings may retry
+            return Stage("complete" if done else "resume", list(settings) if trained or done else CACHE_KEYS)
+
+        found = claim(path, settings, LAYOUT, stage=stage)
+        if found.state == "new":
             return cls(path, settings)
-        keys = list(settings) if trained else list(CACHE_KEYS)
-        diffs = [
-            f"{k} was {recorded.get(k)!r}, now {settings[k]!r}"
-            for k in keys
-            if recorded.get(k) != settings[k]
-        ]
-        if diffs:
-            raise ValueError(
-                f"--out {path} holds another run ({'; '.join(diffs)}); use another folder to start over"
-            )
         if trained:
             load_checkpoint(
                 path / "checkpoint" / CHECKPOINT
             )  # a truncated checkpoint is refused now, by name
-        return cls(path, settings, earlier)
+        return cls(path, settings, found.record)
 
     def write_record(self, d_in: int | None, final: dict[str, Any] | None = None) -> None:
         """Write ``run.json`` atomically: complete, with the last training record, once ``final`` is given."""

@@ -49,8 +49,9 @@ def resident() -> int:
 
 def main(argv: list[str]) -> None:
     from interp.allocator import heap_trim
-    from interp.sae.dashboards import Settings, collect
-    from interp.sae.dashboards.run import _open, run_pass
+    from interp.sae.dashboards import Data, Settings, collect
+    from interp.sae.dashboards.reading import Reading
+    from interp.sae.dashboards.stream import run_pass
     from tests.circuits.transcoders import tiny_transcoders
     from tests.sae.dashboards import helpers
 
@@ -63,14 +64,15 @@ def main(argv: list[str]) -> None:
     g = torch.Generator().manual_seed(0)
     texts = [" ".join(f"w{int(t)}" for t in row) for row in torch.randint(3, 64, (n_items, 62), generator=g)]
     settings = Settings(top=4, quantiles=3, per_quantile=2, sample=10, before=3, after=2)
-    collect(model, tc, data=texts[:32], settings=settings, batch_size=32)  # warm-up
+    collect(model, tc, Data(texts=texts[:32], batch_size=32), settings=settings)  # warm-up
 
     def counts() -> list[float]:
         m = info()
         python = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
         return [resident() / MIB, (m.uordblks + m.hblkhd) / MIB, python / MIB]
 
-    reading, source = _open(model, tc, None, texts, None, 32, None, None)
+    reading = Reading.of(tc, None, model)
+    source = Data(texts=texts, batch_size=32).open(model, reading)
     collector = reading.collector(settings)
     heap_trim()(0)  # the start holds nothing freed: what the pass keeps is its own
     start, batches = counts(), []

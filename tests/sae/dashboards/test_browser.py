@@ -27,7 +27,7 @@ def folder(tmp_path_factory):
     model = helpers.model()
     tc = helpers.dictionary("clt", model)
     out = tmp_path_factory.mktemp("dash")
-    write_dashboards(model, tc, out, data=helpers.texts(60), scan="tc", settings=SETTINGS)
+    write_dashboards(model, tc, out, helpers.texts(60), scan="tc", settings=SETTINGS)
     root = out / "features" / "tc"
     index = json.loads((root / "index.json").read_text())
     densest = max(index["features"], key=lambda r: r["density"])

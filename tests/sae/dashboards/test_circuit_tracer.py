@@ -23,7 +23,7 @@ def graph_folder(tmp_path_factory):
     model = helpers.model()
     tc = helpers.dictionary("per-layer", model)
     out = tmp_path_factory.mktemp("graph")
-    write_dashboards(model, tc, out, data=helpers.texts(), scan="tiny-tc", settings=Settings(sample=12))
+    write_dashboards(model, tc, out, helpers.texts(), scan="tiny-tc", settings=Settings(sample=12))
     graph = attribute(model, tc, "w17 w33 w5 w48", max_logits=3, progress=False)
     graph.save(out, model=model, transcoders=tc, dashboards=out)
     other = out / "second"

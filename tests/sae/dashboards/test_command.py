@@ -10,8 +10,8 @@ import torch
 
 import interp
 from interp.cli import main
+from interp.feature_id import FeatureId
 from interp.sae import save_transcoders
-from interp.sae.dashboards import cantor
 from interp.store import cache_activations
 from tests.circuits.transcoders import tiny_transcoders
 from tests.sae.dashboards import helpers
@@ -28,6 +28,10 @@ def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     tc = tiny_transcoders(model.cfg, d_transcoder=12, seed=3)
     save_transcoders(tc, root / "tc")
+    dead = tiny_transcoders(model.cfg, d_transcoder=12, seed=3)
+    with torch.no_grad():
+        dead.b_enc[0, :3] = -100.0  # three features that never fire
+    save_transcoders(dead, root / "dead")
     other = interp.HookedTransformer(
         interp.TransformerConfig(n_layers=2, d_model=16, n_heads=2, d_vocab=64, n_ctx=32)
     )
@@ -36,6 +40,7 @@ def files(tmp_path_factory):
     interp.sae.save(sae, root / "sae16")
     texts = helpers.texts(30)
     (root / "texts.txt").write_text("\n".join(texts) + "\n")
+    (root / "nul.txt").write_bytes(("\n".join(texts[:3]) + "\n").encode() + b"w1 w2\x00w3\n")
     hooks = [tc.input_hook(layer) for layer in tc.layers]
     cache_activations(model, texts, hooks, root / "store", progress=False)
     cache_activations(model, texts, hooks, root / "last", positions="last", progress=False)
@@ -57,7 +62,9 @@ def test_writes_the_dashboards_then_a_graph_links_them(files, tmp_path, capsys):
     }
     for r in index["features"]:
         record = json.loads((root / f"{r['featureIndex']}.json").read_text())
-        assert record["index"] == cantor(r["layer"], r["feature"]) and record["transcoder_id"] == "tc"
+        assert (
+            record["index"] == FeatureId(r["layer"], r["feature"]).index and record["transcoder_id"] == "tc"
+        )
     assert (root / "index.html").is_file()
     assert main(argv) == 0 and "already complete" in capsys.readouterr().out
     rc = main(["attribute", LLAMA, "--transcoders", str(files / "tc"), "--prompt", "w17 w33 w5 w48", "--out",
@@ -67,6 +74,24 @@ def test_writes_the_dashboards_then_a_graph_links_them(files, tmp_path, capsys):
     assert doc["metadata"]["scan"] == "./data/features/tc" and doc["metadata"]["slug"] == "cats"
     page = (out / "index.html").read_text()
     assert '"dashboards": "features/tc"' in page
+
+
+def test_features_that_never_fired_are_counted_and_the_line_says_what_to_do(files, tmp_path, capsys):
+    argv = ["dashboards", LLAMA, "--dictionary", str(files / "dead"), "--data", str(files / "texts.txt"),
+            "--out", str(tmp_path), "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    index = json.loads((tmp_path / "features" / "dead" / "index.json").read_text())
+    assert [(r["layer"], r["feature"]) for r in index["features"] if r["density"] == 0] == [
+        (0, 0),
+        (0, 1),
+        (0, 2),
+    ]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == (
+        f"3 of 24 features never fired in these {index['n_tokens']:,} tokens: their dashboards hold no example, so "
+        "there is nothing to explain; they are dead, or too rare for this much text (a larger --data, or --tokens, "
+        "shows which)"
+    )
 
 
 def test_a_store_and_chosen_features(files, tmp_path):
@@ -84,6 +109,10 @@ def test_a_store_and_chosen_features(files, tmp_path):
     [
         ({"--dictionary": "missing"}, "--dictionary .*missing does not exist"),
         ({"--data": "missing.txt"}, "missing.txt does not exist"),
+        (
+            {"--data": "nul.txt"},
+            r"nul.txt holds a NUL byte \(line 4, byte \d+\): it is a binary file, not text",
+        ),
         ({"--store": "last"}, "keeps positions 'last'; dashboards show each example in its context"),
         ({"--features": "3-1"}, "'3-1' is not LAYER:FEATURE"),
         ({"--scan": "../up"}, "--scan '../up' is not a usable name"),
@@ -130,7 +159,11 @@ def test_another_run_in_the_same_folder_is_refused_in_one_line(files, tmp_path, 
     capsys.readouterr()
     assert main([*base, "--top", "3"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "holds dashboards of another run (its settings differ" in err
+    root = tmp_path / "features" / "tc"
+    assert len(err.splitlines()) == 1 and err.endswith(
+        f"{root} holds another run's dashboards (settings.top was 10, now 3); pass another --scan or --out, or "
+        f"delete {root} to start over"
+    )
     assert sorted(p.name for p in (tmp_path / "features" / "tc").iterdir()) == written
 
 
@@ -153,11 +186,44 @@ def test_smollm2_with_a_small_random_transcoder_set(tmp_path, capsys):
                  str(tmp_path / "texts.txt"), "--out", str(out), "--quiet"]) == 0  # fmt: skip
     index = json.loads((out / "features" / "tc" / "index.json").read_text())
     assert len(index["features"]) == n * f
-    fired = [r for r in index["features"] if r["density"] > 0]
-    assert fired
-    record = json.loads((out / "features" / "tc" / f"{fired[0]['featureIndex']}.json").read_text())
-    example = record["examples_quantiles"][0]["examples"][0]
-    assert "".join(example["tokens"]) in " ".join(texts) and record["top_logits"]
+    # Every feature's density and the fired ones' largest activation against each text run alone here, every
+    # token encoded (the special token left out); a token whose activation sits within float32 rounding of 0 in
+    # one run may fall on the other side in the other, so a count may differ by one.
+    ids, _, active = helpers.naive(model, tc, texts[:3])  # the texts repeat: three are all the distinct ones
+    n_tokens = 4 * sum(len(row) - 1 for row in ids)
+    assert index["n_tokens"] == n_tokens
+    fired = 0
+    for r in index["features"]:
+        values = [v for v, _, _ in active[(r["layer"], r["feature"])]]
+        assert abs(r["density"] * n_tokens - 4 * len(values)) <= 4, r
+        if values and r["density"] > 0:
+            fired += 1
+            record = json.loads((out / "features" / "tc" / f"{r['featureIndex']}.json").read_text())
+            assert record["act_max"] == pytest.approx(max(values), rel=1e-4, abs=1e-4), r
+            top = record["examples_quantiles"][0]["examples"][0]
+            assert "".join(top["tokens"]) in " ".join(texts) and record["top_logits"]
+    assert fired >= 10
     assert main(["attribute", "smollm2-135m", "--transcoders", str(tmp_path / "tc"), "--prompt", "The cat sat on the",
                  "--out", str(out), "--dashboards", str(out), "--max-logits", "2", "--quiet"]) == 0  # fmt: skip
     assert json.loads((out / "graph.json").read_text())["metadata"]["scan"] == "./data/features/tc"
+
+
+def test_the_placement_and_the_store_are_checked_once_each(files, tmp_path, monkeypatch):
+    import interp.preflight as preflight
+
+    calls = {"check_placement": 0, "check_store": 0}
+    for name in calls:
+        real = getattr(preflight, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(preflight, name, counted)
+    argv = ["dashboards", LLAMA, "--dictionary", str(files / "tc"), "--store", str(files / "store"),
+            "--out", str(tmp_path), "--quiet", "--tokens", "40"]  # fmt: skip
+    assert main(argv) == 0
+    assert calls == {
+        "check_placement": 1,
+        "check_store": 2,
+    }  # the folder before loading, hooks and model after

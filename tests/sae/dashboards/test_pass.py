@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 
+from interp.feature_id import FeatureId
 from interp.sae import SAE, SAESet
-from interp.sae.dashboards import Settings, cantor, collect
+from interp.sae.dashboards import Data, Settings, collect
 from interp.sae.dashboards.reservoir import sample_key
 from tests.sae.dashboards import helpers
 
@@ -30,8 +31,8 @@ def model():
 def case(request, model):
     module = helpers.dictionary(request.param, model)
     items = helpers.texts()
-    got = collect(model, module, data=items, settings=SETTINGS, batch_size=7)
-    records = {(r["layer"], r["feature"]): r for r in got.records(model, scan="test")}
+    got = collect(model, module, Data(texts=items, batch_size=7), settings=SETTINGS)
+    records = {(r.layer, r.feature): r.to_dict() for r in got.records(model, scan="test")}
     return module, items, records, helpers.naive(model, module, items), got
 
 
@@ -136,7 +137,7 @@ def test_quantile_examples_are_the_smallest_sample_keys_of_each_group(case):
         if not tokens or any(abs(v - b) <= ATOL + 1e-5 * abs(b) for v, _, _ in tokens for b in edges[1:-1]):
             continue  # a token on a group's bound, to float rounding, may fall in either group
         checked += 1
-        g = cantor(layer, feature)  # the feature's number in the dictionary
+        g = FeatureId(layer, feature).index  # the feature's number in the dictionary
         items = torch.tensor([i for _, i, _ in tokens])
         positions = torch.tensor([p for _, _, p in tokens])
         keys = sample_key(items, positions, torch.full_like(items, g), SETTINGS.seed).tolist()
@@ -194,12 +195,14 @@ def test_chosen_features_read_only_their_layers_and_match_the_full_pass(model):
     module = helpers.dictionary("clt", model)
     items = helpers.texts()
     full = {
-        (r["layer"], r["feature"]): r
-        for r in collect(model, module, data=items, settings=SETTINGS).records(model)
+        (r.layer, r.feature): r.to_dict()
+        for r in collect(model, module, items, settings=SETTINGS).records(model)
     }
-    chosen = collect(model, module, data=items, settings=SETTINGS, features=[(1, 4), (1, 2)])
+    chosen = collect(model, module, items, settings=SETTINGS, features=[(1, 4), (1, 2)])
     assert chosen.collector.layers == [1] and chosen.collector.n == 2
-    for record in chosen.records(model):  # the same up to float32 rounding (a hook at layer 0 is not taken)
+    for record in (
+        r.to_dict() for r in chosen.records(model)
+    ):  # the same up to float32 rounding (a hook at layer 0 is not taken)
         other = full[(record["layer"], record["feature"])]
         assert record["n_active"] == other["n_active"] and record["histogram"] == other["histogram"]
         torch.testing.assert_close(record["quantile_bounds"], other["quantile_bounds"], rtol=1e-5, atol=ATOL)

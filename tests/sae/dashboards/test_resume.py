@@ -3,13 +3,14 @@ activation store gives the dashboards the corpus gives; memory does not grow wit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 
 import pytest
 import torch
 
-from interp.sae.dashboards import Settings, collect, write_dashboards
+from interp.sae.dashboards import Data, Settings, collect, write_dashboards
 from interp.sae.dashboards.folder import STATE
 from interp.sae.dashboards.sources import special_first
 from interp.store import cache_activations
@@ -43,9 +44,9 @@ def _files(root):
     return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.name != "run.json"}
 
 
-def _write(model, tc, out, **kwargs):
+def _write(model, tc, out, settings=SETTINGS, **kwargs):
     return write_dashboards(
-        model, tc, out, data=helpers.texts(), scan="tc", settings=SETTINGS, batch_size=5, **kwargs
+        model, tc, out, Data(texts=helpers.texts(), batch_size=5), scan="tc", settings=settings, **kwargs
     )
 
 
@@ -114,7 +115,7 @@ def test_a_store_run_that_fails_continues_to_the_same_files(model, tc, store, tm
     _, folder = store
 
     def run(out, **kwargs):
-        return write_dashboards(model, tc, out, store=folder, scan="tc", settings=SETTINGS, **kwargs)
+        return write_dashboards(model, tc, out, Data(store=folder), scan="tc", settings=SETTINGS, **kwargs)
 
     run(tmp_path / "whole")
     whole = _files(tmp_path / "whole" / "features" / "tc")
@@ -138,7 +139,11 @@ def test_another_dictionary_or_a_store_of_another_model_is_refused(model, tc, st
     root = tmp_path / "features" / "tc"
     before = _files(root)
     other = tiny_transcoders(model.cfg, d_transcoder=16, kind="skip", seed=8)  # another one of the same shape
-    with pytest.raises(ValueError, match="holds dashboards of another run \\(its dictionary differ"):
+    with pytest.raises(
+        ValueError,
+        match=r"holds another run's dashboards \(dictionary\.fingerprint was '[0-9a-f]{12}…', now '[0-9a-f]{12}…'\); "
+        "pass another --scan or --out",
+    ):
         _write(model, other, tmp_path)
     assert _files(root) == before
     import interp
@@ -147,7 +152,7 @@ def test_another_dictionary_or_a_store_of_another_model_is_refused(model, tc, st
     with torch.no_grad():
         changed.blocks[0].attn.W_Q.add_(0.01)
     with pytest.raises(ValueError, match="was written by model .*not by the model given"):
-        write_dashboards(changed, tc, tmp_path / "other", store=store[1], scan="tc", settings=SETTINGS)
+        write_dashboards(changed, tc, tmp_path / "other", Data(store=store[1]), scan="tc", settings=SETTINGS)
     assert not (tmp_path / "other").exists()
 
 
@@ -155,16 +160,25 @@ def test_another_run_is_refused_and_nothing_is_lost(model, tc, tmp_path):
     _write(model, tc, tmp_path)
     root = tmp_path / "features" / "tc"
     before = _files(root)
-    with pytest.raises(ValueError, match="holds dashboards of another run .*settings.*pass another --scan"):
-        write_dashboards(model, tc, tmp_path, data=helpers.texts(), scan="tc", settings=Settings(top=2))
+    with pytest.raises(
+        ValueError,
+        match=r"holds another run's dashboards \(settings\.top was 4, now 2\); pass another --scan",
+    ):
+        _write(model, tc, tmp_path, settings=dataclasses.replace(SETTINGS, top=2))
     assert _files(root) == before
 
 
 def test_a_store_gives_the_dashboards_of_the_corpus(model, tc, store):
     """Shards of 7 rows split items between shards: an example's window is still whole."""
     texts, folder = store
-    from_store = collect(model, tc, store=folder, settings=SETTINGS, skip_first=1).records(model)
-    from_text = collect(model, tc, data=texts, settings=SETTINGS, batch_size=5).records(model)
+    from_store = [
+        r.to_dict()
+        for r in collect(model, tc, Data(store=folder, skip_first=1), settings=SETTINGS).records(model)
+    ]
+    from_text = [
+        r.to_dict()
+        for r in collect(model, tc, Data(texts=texts, batch_size=5), settings=SETTINGS).records(model)
+    ]
     for a, b in zip(from_store, from_text, strict=True):
         assert (a["layer"], a["feature"], a["n_active"], a["n_tokens"]) == (
             b["layer"],
@@ -183,8 +197,8 @@ def test_a_store_gives_the_dashboards_of_the_corpus(model, tc, store):
 
 def test_tokens_cut_the_data_and_memory_does_not_grow_with_them(model, tc):
     texts = helpers.texts(60)
-    small = collect(model, tc, data=texts, settings=SETTINGS, max_tokens=100)
-    large = collect(model, tc, data=texts, settings=SETTINGS)
+    small = collect(model, tc, Data(texts=texts, max_tokens=100), settings=SETTINGS)
+    large = collect(model, tc, texts, settings=SETTINGS)
     lengths = [len(special_first(model.tokenizer, [t])[0][0]) for t in texts]
     assert large.collector.n_tokens == sum(lengths) - len(
         texts

@@ -1,11 +1,11 @@
 """A deterministic stand-in for the language model, for tests whose numbers must be exact.
 
-It is a backend like any other (``name``, ``complete``) and reads the prompts the package writes, as a model
-would: the last user turn's ``Feature:`` line and its numbered ``Passage i:`` lines. It answers by a rule
-instead of by sampling: an explanation names a class of words (:func:`planted.word_rule`); detection answers 1
-for a passage holding a word of that class, fuzzing 1 for a passage whose every marked word is of it, and the
-explainer names the class of the marked words. With ``probabilities`` it also returns, for each answer digit,
-the two likeliest tokens, so the AUC is defined.
+It is a backend like any other (``name``, ``complete`` handing each answer to ``on_reply``) and reads the
+prompts the package writes, as a model would: the last user turn's ``Feature:`` line and its numbered
+``Passage i:`` lines. It answers by a rule instead of by sampling: an explanation names a class of words
+(:func:`planted.word_rule`); detection answers 1 for a passage holding a word of that class, fuzzing 1 for a
+passage whose every marked word is of it, and the explainer names the class of the marked words. With
+``probabilities`` it also returns, for each answer digit, the two likeliest tokens, so the AUC is defined.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import math
 import re
 from collections.abc import Sequence
 
-from interp.sae.explanations.chat import ChatFailure, ChatReply, ChatRequest, TokenChoice
+from interp.sae.explanations.chat import ChatReply, ChatRequest, OnReply, TokenChoice
+from interp.sae.explanations.failure import Failure
 from tests.sae.explanations.planted import CLASSES, EXPLANATIONS, word_rule
 
 _PASSAGE = re.compile(r"^Passage (\d+): (.*)$", flags=re.M)
@@ -31,9 +32,15 @@ class RuleModel:
         self.confidence = confidence
         self.requests: list[ChatRequest] = []
 
-    def complete(self, requests: Sequence[ChatRequest]) -> list[ChatReply | ChatFailure]:
+    def complete(
+        self, requests: Sequence[ChatRequest], on_reply: OnReply | None = None
+    ) -> list[ChatReply | Failure]:
         self.requests.extend(requests)
-        return [self._answer(r) for r in requests]
+        answers = [self._answer(r) for r in requests]
+        for i, answer in enumerate(answers):
+            if on_reply is not None:
+                on_reply(i, answer)
+        return answers
 
     def _answer(self, request: ChatRequest) -> ChatReply:
         system, last = request.messages[0][1], request.messages[-1][1]

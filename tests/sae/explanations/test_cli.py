@@ -56,22 +56,57 @@ def test_a_run_writes_one_row_per_feature_and_a_rerun_asks_nothing(dashboards, e
 @pytest.mark.parametrize(
     "change, message",
     [
-        (["--scorer", "detection,bogus"], "scorers bogus: choose from detection, fuzzing, embedding"),
+        (
+            ["--scorer", "detection,bogus"],
+            "argument --scorer: invalid value 'detection,bogus': 'bogus' is not a scorer; choose from detection, "
+            "fuzzing, embedding (comma separated)",
+        ),
+        (["--scorer", ","], "argument --scorer: invalid value ',': no scorer named; choose from detection"),
         (["--features", "0:5,7:7"], "--features 7:7: not in "),
-        (["--features", "0-5"], "feature '0-5' is not LAYER:FEATURE; write it as 3:17"),
+        (
+            ["--features", "0-5"],
+            "argument --features: invalid value '0-5': feature '0-5' is not LAYER:FEATURE; write it as 3:17",
+        ),
+        (
+            ["--features", ","],
+            "argument --features: invalid value ',': no feature named; write LAYER:FEATURE",
+        ),
         (
             ["--explainer-model", "m"],
-            "--explainer-model names a model served at a URL; give --explainer a URL",
+            "--explainer-model m names a model served at a URL, but --explainer {explainer} is not one; give "
+            "--explainer a URL (http://...), or leave --explainer-model out",
         ),
         (["--n-test", "0"], "argument --n-test: 0; it must be at least 1"),
-        (["--scan", "nope"], "scan 'nope' is not in "),
+        (["--min-context", "40"], "--min-context 40 is more than --context 32; give at most 32"),
+        (["--retries", "-2"], "argument --retries: -2 is negative; give 0 or more"),
+        (["--timeout", "inf"], "argument --timeout: inf; give a finite number above 0"),
+        (["--scan", "nope"], "--scan 'nope' is not in "),
+        (
+            ["--scorer", "embedding", "--embedding-model", "no-such-encoder"],
+            "--embedding-model: no model 'no-such-encoder': it is not a ",
+        ),
     ],
 )
 def test_mistakes_are_one_line_before_anything_loads(dashboards, explainer, capsys, change, message):
     assert main(command(dashboards, explainer, *change)) == 2
     err = capsys.readouterr().err
-    assert message in err and err.count("\n") == 1
+    assert message.format(explainer=explainer) in err and err.count("\n") == 1
     assert not (dashboards / "explanations.jsonl").exists()
+
+
+def test_a_language_model_is_refused_as_the_embedding_model_before_the_explainer_loads(
+    dashboards, explainer, capsys
+):
+    assert (
+        main(command(dashboards, explainer, "--scorer", "embedding", "--embedding-model", str(explainer)))
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err == (
+        f"interp: error: --embedding-model: {explainer} is a language model (lm_head='linear'), not a sentence "
+        "encoder; give one such as minilm-l6\n"
+    )
+    assert not (dashboards / "explanations-cache.jsonl").exists()
 
 
 def test_a_prompt_longer_than_the_context_fails_its_feature_alone(dashboards, tmp_path, capsys):
@@ -90,7 +125,7 @@ def test_a_prompt_longer_than_the_context_fails_its_feature_alone(dashboards, tm
 
 def test_a_missing_model_and_a_bad_output_are_refused(dashboards, explainer, capsys, tmp_path):
     assert main(command(dashboards, tmp_path / "no-such-model")) == 2
-    assert "no-such-model" in capsys.readouterr().err
+    assert f"--explainer: no model '{tmp_path / 'no-such-model'}'" in capsys.readouterr().err
     (tmp_path / "dir.jsonl").mkdir()
     assert main(command(dashboards, explainer, "--out", str(tmp_path / "dir.jsonl"))) == 2
     assert "--out" in capsys.readouterr().err and not (dashboards / "explanations-cache.jsonl").exists()

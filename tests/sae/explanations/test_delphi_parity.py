@@ -32,6 +32,7 @@ from interp.sae.explanations import (
     ChatReply,
     DetectionScorer,
     EmbeddingScorer,
+    Failure,
     FuzzingScorer,
     SentenceEmbedder,
 )
@@ -54,7 +55,7 @@ class Replay:
     def __init__(self, answers: dict[str, dict]) -> None:
         self.answers = answers
 
-    def complete(self, requests):
+    def complete(self, requests, on_reply=None):
         replies = []
         for request in requests:
             recorded = [self.answers[plain(t)] for t in _PASSAGE.findall(request.messages[-1][1])]
@@ -66,6 +67,9 @@ class Replay:
                 replies.append(ChatReply(recorded[0]["text"], self.name, choices))
             else:
                 replies.append(ChatReply("[" + ", ".join(str(r["label"]) for r in recorded) + "]", self.name))
+        for i, reply in enumerate(replies):
+            if on_reply is not None:
+                on_reply(i, reply)
         return replies
 
 
@@ -167,10 +171,8 @@ def test_classifiers_match_delphi(delphi, source):
     read = with_auc = 0
     for (case, scorer_name, _, answers, per_prompt, log_prob), theirs in runs:
         scorer = SCORERS[scorer_name](per_prompt=per_prompt, probabilities=log_prob)
-        ours = scorer.score(
-            Replay(answers), case.explanation, case.test, case.negatives, key=case.feature.id.index
-        )
-        mine = {plain(j.sample.text): j for j in ours.judged}
+        judged_all, ours = _ours(scorer, case, answers)
+        mine = {plain(j.sample.text): j for j in judged_all}
         assert len(mine) == len(theirs["samples"]) == 2 * len(case.test)
         for sample in theirs["samples"]:
             judged = mine[sample["text"]]
@@ -181,19 +183,26 @@ def test_classifiers_match_delphi(delphi, source):
             else:
                 assert judged.probability == pytest.approx(sample["probability"], rel=1e-12)
             read += sample["prediction"] is not None
-        m, d = ours.metrics, theirs["metrics"]
-        assert (m.n_positive, m.n_negative) == (d["total_positives"], d["total_negatives"])
-        assert (m.accuracy, m.precision, m.recall, m.f1) == pytest.approx(
-            (d["accuracy"], d["precision"], d["recall"], d["f1_score"]), abs=1e-12
-        )
-        assert (m.auc is None) == (d["auc"] is None) and (
-            m.auc is None or m.auc == pytest.approx(d["auc"], abs=1e-12)
-        )
-        with_auc += m.auc is not None
+        d = theirs["metrics"]
+        if d["total_positives"] and d["total_negatives"]:
+            m = ours.metrics
+            assert (m.n_positive, m.n_negative) == (d["total_positives"], d["total_negatives"])
+            assert (m.accuracy, m.precision, m.recall, m.f1) == pytest.approx(
+                (d["accuracy"], d["precision"], d["recall"], d["f1_score"]), abs=1e-12
+            )
+            assert (m.auc is None) == (d["auc"] is None) and (
+                m.auc is None or m.auc == pytest.approx(d["auc"], abs=1e-12)
+            )
+            with_auc += m.auc is not None
+        else:  # the one deliberate difference in metrics: delphi reports 0 computed from nothing, here missing
+            assert (d["accuracy"], d["precision"], d["recall"], d["f1_score"]) == (0, 0, 0, 0)
+            assert isinstance(ours, Failure) and ours.reason.startswith("no answer")
+            counts = (ours.recorded["n_positive"], ours.recorded["n_negative"])
+            assert counts == (d["total_positives"], d["total_negatives"])
         shown = [plain(t) for t in theirs["shown"]]
         assert sorted(shown) == sorted(mine)  # every example shown once, on both sides
         if scorer_name == "fuzzing":
-            _same_marks(ours, theirs["shown"], case)
+            _same_marks(judged_all, theirs["shown"], case)
     if source != "smollm2":
         assert read > 0.8 * 12 * 16  # mostly readable: the metrics compared are not all empty
     if source == "drawn":
@@ -202,18 +211,40 @@ def test_classifiers_match_delphi(delphi, source):
 
 def test_smollm2_answers_are_unreadable_alike(delphi):
     """The 135M model, asked about one example, writes lists of several entries (the worked examples show
-    several) or stops mid-list: both read none of them. The test above checks that they agree; this one
-    checks that the record holds no readable answer at all."""
-    texts = [a["text"] for run, _ in _classifier_runs(delphi, "smollm2") for a in run[3].values()]
-    assert len(texts) == 12 * 16
-    readable = [t for t in texts if re.fullmatch(r"\s*\[\s*[01]\s*\]\s*", t)]
-    assert readable == []  # none is a one-entry list: every judgement on both sides is unread
+    several) or stops mid-list: both sides read none of them, so every judgement is unread and the metrics count
+    no example. The same record with one answer made readable ("[1]") is read here as exactly that judgement: the
+    reader reads, and what it refuses in SmolLM2's record is the answers themselves."""
+    runs = _classifier_runs(delphi, "smollm2")
+    assert len(runs) == 12
+    for (case, scorer_name, _, answers, per_prompt, log_prob), theirs in runs:
+        scorer = SCORERS[scorer_name](per_prompt=per_prompt, probabilities=log_prob)
+        judged, ours = _ours(scorer, case, answers)
+        n = 2 * len(case.test)
+        assert [j.prediction for j in judged] == [None] * n
+        assert [s["prediction"] for s in theirs["samples"]] == [None] * n
+        assert isinstance(ours, Failure) and ours.reason.startswith("no answer")
+        assert (ours.recorded["n_positive"], ours.recorded["n_negative"]) == (0, 0)
+        text = plain(case.test[0].text)
+        planted = {**answers, text: {"text": "[1]", "tokens": None, "label": 1}}
+        again, _ = _ours(scorer, case, planted)
+        assert [(plain(j.sample.text), j.prediction) for j in again if j.prediction is not None] == [
+            (text, True)
+        ]
 
 
-def _same_marks(ours, shown, case):
+def _ours(scorer, case, answers):
+    """Each sample as read here, and the score (or the failure that stands for it)."""
+    backend = Replay(answers)
+    prepared = scorer.prepare(case.explanation, case.test, case.negatives, key=case.feature.id.index)
+    replies = backend.complete(prepared.requests)
+    judged, _ = scorer.read(prepared, replies)
+    return judged, scorer.judge(prepared, replies, backend.name)
+
+
+def _same_marks(judged, shown, case):
     """Correct marks are the same text on both sides; wrong marks (random on each side) mark as many words."""
     activating = {e.text for e in case.test}
-    mine = {plain(j.sample.text): j.sample.text for j in ours.judged}
+    mine = {plain(j.sample.text): j.sample.text for j in judged}
     for text in shown:
         if plain(text) in activating:
             assert text == mine[plain(text)]
@@ -230,11 +261,9 @@ def test_a_short_last_prompt_is_read_here_and_lost_in_delphi(delphi):
     expects 5 entries from it and reads none, this package expects 1."""
     for (case, scorer_name, _, answers, _, _), theirs in _classifier_runs(delphi, "drawn-short-last"):
         scorer = SCORERS[scorer_name](per_prompt=5, probabilities=False)
-        ours = scorer.score(
-            Replay(answers), case.explanation, case.test, case.negatives, key=case.feature.id.index
-        )
+        judged, _ = _ours(scorer, case, answers)
         assert sum(s["prediction"] is None for s in theirs["samples"]) == 1
-        assert sum(j.prediction is None for j in ours.judged) == 0
+        assert sum(j.prediction is None for j in judged) == 0
 
 
 def test_embedding_matches_delphi_with_sentence_transformers(delphi):

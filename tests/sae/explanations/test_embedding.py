@@ -48,7 +48,9 @@ def test_embeddings_match_transformers_bert_mean_pooled_and_normalized():
 def test_a_language_model_is_refused_as_encoder():
     from tests.sae.models import tiny_model
 
-    with pytest.raises(ValueError, match="is a language model .* needs a sentence encoder such as minilm-l6"):
+    with pytest.raises(
+        ValueError, match="is a language model .*, not a sentence encoder; give one such as minilm-l6"
+    ):
         SentenceEmbedder(tiny_model(), name="tiny")
 
 

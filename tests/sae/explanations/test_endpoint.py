@@ -3,29 +3,38 @@
 The main tests run ``transformers serve`` on the packaged SmolLM2 (:mod:`tests.sae.explanations.server`) and
 send it real requests: the pre-flight, several requests in flight, the cache, and ``interp autointerp`` end to
 end. Small HTTP servers written here (standard library, on loopback) stand for the ways an endpoint goes
-wrong that a healthy server cannot show: one that answers 404 to everything (not an OpenAI endpoint), one that
-fails with 503 before it answers (retried with backoff), one too slow for the timeout.
+wrong that a healthy server cannot show (:mod:`tests.sae.explanations.fake_server`): one that answers 404 to
+everything (not an OpenAI endpoint), one that fails with 503 before it answers (retried with backoff, each retry
+said), one too slow for the timeout, one whose answers are not JSON (from the start, or after good ones), one that
+lists a model but never answers a chat request, and one slow enough to stop a run mid-way.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
 from interp.cli import main
 from interp.sae.explanations import (
     CachedBackend,
-    ChatFailure,
     ChatReply,
     ChatRequest,
     EndpointBackend,
+    Failure,
     ResponseCache,
+    read_rows,
 )
+from interp.sae.explanations import endpoint as endpoint_module
+from tests.sae.explanations.fake_server import GARBAGE, FakeServer, fake_server
 from tests.sae.explanations.planted import PLANTED, write_folder
 from tests.sae.explanations.server import free_port, hf_folder, serve
 
@@ -94,7 +103,12 @@ def test_autointerp_over_http_end_to_end(server, tmp_path, capsys):
             assert (
                 score["chance"] == 0.5 and len(score["prompts"]) == 2 and score["model"] == str(hf_folder())
             )
-            assert score["auc"] is None  # transformers serve returns no log probabilities
+            # with no answer the metrics can be computed from, none is reported and the row says why
+            if "error" in score:
+                assert not {"accuracy", "f1", "auc"} & set(score)
+                assert f"{name}: {score['error']}" in row["error"]
+            else:
+                assert score["auc"] is None  # transformers serve returns no log probabilities
     labelled = json.loads((tmp_path / "g.json").read_text())["nodes"]
     assert labelled[0]["clerp"] == rows[0].get("explanation", "") and labelled[1]["clerp"] == ""
     assert "requests sent" in printed
@@ -111,62 +125,14 @@ def test_nothing_listening_is_refused_in_one_line():
         EndpointBackend(f"http://127.0.0.1:{port}", timeout=2, max_retries=0).check()
 
 
-class _Scripted(BaseHTTPRequestHandler):
-    """Answers by ``self.server.script``: a list of (status, delay) for successive chat requests."""
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        if self.server.openai and self.path == "/v1/models":
-            self._send(
-                200,
-                {
-                    "object": "list",
-                    "data": [{"id": "scripted", "object": "model", "created": 0, "owned_by": "test"}],
-                },
-            )
-        else:
-            self._send(404, {"detail": "Not Found"})
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        self.server.seen += 1
-        if self.server.reject_logprobs and body.get("logprobs"):
-            self._send(400, {"error": {"message": "logprobs are not supported"}})
-            return
-        status, delay = self.server.script.pop(0) if self.server.script else (200, 0.0)
-        time.sleep(delay)
-        if status != 200 or not self.server.openai:
-            self._send(status if self.server.openai else 404, {"error": {"message": "busy"}})
-            return
-        self._send(200, {
-            "id": "1", "object": "chat.completion", "created": 0, "model": "scripted",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "[1]"}}],
-        })  # fmt: skip
-
-    def _send(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 @pytest.fixture
-def scripted() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
-    server.openai, server.script, server.seen, server.reject_logprobs = True, [], 0, False
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def scripted() -> Iterator[FakeServer]:
+    with fake_server() as server:
+        yield server
 
 
-def _url(server: ThreadingHTTPServer) -> str:
-    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+def _url(server: FakeServer) -> str:
+    return server.url
 
 
 def test_not_an_openai_endpoint_is_refused_in_one_line(scripted):
@@ -175,23 +141,42 @@ def test_not_an_openai_endpoint_is_refused_in_one_line(scripted):
         EndpointBackend(_url(scripted), timeout=5, max_retries=0).check()
 
 
-def test_failures_are_retried_with_backoff_then_reported(scripted):
-    backend = EndpointBackend(_url(scripted), model="scripted", timeout=5, max_retries=2)
-    scripted.script = [(503, 0.0), (503, 0.0)]
+def test_failures_are_retried_with_backoff_and_each_retry_is_said(scripted):
+    said = []
+    backend = EndpointBackend(scripted.url, model="scripted", timeout=5, max_retries=2, say=said.append)
+    scripted.script = [("status", 503), ("status", 503)]
     start = time.monotonic()
     assert backend.complete(requests(1)) == [ChatReply("[1]", "scripted")]
-    assert scripted.seen == 3 and time.monotonic() - start > 0.5  # two waits of 0.5 s and 1 s, less jitter
-    scripted.script, scripted.seen = [(503, 0.0)] * 3, 0
+    assert scripted.seen == 3 and time.monotonic() - start > 1.1  # waits of 0.5 s and 1 s, less a quarter
+    assert [line[: line.rindex(" in ")] for line in said] == [
+        f"{scripted.url}: answered 503; retry 1 of 2",
+        f"{scripted.url}: answered 503; retry 2 of 2",
+    ]
+    waits = [float(line.split(" in ")[-1].removesuffix(" s")) for line in said]
+    assert 0.375 <= waits[0] <= 0.5 and 0.75 <= waits[1] <= 1.0
+    said.clear()
+    scripted.script, scripted.received = [("status", 503)] * 3, []
     (failure,) = backend.complete(requests(1))
-    assert isinstance(failure, ChatFailure) and scripted.seen == 3 and "InternalServerError" in failure.reason
-    assert "\n" not in failure.reason
+    assert isinstance(failure, Failure) and scripted.seen == 3 and len(said) == 2
+    assert failure.reason.startswith(f"{scripted.url}: InternalServerError: ")
+    assert failure.reason.endswith("(after 2 retries)") and "\n" not in failure.reason
+
+
+def test_a_timeout_is_retried_and_said(scripted):
+    said = []
+    backend = EndpointBackend(scripted.url, model="scripted", timeout=0.5, max_retries=1, say=said.append)
+    scripted.script = [("slow", 3.0)]
+    assert backend.complete(requests(1)) == [ChatReply("[1]", "scripted")]
+    assert len(said) == 1 and said[0].startswith(
+        f"{scripted.url}: no answer within 0.5 s (--timeout); retry 1 of 1 in "
+    )
 
 
 def test_a_slow_answer_times_out(scripted):
     backend = EndpointBackend(_url(scripted), model="scripted", timeout=0.5, max_retries=0)
-    scripted.script = [(200, 2.0)]
+    scripted.script = [("slow", 2.0)]
     (failure,) = backend.complete(requests(1))
-    assert isinstance(failure, ChatFailure) and "Timeout" in failure.reason
+    assert isinstance(failure, Failure) and "Timeout" in failure.reason
 
 
 def test_the_model_must_be_served(scripted):
@@ -218,3 +203,145 @@ def test_cli_refuses_a_folder_without_features_before_asking(tmp_path, capsys, s
     ours = err[err.index("interp: error: ") :]
     assert "holds no feature files" in ours and ours.count("\n") == 1
     assert scripted.seen == 0
+
+
+def test_answers_that_are_not_chat_completions_fail_their_request_alone(scripted):
+    """A body that is not JSON, JSON of another shape, an HTML page: each is its request's failure, naming the URL
+    and quoting what came back; the requests around them are answered, and each answer is handed over as it
+    arrives."""
+    backend = EndpointBackend(scripted.url, model="scripted", timeout=5, max_retries=3, concurrency=1)
+    scripted.script = ["ok", "garbage", "shape", "html", "ok"]
+    arrived = []
+    answers = backend.complete(requests(5), on_reply=lambda i, a: arrived.append(i))
+    assert answers[0] == answers[4] == ChatReply("[1]", "scripted") and arrived == [0, 1, 2, 3, 4]
+    garbage, shape, html = answers[1:4]
+    assert isinstance(garbage, Failure) and garbage.reason.startswith(
+        f"{scripted.url}: the chat answer (200) is not a chat completion (JSONDecodeError: "
+    )
+    assert garbage.reason.endswith(f"it began {GARBAGE[:120]!r}...")
+    assert isinstance(shape, Failure) and shape.reason == (
+        f"{scripted.url}: the chat answer holds no text: " + repr('{"result": "[1]"}')
+    )
+    assert isinstance(html, Failure) and scripted.url in html.reason and "502 Bad Gateway" in html.reason
+    assert scripted.seen == 5  # not retried: the server answered, with something that is not an answer
+
+
+def _autointerp(folder, url, *more):
+    return ["autointerp", str(folder), "--explainer", url, "--scorer", "detection", "--n-explain", "6",
+            "--n-test", "4", "--per-prompt", "2", "--concurrency", "1", *more]  # fmt: skip
+
+
+def test_late_garbage_costs_one_feature_and_keeps_every_answer(scripted, tmp_path, capsys):
+    """Two good explanations, then a body that is not JSON: the third feature's row records the failure with the
+    URL and what came back, the run goes on to score the others, and every answer received is in the cache."""
+    root = write_folder(tmp_path / "dash", n_examples=24)
+    scripted.script = ["ok", "ok", "garbage"]
+    assert main(_autointerp(root, scripted.url, "--quiet")) == 0
+    err = capsys.readouterr().err.splitlines()
+    rows = read_rows(root / "explanations.jsonl")
+    good, broken = [rows[p.id.index] for p in PLANTED[:2]], rows[PLANTED[2].id.index]
+    assert [r["explanation"] for r in good] == [p.explanation for p in PLANTED[:2]]
+    assert all(r["scores"]["detection"]["accuracy"] == 1.0 and "error" not in r for r in good)
+    assert broken["error"].startswith(
+        f"the explainer's request failed: {scripted.url}: the chat answer (200) is not a chat completion "
+        "(JSONDecodeError: "
+    )
+    assert broken["error"].endswith(f"it began {GARBAGE[:120]!r}...") and "explanation" not in broken
+    assert err == [f"interp: feature {PLANTED[2].id}: {broken['error']}"]
+    cache = ResponseCache(root / "explanations-cache.jsonl")
+    assert len(cache) == len(scripted.answered) == 2 + 2 * 4  # two explanations, four prompts for each
+    scripted.received.clear()
+    assert main(_autointerp(root, scripted.url, "--quiet")) == 0  # the rerun asks only for the broken feature
+    assert (
+        len(scripted.received) == 1 + 4
+        and "error" not in read_rows(root / "explanations.jsonl")[PLANTED[2].id.index]
+    )
+
+
+def test_a_server_that_lists_models_but_never_answers_is_refused_within_the_preflight_limit(
+    scripted, tmp_path, capsys, monkeypatch
+):
+    """The pre-flight waits its own short limit, once, whatever --timeout and --retries say, and says what it is
+    waiting for; then one line."""
+    monkeypatch.setattr(endpoint_module, "PREFLIGHT_TIMEOUT", 1.5)
+    root = write_folder(tmp_path / "dash", features=PLANTED[:1], n_examples=12)
+    scripted.hang_preflight = True
+    done = {}
+
+    def command() -> None:
+        done["rc"] = main(_autointerp(root, scripted.url, "--timeout", "120", "--retries", "4"))
+
+    start = time.monotonic()
+    thread = threading.Thread(target=command, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and done["rc"] == 2 and time.monotonic() - start < 10
+    err = capsys.readouterr().err
+    ours = err[err.index("interp: waiting") :].splitlines()
+    assert ours == [
+        f"interp: waiting for {scripted.url} to answer a one-token chat request to scripted (at most 1.5 s)",
+        f"interp: error: --explainer {scripted.url} lists scripted but gave no answer to a one-token chat request "
+        "within 1.5 s (the pre-flight's limit: the smaller of --timeout and 1.5 s); the model may still be loading: "
+        "wait for it and run again",
+    ]
+    assert not (root / "explanations.jsonl").exists() and scripted.seen == 0
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--timeout", "nan"], "argument --timeout: nan; give a finite number above 0"),
+        (["--timeout", "0"], "argument --timeout: 0; give a finite number above 0"),
+        (["--timeout", "soon"], "argument --timeout: 'soon' is not a number; give a finite number above 0"),
+        (["--retries", "-1"], "argument --retries: -1 is negative; give 0 or more"),
+        (
+            ["--scorer", "detection,bogus"],
+            "argument --scorer: invalid value 'detection,bogus': 'bogus' is not a scorer; choose from detection, "
+            "fuzzing, embedding (comma separated)",
+        ),
+    ],
+)
+def test_bad_endpoint_flags_are_one_line_naming_flag_and_value(scripted, tmp_path, capsys, flags, message):
+    root = write_folder(tmp_path / "dash", features=PLANTED[:1], n_examples=12)
+    assert main(_autointerp(root, scripted.url, *flags)) == 2
+    err = capsys.readouterr().err
+    ours = err[err.index("interp") :]
+    assert ours == f"interp autointerp: error: {message}; see 'interp autointerp --help'\n"
+    assert scripted.seen == 0
+
+
+def test_an_interrupted_run_keeps_each_answer_and_a_rerun_asks_nothing_twice(scripted, tmp_path):
+    """Ctrl-C while the server is slow to answer the third explanation: the two answers received are in the
+    cache, and the rerun asks for everything else but never for them."""
+    root = write_folder(tmp_path / "dash", n_examples=24)
+    scripted.script, scripted.default = ["ok", "ok"], "hang"
+    repo = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "interp", *_autointerp(root, scripted.url, "--quiet")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while len(scripted.answered) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(scripted.answered) == 2, process.communicate(timeout=60)
+        time.sleep(1.0)  # the third request hangs: nothing more can arrive
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130 and err.rstrip().endswith("interp: interrupted"), err
+    first = list(scripted.answered)
+    assert len(ResponseCache(root / "explanations-cache.jsonl")) == 2
+    scripted.received.clear()
+    scripted.default = "ok"
+    assert main(_autointerp(root, scripted.url, "--quiet")) == 0
+    assert not set(first) & set(scripted.received)  # nothing answered before is asked again
+    assert len(scripted.received) == 1 + 3 * 4  # the third explanation, and every feature's detection prompts
+    rows = read_rows(root / "explanations.jsonl")
+    assert [rows[p.id.index]["explanation"] for p in PLANTED] == [p.explanation for p in PLANTED]

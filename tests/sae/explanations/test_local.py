@@ -22,6 +22,7 @@ from interp.sae.explanations import (
     Settings,
     autointerp,
     chat_template_of,
+    examples_of,
     read_rows,
 )
 from tests.load.builders import byte_level_bpe, save_folder
@@ -124,7 +125,19 @@ def test_smollm2_explains_and_scores_a_planted_feature_end_to_end(tmp_path):
     print(json.dumps({k: row[k] for k in ("explanation", "scores", "error") if k in row}, indent=1))
     assert row["explainer"]["model"] == "smollm2-135m" and row["explainer"]["answer"]
     assert set(row["scores"]) == {"detection", "fuzzing", "embedding"}
-    assert 0.0 <= row["scores"]["embedding"]["auc"] <= 1.0
+    # The embedding score is of the explanation the row records, on the examples held out from the explainer:
+    # their similarities, and the AUC counted here over every (activating, non-activating) pair, ties half.
+    _, test, negatives, _ = examples_of(folder.record(PLANTED[0].id), settings)
+    vectors = embedding.embedder.encode([row["explanation"], *(e.text for e in [*test, *negatives])])
+    similarity = (vectors[1:] @ vectors[0]).tolist()
+    pos, neg = similarity[: len(test)], similarity[len(test) :]
+    pairs = [(p > q) + 0.5 * (p == q) for p in pos for q in neg]
+    scored = row["scores"]["embedding"]
+    assert (scored["n_positive"], scored["n_negative"]) == (len(test), len(negatives)) == (4, 4)
+    assert scored["auc"] == pytest.approx(sum(pairs) / len(pairs), abs=1e-12)
+    for name in ("detection", "fuzzing"):  # every example judged or counted as failed
+        metrics = row["scores"][name]
+        assert metrics["n_positive"] + metrics["n_negative"] + metrics["n_failed"] == 2 * len(test)
     again = CachedBackend(local, ResponseCache(tmp_path / "cache.jsonl"))
     autointerp(folder, again, tmp_path / "out2.jsonl", settings=settings, embedding=embedding)
     assert (

@@ -9,9 +9,6 @@ import pytest
 
 import interp.sae.explanations.classifier as classifier_module
 import interp.sae.explanations.metrics as metrics_module
-import interp.sae.explanations.records as records_module
-from interp.circuits.features.neuronpedia import _cantor
-from interp.sae.dashboards import cantor
 from interp.sae.explanations import (
     Example,
     FeatureFileError,
@@ -24,21 +21,10 @@ from tests.reference_envs import require
 from tests.sae.explanations.planted import PLANTED, SCAN, feature_file, write_folder
 
 
-@pytest.mark.parametrize("module", [records_module, classifier_module, metrics_module])
+@pytest.mark.parametrize("module", [classifier_module, metrics_module])
 def test_doctests(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
-
-
-def test_feature_index_is_the_graph_files_cantor_pairing_and_inverts():
-    for layer in range(0, 40, 3):
-        for feature in (0, 1, 7, 1000, 65535):
-            fid = FeatureId(layer, feature)
-            assert fid.index == _cantor(layer, feature) == cantor(layer, feature)
-            assert FeatureId.from_index(fid.index) == fid
-    assert FeatureId.parse(" 3 : 17 ") == FeatureId(3, 17)
-    with pytest.raises(ValueError, match=r"feature '3-17' is not LAYER:FEATURE; write it as 3:17"):
-        FeatureId.parse("3-17")
 
 
 def test_window_puts_the_chosen_token_three_quarters_in():

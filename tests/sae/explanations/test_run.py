@@ -1,4 +1,5 @@
-"""The whole folder: rows, resuming, what one feature's failure does, and the labels in graph files."""
+"""The whole folder: rows, resuming, and what one feature's failure does (the labels in graph files are tested
+with them, in ``tests/circuits/test_labels.py``)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,12 @@ import pytest
 
 from interp.sae.explanations import (
     CachedBackend,
-    ChatFailure,
     ChatReply,
     EmbeddingScorer,
+    Failure,
     FeatureFiles,
     ResponseCache,
     Settings,
-    add_labels,
     autointerp,
     read_rows,
 )
@@ -68,10 +68,10 @@ def test_a_rerun_asks_nothing_and_an_interrupted_run_continues(folder, tmp_path)
     assert (summary.skipped, summary.written, again.asked) == (3, 0, 0)
 
     class Interrupting(RuleModel):
-        def complete(self, requests):
+        def complete(self, requests, on_reply=None):
             if self.requests:  # the first chunk's explanations went through; stop at its scorer prompts
                 raise KeyboardInterrupt
-            return super().complete(requests)
+            return super().complete(requests, on_reply)
 
     out2, cache2 = tmp_path / "out2.jsonl", tmp_path / "cache2.jsonl"
     with pytest.raises(KeyboardInterrupt):
@@ -102,13 +102,16 @@ def test_other_settings_make_the_rows_again(folder, tmp_path):
 class Failing(RuleModel):
     """Answers nothing for one feature's explanation, and fails every request about another's."""
 
-    def complete(self, requests):
+    def complete(self, requests, on_reply=None):
         answers = super().complete(requests)
         for i, request in enumerate(requests):
             if request.messages[-1][1].startswith("Feature: names of colours"):
-                answers[i] = ChatFailure("APIConnectionError: Connection refused")
+                answers[i] = Failure("APIConnectionError: Connection refused")
             elif "Explanation:" in request.messages[0][1] and answers[i].text.endswith("animals"):
                 answers[i] = ChatReply("  \n ", self.name)
+        for i, answer in enumerate(answers):
+            if on_reply is not None:
+                on_reply(i, answer)
         return answers
 
 
@@ -125,6 +128,36 @@ def test_one_features_failure_is_its_own_one_line_error(folder, tmp_path):
     )
     assert animals["error"] == "the explainer's answer holds no explanation: '  \\n '"
     assert summary.errors == [f"1:2: {colours['error']}", f"2:7: {animals['error']}"]
+
+
+class NoFuzzing(RuleModel):
+    """Answers every fuzzing prompt with text that holds no list."""
+
+    def complete(self, requests, on_reply=None):
+        answers = [
+            ChatReply("I cannot tell.", self.name)
+            if "<<" in r.messages[0][1] and "Feature:" in r.messages[-1][1]
+            else a
+            for r, a in zip(requests, super().complete(requests), strict=True)
+        ]
+        for i, answer in enumerate(answers):
+            if on_reply is not None:
+                on_reply(i, answer)
+        return answers
+
+
+def test_a_score_with_no_readable_answer_is_missing_not_zero(folder, tmp_path):
+    summary = _run(folder, NoFuzzing(), tmp_path / "out.jsonl", features=[PLANTED[0].id])
+    (row,) = read_rows(tmp_path / "out.jsonl").values()
+    fuzzing = row["scores"]["fuzzing"]
+    assert summary.failed == 1 and row["scores"]["detection"]["accuracy"] == 1.0
+    assert not {"accuracy", "precision", "recall", "f1", "auc", "interval"} & set(fuzzing), fuzzing
+    assert (fuzzing["n_positive"], fuzzing["n_negative"], fuzzing["n_failed"]) == (0, 0, 20)
+    reason = (
+        "no answer could be read (unreadable answer 'I cannot tell.'; unreadable answer 'I cannot tell.')"
+    )
+    assert fuzzing["error"] == reason and row["error"] == f"fuzzing: {reason}"
+    assert len(fuzzing["prompts"]) == 4 and fuzzing["chance"] == 0.5
 
 
 def test_a_feature_without_zero_runs_cannot_be_scored(tmp_path):
@@ -148,6 +181,31 @@ def test_a_feature_without_zero_runs_cannot_be_scored(tmp_path):
     assert row["scores"]["embedding"]["error"].startswith("no non-activating example: no run of 8 tokens")
 
 
+def test_a_dead_feature_is_told_so_not_to_lower_n_test(tmp_path):
+    """A feature with no activating example has nothing to explain, whatever --n-test is; one with too few for
+    both sides is told the --n-test that would leave the explainer some."""
+    root = write_folder(tmp_path, features=PLANTED[:2], n_examples=20)
+    dead, few = (root / "features" / "planted" / f"{p.id.index}.json" for p in PLANTED[:2])
+    data = json.loads(dead.read_text())
+    for quantile in data["examples_quantiles"]:
+        for example in quantile["examples"]:
+            example["tokens_acts_list"] = [0.0] * len(example["tokens_acts_list"])
+    dead.write_text(json.dumps(data))
+    data = json.loads(few.read_text())
+    data["examples_quantiles"] = [{"examples": data["examples_quantiles"][0]["examples"][:4]}]
+    few.write_text(json.dumps(data))
+    _run(FeatureFiles.open(root), RuleModel(), tmp_path / "out.jsonl")
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert rows[PLANTED[0].id.index]["error"] == (
+        f"{dead}: no activating example; the feature never fired in the text its dashboard was written from (a "
+        "dead feature, or one too rare for that text): nothing to explain"
+    )
+    assert rows[PLANTED[1].id.index]["error"] == (
+        f"{few}: 4 activating examples, none left for the explainer after 10 held out for scoring; give --n-test 3 "
+        "or less, or write more examples per feature (interp dashboards)"
+    )
+
+
 class NoEmbedder:
     """An embedder that must not be asked (there is nothing to compare the explanation with)."""
 
@@ -155,44 +213,3 @@ class NoEmbedder:
 
     def encode(self, texts):
         raise AssertionError(f"asked to embed {len(texts)} texts")
-
-
-def test_labels_go_into_the_graphs_feature_nodes(tmp_path):
-    nodes = [
-        {
-            "node_id": "0_5_1",
-            "feature": PLANTED[0].id.index,
-            "layer": "0",
-            "feature_type": "cross layer transcoder",
-        },
-        {
-            "node_id": "0_0_1",
-            "feature": PLANTED[0].id.index,
-            "layer": "0",
-            "feature_type": "mlp reconstruction error",
-        },
-        {"node_id": "E_9_5", "feature": PLANTED[0].id.index, "layer": "E", "feature_type": "embedding"},
-        {
-            "node_id": "1_9_1",
-            "feature": 999,
-            "layer": "1",
-            "feature_type": "cross layer transcoder",
-            "clerp": "kept",
-        },
-    ]
-    (tmp_path / "graph.json").write_text(
-        json.dumps({"metadata": {"scan": "tc/"}, "nodes": nodes, "links": []})
-    )
-    (tmp_path / "graph_data").mkdir()
-    other = {"metadata": {"scan": "./features/other"}, "nodes": [dict(nodes[0])], "links": []}
-    (tmp_path / "graph_data" / "g.json").write_text(json.dumps(other))
-    (tmp_path / "features" / "other").mkdir(parents=True)
-    (tmp_path / "graph-metadata.json").write_text(json.dumps({"graphs": []}))
-    results = add_labels(tmp_path, {PLANTED[0].id.index: "numbers"}, "planted")
-    assert [(r.path.name, r.labelled, r.skipped) for r in results] == [
-        ("graph.json", 1, None),
-        ("g.json", 0, "its metadata names scan './features/other', not 'planted'"),
-    ]
-    got = json.loads((tmp_path / "graph.json").read_text())["nodes"]
-    assert [n.get("clerp") for n in got] == ["numbers", None, None, "kept"]
-    assert json.loads((tmp_path / "graph_data" / "g.json").read_text()) == other

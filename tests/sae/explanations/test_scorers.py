@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 import scipy.stats
 
 from interp.sae.explanations import DetectionScorer, Example, FeatureFiles, FuzzingScorer
-from interp.sae.explanations.chat import ChatFailure, ChatReply, TokenChoice, binary_probabilities
+from interp.sae.explanations.chat import ChatReply, TokenChoice, binary_probabilities
 from interp.sae.explanations.classifier import read_answer, wrong_marks
+from interp.sae.explanations.failure import Failure
 from interp.sae.explanations.metrics import auc, auc_interval, classifier_metrics
 from tests.sae.explanations.planted import PLANTED, write_folder
 from tests.sae.explanations.rule_model import RuleModel
@@ -42,7 +44,7 @@ def test_the_true_explanation_scores_one(examples, scorer, planted):
     test, negatives = examples[planted.kind]
     assert len(test) == len(negatives) == N_TEST
     score = scorer(per_prompt=5).score(
-        RuleModel(), planted.explanation, test, negatives, key=planted.id.index
+        planted.explanation, test, negatives, backend=RuleModel(), key=planted.id.index
     )
     m = score.metrics
     assert (m.accuracy, m.precision, m.recall, m.f1, m.auc) == (1.0, 1.0, 1.0, 1.0, 1.0)
@@ -56,7 +58,11 @@ def test_a_shuffled_explanation_detects_at_chance(examples, planted):
     for other in PLANTED:
         if other is planted:
             continue
-        m = DetectionScorer(per_prompt=5).score(RuleModel(), other.explanation, test, negatives).metrics
+        m = (
+            DetectionScorer(per_prompt=5)
+            .score(other.explanation, test, negatives, backend=RuleModel())
+            .metrics
+        )
         assert m.chance == 0.5
         assert m.interval[0] < 0.5 < m.interval[1], (other.kind, m)
         assert 0.3 < m.accuracy < 0.7
@@ -68,7 +74,7 @@ def test_a_shuffled_explanation_fuzzes_at_chance_exactly(examples, planted):
     filler words (or the other class, by chance): the scorer says 0 to every example, TPR 0 and TNR 1."""
     test, negatives = examples[planted.kind]
     other = PLANTED[(PLANTED.index(planted) + 1) % len(PLANTED)]
-    m = FuzzingScorer(per_prompt=5).score(RuleModel(), other.explanation, test, negatives).metrics
+    m = FuzzingScorer(per_prompt=5).score(other.explanation, test, negatives, backend=RuleModel()).metrics
     assert (m.accuracy, m.recall, m.precision, m.f1) == (0.5, 0.0, 0.0, 0.0)
 
 
@@ -100,7 +106,7 @@ def test_unreadable_answers_are_counted_and_left_out():
     prepared = scorer.prepare("digits", test, negatives)
     replies = [ChatReply(_truth(b), "m") for b in prepared.batches]
     replies[0] = ChatReply("I think so", "m")
-    replies[1] = ChatFailure("timed out")
+    replies[1] = Failure("timed out")
     score = scorer.judge(prepared, replies, "m")
     assert (
         score.metrics.n_failed == 4
@@ -164,3 +170,46 @@ def test_auc_with_ties_and_its_interval():
     assert low < auc(list(range(20)), [x + 0.5 for x in range(20)]) < high
     with pytest.raises(ValueError, match="AUC needs both classes; got 0 positive and 2 negative scores"):
         auc([], [0.1, 0.2])
+
+
+def test_the_auc_interval_is_scipys_two_sample_bootstrap():
+    """The interval resamples the two classes apart, as ``scipy.stats.bootstrap`` does with two unpaired samples;
+    a class of one score has no interval (one value says nothing of its spread)."""
+    rng = random.Random(3)
+    positive = [rng.gauss(1.0, 1.0) for _ in range(15)]
+    negative = [rng.gauss(0.0, 1.0) for _ in range(12)]
+    reference = scipy.stats.bootstrap(
+        (positive, negative), auc, n_resamples=1000, vectorized=False, paired=False, method="percentile",
+        rng=np.random.default_rng(7),
+    ).confidence_interval  # fmt: skip
+    assert auc_interval(positive, negative, seed=7) == pytest.approx(
+        (reference.low, reference.high), abs=1e-12
+    )
+    assert auc_interval([0.9], negative) is None
+
+
+def test_scores_from_nothing_are_missing_with_the_reason():
+    """No readable answer, or none about one kind of example: no accuracy, precision, recall or f1 at all (not
+    0.0), and the row says why, with what was asked."""
+    test = [Example((" 7",), (1.0,), 0) for _ in range(4)]
+    negatives = [Example((" a",), (0.0,)) for _ in range(4)]
+    scorer = FuzzingScorer(per_prompt=2, probabilities=False)
+    prepared = scorer.prepare("digits", test, negatives)
+    nothing = scorer.judge(prepared, [ChatReply("no idea", "m")] * len(prepared.batches), "m")
+    assert isinstance(nothing, Failure)
+    assert (
+        nothing.reason == "no answer could be read (unreadable answer 'no idea'; unreadable answer 'no idea')"
+    )
+    row = nothing.to_json()
+    assert not {"accuracy", "precision", "recall", "f1", "auc"} & set(row)
+    assert (row["n_positive"], row["n_negative"], row["n_failed"]) == (0, 0, 8)
+    assert row["prompts"] == [r.key("m") for r in prepared.requests] and row["error"] == nothing.reason
+    single = FuzzingScorer(per_prompt=1, probabilities=False)
+    alone = single.prepare("digits", test, negatives)
+    one_kind = [ChatReply("[1]" if b[0].activating else "unsure", "m") for b in alone.batches]
+    partial = single.judge(alone, one_kind, "m")
+    assert isinstance(partial, Failure) and partial.reason.startswith(
+        "no answer about a non-activating example could be read (unreadable answer 'unsure'"
+    )
+    with pytest.raises(ValueError, match="need answers about both kinds of example; 0 about activating"):
+        classifier_metrics([True, False], [None, False], [None, None], [0, 1])

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from interp.circuits.features.neuronpedia import pruned_parts, shown_rows
+from interp.feature_id import FeatureId
 from interp.report.assets import fill, read_asset
 from interp.report.serialize import json_for_script
 from interp.report.shell import render_shell
@@ -37,6 +38,9 @@ DASHBOARD_BYTES = 2_000_000
 MAX_CONTEXTS = 5
 MAX_CONTEXT_CHARS = 300
 N_PROMOTED = 6
+DATA_ID = "graph-data"
+"""The id of the script element in which the page embeds its data (what graph.js and attention.js read, and
+where :mod:`~interp.circuits.features.labels` relabels a page built before its labels)."""
 SCRIPTS = ("graph.js", "attention.js", "supernodes.js", "graphfile.js")
 """The page's scripts, in the order they run (each later one uses ``window.graphViewer``)."""
 
@@ -60,8 +64,6 @@ def viewer_data(
     """What the page shows: the pruned graph (bounded; nodes keyed by their own names, ``uid``), node sizes
     (influence), features' promoted tokens, contexts and compact dashboards (from the dashboards folder
     ``dashboards``, ``OUT/features/SCAN``), and ``doc``'s metadata."""
-    from interp.sae.dashboards.dictionary import cantor
-
     records, edges = pruned_parts(graph, node_threshold, edge_threshold)
     edges = sorted(edges, key=lambda e: -abs(e[2]))[:MAX_LINKS]
     rows = shown_rows(graph, records, edges)
@@ -71,7 +73,10 @@ def viewer_data(
         node = graph.nodes[i]
         if node.kind != "feature":
             continue
-        info: dict[str, Any] = {"index": node.feature, "featureIndex": cantor(node.layer, node.feature)}
+        info: dict[str, Any] = {
+            "index": node.feature,
+            "featureIndex": FeatureId(node.layer, node.feature).index,
+        }
         if model is not None and transcoders is not None:
             info["promotes"] = _promoted(model, transcoders, node.layer, node.feature)
         if contexts is not None:
@@ -126,7 +131,7 @@ def render_viewer(data: dict[str, Any]) -> str:
         title=f"Attribution graph: {short}",
         body=fill(asset("graph.html"), {"prompt": escape(prompt)}),
         css=[asset("graph.css"), dashboard_asset("dashboard.css")],
-        data={"graph-data": json_for_script(data, digits=4)},
+        data={DATA_ID: json_for_script(data, digits=4)},
         scripts=[read_asset("svg.js"), dashboard_asset("dashboard.js"), *(asset(name) for name in SCRIPTS)],
         policy=POLICY,
     )
@@ -142,8 +147,7 @@ def write_viewer(path: str | Path, graph: Any, doc: dict[str, Any], **extras: An
 def _promoted(model: Any, transcoders: Any, layer: int, feature: int) -> list[str]:
     """The tokens whose logits the feature raises most directly (its dashboard's ``top_logits``: the decoder
     row into the last layer it writes, through the final norm and the unembedding)."""
-    from interp.sae.dashboards.dictionary import logit_rows
-    from interp.sae.dashboards.logits import top_tokens
+    from interp.sae.dashboards.logits import logit_rows, top_tokens
 
     rows = logit_rows(transcoders, layer, torch.tensor([feature]))
     found = top_tokens(model, rows, N_PROMOTED)

@@ -1,11 +1,4 @@
-"""A feature's dashboard as a record in circuit-tracer's feature-file schema, from the pass's tables.
-
-circuit-tracer 0.5's ``frontend/feature_models.py`` (``Model``) names the fields: ``examples_quantiles`` (groups
-of examples, each example its ``tokens``, the feature's activation at every token ``tokens_acts_list``, the
-chosen token ``train_token_ind``, and ``is_repeated_datapoint``), ``top_logits`` / ``bottom_logits``,
-``act_min`` / ``act_max``, ``quantile_values``, ``histogram``, ``activation_frequency``. The records add a few
-fields that model ignores: ``layer``, ``feature``, ``n_active``, ``n_tokens``, ``histogram_range`` and
-``quantile_bounds``, and on each example ``item``, ``position`` and ``activation``.
+"""Each feature's dashboard as a :class:`~interp.sae.dashboards.schema.FeatureFile`, from the pass's tables.
 
 The groups: ``Top activations`` (the ``top`` largest), then the active tokens split by activation into
 ``quantiles`` groups of equal count, highest first, each showing up to ``per_quantile`` tokens of the uniform
@@ -24,9 +17,10 @@ import numpy as np
 import torch
 
 from interp.dictionary import SparseDictionary
+from interp.feature_id import feature_index
 from interp.sae.dashboards.collector import Collector
-from interp.sae.dashboards.dictionary import cantor, logit_rows
-from interp.sae.dashboards.logits import top_tokens
+from interp.sae.dashboards.logits import logit_rows, top_tokens
+from interp.sae.dashboards.schema import Example, FeatureFile, QuantileGroup
 from interp.sae.dashboards.sources import TokenTexts
 
 PERCENTILES = torch.arange(1, 101, dtype=torch.float64) / 100
@@ -39,7 +33,7 @@ def quantile_name(group: int, groups: int, low: float, high: float) -> str:
     return f"Quantile {lo}-{hi}%: activations {low:.3g} to {high:.3g}"
 
 
-def feature_records(
+def feature_files(
     collector: Collector,
     model: Any,
     dictionary: SparseDictionary,
@@ -47,8 +41,9 @@ def feature_records(
     scan: str,
     start: int,
     stop: int,
-) -> list[dict[str, Any]]:
-    """The records of global features ``start`` to ``stop`` (see the module docstring)."""
+) -> list[FeatureFile]:
+    """The files of the pass's features ``start`` to ``stop`` (in the collector's order; see the module
+    docstring)."""
     s = collector.settings
     rows = torch.arange(start, stop, device=collector.count.device)
     count, low, high = collector.count[rows], collector.low[rows], collector.high[rows]
@@ -68,36 +63,36 @@ def feature_records(
         edges = [low[i], *bounds[i].tolist(), high[i]]
         groups = _examples(s, top, sample, i, edges)
         decimals = max(0, 3 - math.floor(math.log10(high[i]))) if high[i] > 0 else 4
-        quantiles = [{"quantile_name": TOP_NAME, "examples": groups[0]}] if count[i] else []
+        named = [(TOP_NAME, groups[0])] if count[i] else []
         for g in range(s.quantiles - 1, -1, -1):
             if groups[g + 1]:
-                name = quantile_name(g, s.quantiles, edges[g], edges[g + 1])
-                quantiles.append({"quantile_name": name, "examples": groups[g + 1]})
+                named.append((quantile_name(g, s.quantiles, edges[g], edges[g + 1]), groups[g + 1]))
         seen: set[int] = set()
-        for group in quantiles:
-            group["examples"] = [
-                _example(t, i, j, words, s.before, decimals, seen) for t, j in group["examples"]
-            ]
+        quantiles = [
+            QuantileGroup(name, [_example(t, i, j, words, s.before, decimals, seen) for t, j in chosen])
+            for name, chosen in named
+        ]
         counts, edge = drawn[i]
+        top_logits, bottom_logits = logits.get(i, ([], []))
         out.append(
-            {
-                "transcoder_id": scan,
-                "index": cantor(layer, feature),
-                "layer": layer,
-                "feature": feature,
-                "examples_quantiles": quantiles,
-                "top_logits": logits.get(i, ([], []))[0],
-                "bottom_logits": logits.get(i, ([], []))[1],
-                "act_min": low[i],
-                "act_max": high[i],
-                "quantile_values": percentiles[i].tolist() if count[i] else [],
-                "quantile_bounds": edges if count[i] else [],
-                "histogram": counts,
-                "histogram_range": [0.0, edge],
-                "activation_frequency": count[i] / n_tokens,
-                "n_active": count[i],
-                "n_tokens": collector.n_tokens,
-            }
+            FeatureFile(
+                transcoder_id=scan,
+                index=feature_index(layer, feature),
+                layer=layer,
+                feature=feature,
+                examples_quantiles=quantiles,
+                top_logits=top_logits,
+                bottom_logits=bottom_logits,
+                act_min=low[i],
+                act_max=high[i],
+                quantile_values=percentiles[i].tolist() if count[i] else [],
+                quantile_bounds=edges if count[i] else [],
+                histogram=counts,
+                histogram_range=[0.0, edge],
+                activation_frequency=count[i] / n_tokens,
+                n_active=count[i],
+                n_tokens=collector.n_tokens,
+            )
         )
     return out
 
@@ -128,22 +123,22 @@ def _examples(s: Any, top: dict, sample: dict, i: int, edges: list[float]) -> li
 
 def _example(
     table: dict, i: int, j: int, words: dict[int, str], before: int, decimals: int, seen: set[int]
-) -> dict[str, Any]:
+) -> Example:
     window = table["window"][i, j]
     inside = ~np.isnan(window)
     first = int(np.argmax(inside))
     item = int(table["item"][i, j])
     repeated = item in seen
     seen.add(item)
-    return {
-        "tokens": [words[c] for c in table["tokens"][i, j][inside].tolist()],
-        "tokens_acts_list": np.round(window[inside], decimals).tolist(),
-        "train_token_ind": before - first,
-        "is_repeated_datapoint": repeated,
-        "item": item,
-        "position": int(table["position"][i, j]),
-        "activation": float(table["value"][i, j]),
-    }
+    return Example(
+        tokens=[words[c] for c in table["tokens"][i, j][inside].tolist()],
+        tokens_acts_list=np.round(window[inside], decimals).tolist(),
+        train_token_ind=before - first,
+        is_repeated_datapoint=repeated,
+        item=item,
+        position=int(table["position"][i, j]),
+        activation=float(table["value"][i, j]),
+    )
 
 
 def _logits(
