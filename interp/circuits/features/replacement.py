@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from interp.circuits.features.attention import _contract
 from interp.circuits.features.direct_effects import _check
 from interp.circuits.features.frozen import FrozenRun, frozen_run
 from interp.circuits.features.node_vectors import Sources, find_sources
@@ -261,11 +262,8 @@ class ReplacementRun:
         )
         out = torch.zeros(len(injections[0][1]), self.n_sources)
         for name, g in zip(names, grads, strict=True):
-            if g is None or name not in self.writes:
-                continue  # a leaf no read depends on
-            positions, vectors, columns = self.writes[name]
-            effect = torch.einsum("nmd,md->nm", g[:, 0, positions].float(), vectors)
-            out.index_add_(1, columns, effect.cpu())
+            if g is not None and name in self.writes:  # else a leaf no read depends on
+                _contract(out, g[:, 0].float(), *self.writes[name])
         return out
 
 
@@ -288,7 +286,7 @@ def replacement_run(
         run=run,
         sources=sources,
         heads=heads,
-        writes=_writes(sources, heads, transcoders, lorsa, n_tc),
+        writes=_writes(sources, heads, transcoders, lorsa),
         leaves=leaves,
         n_sources=n_tc + n_lorsa + (sources.errors.shape[0] + len(lorsa.layers) + 1) * n_pos,
     )
@@ -335,36 +333,28 @@ def point_reads(
 
 
 def _writes(
-    sources: Sources, heads: LorsaSources, transcoders: SparseDictionary, lorsa: Any, n_tc: int
+    sources: Sources, heads: LorsaSources, transcoders: SparseDictionary, lorsa: Any
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """Every source node's write, by hook: ``(positions [m], vectors [m, d_model], columns [m])``."""
-    found: dict[str, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
+    """Every source node's write, by hook: ``(positions [m], vectors [m, d_model], columns [m])``: the
+    transcoders' nodes as :meth:`~.node_vectors.NodeWrites.by_hook` gives them, renumbered around the Lorsa's."""
+    n_tc, n_lorsa, (n_layers, n_pos, _) = len(sources.features), len(heads.features), sources.errors.shape
+    lorsa_errors = n_tc + n_lorsa + n_layers * n_pos
+    tokens = lorsa_errors + len(lorsa.layers) * n_pos
 
-    def add(name: str, positions: torch.Tensor, vectors: torch.Tensor, columns: torch.Tensor) -> None:
-        found.setdefault(name, []).append((positions.cpu(), vectors.float(), columns.cpu()))
+    def renumbered(columns: torch.Tensor) -> torch.Tensor:
+        shift = torch.where(columns >= n_tc + n_layers * n_pos, tokens - n_tc - n_layers * n_pos, n_lorsa)
+        return torch.where(columns < n_tc, columns, columns + shift)
 
-    for layer, (first, dec) in sources.decoders.items():
-        columns = torch.arange(first, first + len(dec))
-        for j, out in enumerate(transcoders.output_layers(layer)):
-            add(transcoders.output_hook(out), sources.features[columns, 1], dec[:, j], columns)
-    n_lorsa, (n_layers, n_pos, _) = len(heads.features), sources.errors.shape
-    for layer in lorsa.layers:
-        columns = (heads.features[:, 0] == layer).nonzero().flatten()
-        add(lorsa.output_hook(layer), heads.features[columns, 1], heads.writes[columns], columns + n_tc)
-    positions, errors = torch.arange(n_pos), n_tc + n_lorsa
-    for layer in range(n_layers):
-        add(
-            transcoders.output_hook(layer),
-            positions,
-            sources.errors[layer],
-            errors + layer * n_pos + positions,
-        )
-    errors += n_layers * n_pos
-    for i, layer in enumerate(lorsa.layers):
-        add(lorsa.output_hook(layer), positions, heads.errors[i], errors + i * n_pos + positions)
-    tokens = errors + len(lorsa.layers) * n_pos
-    add("hook_embed", positions, sources.tokens, tokens + positions)
-    return {
-        name: tuple(torch.cat([r[i] for r in runs]) for i in range(3))  # type: ignore[misc]
-        for name, runs in found.items()
+    found = {
+        name: (positions, vectors, renumbered(columns))
+        for name, (positions, vectors, columns) in sources.by_hook(transcoders).items()
     }
+    positions = torch.arange(n_pos)
+    for i, layer in enumerate(lorsa.layers):
+        mine = (heads.features[:, 0] == layer).nonzero().flatten()
+        found[lorsa.output_hook(layer)] = (
+            torch.cat([heads.features[mine, 1], positions]),
+            torch.cat([heads.writes[mine.to(heads.writes.device)], heads.errors[i]]).float(),
+            torch.cat([n_tc + mine, lorsa_errors + i * n_pos + positions]),
+        )
+    return found
