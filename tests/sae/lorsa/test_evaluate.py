@@ -77,10 +77,12 @@ def test_the_complete_replacement_model_is_evaluated_as_one():
     together = evaluate(model, [lorsa, tc], ids, mask, together=True)
     apart = evaluate(model, [lorsa, tc], ids, mask)
     assert together["hook"].tolist() == [f"blocks.{i}.hook_{s}_out" for s in ("attn", "mlp") for i in (0, 1)]
-    with torch.no_grad(), spliced(model, [lorsa, tc]):
-        replaced = model(ids, mask)
+    with torch.no_grad():
+        with spliced(model, [lorsa, tc]):
+            replaced = model(ids, mask)
+        clean = model(ids, mask)
     ce, top = _next_token(replaced, ids, mask)
-    _, top_clean = _next_token(model(ids, mask), ids, mask)
+    _, top_clean = _next_token(clean, ids, mask)
     assert together["ce_spliced"].tolist() == pytest.approx([ce] * 4, rel=1e-5)
     assert together["agreement"].tolist() == pytest.approx([float((top == top_clean).double().mean())] * 4)
     # the reconstruction columns are each layer's alone; the spliced columns are the whole's

@@ -349,7 +349,9 @@ def test_llamascopium_s_own_folding_misses_three_cases_that_interp_folds(referen
     (tmp_path / "spec.json").write_text(json.dumps(cases))
     script = Path(__file__).resolve().parent / "llamascopium_fold.py"
     command = [str(require("llamascopium")), "-W", "ignore", str(script), str(tmp_path / "spec.json")]
-    result = subprocess.run([*command, str(tmp_path / "out.json")], capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [*command, str(tmp_path / "out.json")], capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for name, (difference, largest) in json.loads((tmp_path / "out.json").read_text()).items():
         assert difference > 0.01 * largest, (name, difference, largest)
