@@ -26,13 +26,20 @@ from tests.sae.lorsa.factories import random_lorsa
 N_POS = 7
 
 
-def _graph(family: str, layers: list[int] | None):
+def _setup(family: str, layers: list[int] | None, **settings):
+    """A tiny model of ``family``, transcoders at every layer, a random Lorsa at ``layers`` (default: every
+    layer) and a prompt whose first token is special."""
     model = family_model(family)
     tc = tiny_transcoders(model.cfg, seed=3, input_site=input_site(model))
     layers = list(range(model.cfg.n_layers)) if layers is None else layers
-    lorsa = random_lorsa(layers, d_model=model.cfg.d_model, n_heads=12, n_qk_heads=3, k=3, seed=1)
+    lorsa = random_lorsa(layers, d_model=model.cfg.d_model, n_heads=12, n_qk_heads=3, k=3, seed=1, **settings)
     tokens = torch.randint(2, model.cfg.d_vocab, (N_POS,), generator=torch.Generator().manual_seed(5))
     tokens[0] = 0
+    return model, tc, lorsa, tokens
+
+
+def _graph(family: str, layers: list[int] | None):
+    model, tc, lorsa, tokens = _setup(family, layers)
     graph = attribute_replacement(
         model, tc, lorsa, tokens, max_logits=3, logit_probability=0.99, batch_size=16
     )
@@ -161,21 +168,7 @@ def test_bad_lorsa_is_refused_in_one_line():
 
 @pytest.mark.parametrize(("family", "qk_norm"), [("llama3-rope", "none"), ("qwen3", "rmsnorm")])
 def test_a_lorsa_score_splits_into_node_terms_that_sum_to_it_and_move_with_their_node(family, qk_norm):
-    model = family_model(family)
-    tc = tiny_transcoders(model.cfg, seed=3, input_site=input_site(model))
-    layers = list(range(model.cfg.n_layers))
-    lorsa = random_lorsa(
-        layers,
-        d_model=model.cfg.d_model,
-        n_heads=12,
-        n_qk_heads=3,
-        k=3,
-        seed=1,
-        qk_norm=qk_norm,
-        rotary_dim=2,
-    )
-    tokens = torch.randint(2, model.cfg.d_vocab, (N_POS,), generator=torch.Generator().manual_seed(5))
-    tokens[0] = 0
+    model, tc, lorsa, tokens = _setup(family, None, qk_norm=qk_norm, rotary_dim=2)
     frozen = replacement_run(model, tc, lorsa, tokens)
     layer, query, head = frozen.heads.features[-1].tolist()  # a head active at the last position
     score = lorsa_score(frozen, lorsa, layer, query, head, batch_size=5)

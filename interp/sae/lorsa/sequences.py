@@ -15,11 +15,12 @@ first ``min_position`` of each are left out of the loss, not out of the sequence
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
 import torch
+
+from interp.sae.training.data import data_fingerprint
 
 CHUNK_SEQUENCES = 256
 
@@ -110,15 +111,8 @@ class SequenceSource:
 
     def fingerprint(self) -> str:
         """A hash that changes when the data does."""
-        h = hashlib.sha256(
-            f"lorsa:{self.hook_name}:{self.n_rows}:{self.context}:{self.min_position}".encode()
-        )
-        if self.store is not None:
-            h.update(str(self.store.meta.get("data_fingerprint")).encode())
-        else:
-            step = max(1, self.n_rows // 4096)
-            h.update(self.tensor[::step].float().contiguous().numpy().tobytes())
-        return h.hexdigest()
+        head = f"lorsa:{self.hook_name}:{self.n_rows}:{self.context}:{self.min_position}"
+        return data_fingerprint(head, self.store, getattr(self, "tensor", None), self.n_rows)
 
     def read(self, chunk: int) -> torch.Tensor:
         """The sequences of one chunk, ``[sequences, context * 2 * d_model]`` float32."""
