@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from interp.analysis.node import Node
 from interp.circuits.features.attention import BIAS, head_scores, key_difference
 from interp.circuits.features.heads import edges_head_loadings
 from studies.attribution.pairs import TwinPair
@@ -127,11 +126,10 @@ def query_parts(score: Any, graph: Any, shared: int) -> tuple[dict[tuple[int, in
     rows = score.matrix.double().sum(1).tolist()  # [query node]: q_n . (k_a - k_b) * scale
     by_feature: dict[tuple[int, int], float] = {}
     rest = {"shared": 0.0, "error": 0.0, "token": 0.0, "bias": 0.0}
-    for name, value in zip(score.query_nodes, rows, strict=True):
-        if name == BIAS:
+    for node, value in zip(score.query_components, rows, strict=True):  # Node values, the bias last
+        if node == BIAS:
             rest["bias"] += value
             continue
-        node = Node.parse(name)
         if node.kind == "feature" and node.position >= shared:
             key = (node.layer, node.feature)
             by_feature[key] = by_feature.get(key, 0.0) + value

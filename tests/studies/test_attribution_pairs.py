@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from interp.analysis.node import Node
 from interp.analysis.stats import twin_difference_test
+from interp.circuits.features.attention import BIAS
 from interp.load import load
 from studies.attribution import graphs, pair_answer, pair_trace, pairs, selection
 from studies.data.load import load_items
@@ -118,7 +120,8 @@ def test_query_parts_keep_only_features_after_the_shared_prefix():
     """Row sums by node: features from position ``shared`` on summed by (layer, feature); the rest by kind."""
 
     class Score:
-        query_nodes = ("L0.F3@1", "L0.F3@6", "L0.F3@7", "L2.F1@7", "L0.error@7", "token@7", "bias")
+        query_components = (*map(Node.parse, ("L0.F3@1", "L0.F3@6", "L0.F3@7", "L2.F1@7", "L0.error@7", "token@7")),
+                            BIAS)
         matrix = torch.tensor([[1.0, 0.5], [2.0, 0.0], [0.25, 0.25], [-1.0, 0.0], [4.0, 0.0], [8.0, 0.0],
                                [16.0, 1.0]])  # fmt: skip
 
