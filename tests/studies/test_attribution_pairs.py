@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from interp.analysis.node import Node
-from interp.analysis.stats import twin_difference_test
+from interp.analysis.stats import detectable_effect, twin_difference_test
 from interp.circuits.features.attention import BIAS
 from interp.load import load
 from studies.attribution import graphs, pair_answer, pair_trace, pairs, selection
@@ -77,6 +77,44 @@ def test_a_planted_null_is_not_found_and_would_be_on_the_same_half():
     # chosen and tested on the same half, the null passes for a mechanism: what the held-out split prevents
     same = pair_answer.summarise(_found(values, covariates, rows, tested=rows))
     assert same["mechanism"] == {"agreement heads": True}
+
+
+def _simulated(effect: float, n_units: int, k: int, draws: int, seed: int, same_half: bool = False) -> list:
+    """``draws`` held-out records over 24 pairs (12 to choose on, 12 to test), unit 0 shifted by ``effect``."""
+    rng = np.random.default_rng(seed)
+    rows = np.arange(24) % 2 == 0
+    out = []
+    for _ in range(draws):
+        values = rng.normal(size=(24, n_units))
+        values[:, 0] += effect
+        covariates = {c: rng.uniform(size=(24, n_units)) for c in selection.COVARIATES}
+        names = [str(u) for u in range(n_units)]
+        tested = rows if same_half else None
+        out.append(selection.held_out(values, rows, k, covariates, 2, names, tested=tested)[1])
+    return out
+
+
+def _rejected(records: list, key: str, level: float = 0.05) -> float:
+    """The share of records whose test ``key`` rejects at ``level`` (none chosen: not rejected)."""
+    return float(np.mean([key in r["test"] and r["test"][key]["comparison"].p_value <= level for r in records]))
+
+
+def test_the_held_out_tests_keep_their_size_and_find_the_stated_detectable_effect():
+    """Planted nulls (40 units, 3 chosen): each held-out test rejects at most its 5% (200 draws: the rate's sd
+    is 0.015), where choosing and testing on the same half rejects most of them. A planted unit at the effect
+    :func:`detectable_effect` states for 12 test pairs is found about 80% of the time (400 draws, sd 0.02; the
+    exact sign flips over 12 pairs are a little less powerful than the t-test the formula describes)."""
+    null = _simulated(0.0, 40, 3, 200, seed=3)
+    for key in pair_answer.KEYS:
+        assert _rejected(null, key) <= 0.09
+    same = _simulated(0.0, 40, 3, 100, seed=4, same_half=True)
+    for key in pair_answer.KEYS:
+        assert _rejected(same, key) >= 0.7
+    d = detectable_effect(12, 0.05, 0.8)
+    planted = _simulated(d, 3, 1, 400, seed=5)
+    assert np.mean([r["units"][0]["name"] == "0" for r in planted]) >= 0.9  # chosen on the other half
+    assert _rejected(planted, "selected") == pytest.approx(0.8, abs=0.07)
+    assert _rejected(_simulated(d / 3, 3, 1, 200, seed=6), "selected") < 0.4  # a third of it: mostly missed
 
 
 def test_controls_are_the_nearest_in_each_covariate_within_a_stratum():
