@@ -236,6 +236,11 @@ def test_heads_carry_the_edges_and_query_parts_add_up_to_the_score_difference(ti
 
 @pytest.mark.slow
 def test_the_study_answers_the_seed_question_across_pairs(tmp_path):
+    """``--seed-pairs 6`` end to end on a tiny random Llama: each traced WSC273 pair's preferences are the
+    logit differences transformers computes on its prompts, the pairs are the most sensitive, split by schema
+    into the two halves the tests count, and the family's Holm values are as written out here."""
+    from transformers import AutoModelForCausalLM
+
     from studies.attribution.study import main
 
     wsc = load_items("winograd")[:24]
@@ -252,13 +257,43 @@ def test_the_study_answers_the_seed_question_across_pairs(tmp_path):
     found = json.loads((tmp_path / "r" / "results.json").read_text())["results"]["seed_pairs"]
     assert set(found["data"]) == {"winograd", "agreement"}
     for data in found["data"].values():
+        every = [v["preference"][0] - v["preference"][1] for v in data["sensitivity"]["values"]]
+        assert data["sensitivity"]["test"]["estimate"] == pytest.approx(float(np.mean(every)), abs=1e-5)  # JSON rounds
+        assert data["sensitivity"]["sensitive"] == sum(x > 0 for x in every)
         traced = data["pairs"]
-        assert 0 < len(traced) <= 6 and all(p["sensitivity"] > 0 for p in traced)
-        assert [p["sensitivity"] for p in traced] == sorted((p["sensitivity"] for p in traced), reverse=True)
-        halves = {p["half"] for p in traced}
-        assert halves <= {"selection", "test"}
-    tests = found["summary"]["tests"]
-    assert found["summary"]["correction"]["size"] == len(tests)
-    assert found["answer"] in found["sentences"]
+        assert len(traced) == min(6, data["sensitivity"]["sensitive"]) > 0  # the most sensitive, positive only
+        assert [p["sensitivity"] for p in traced] == pytest.approx(sorted(every, reverse=True)[: len(traced)], abs=1e-5)
+        for p in traced:
+            assert p["sensitivity"] == pytest.approx(p["preference"][0] - p["preference"][1], abs=1e-5)
+            assert p["bias"] == pytest.approx(sum(p["preference"]) / 2, abs=1e-5)
+        halves = [p["half"] for p in traced]
+        assert data["heads"]["selection_pairs"] == halves.count("selection") >= 1
+        assert data["heads"]["test_pairs"] == halves.count("test") >= 1
+        for entry in data["heads"]["test"].values():
+            assert entry["n"] == halves.count("test")
+    # the WSC273 preferences, by an independent forward: transformers on the study's token ids
+    model, reference = load(folder), AutoModelForCausalLM.from_pretrained(folder).eval()
+    by_id = {i.id: i for i in load_items("winograd")}  # the study reads every WSC273 item
+    checked = 0
+    for p in found["data"]["winograd"]["pairs"]:
+        if p["schema"] == "seed":
+            continue
+        for name, want in zip(p["prompts"], p["preference"], strict=True):
+            question = question_prompt(by_id[name])
+            ids = model.to_tokens(question.prefix, prepend_bos=True).ids
+            a, b = (model.tokenizer.to_tokens(t, prepend_bos=False).ids[0, 0] for t in question.answers)
+            with torch.no_grad():
+                logits = reference(ids).logits[0, -1].double()
+            assert want == pytest.approx(float(logits[a] - logits[b]), abs=1e-3)
+            checked += 1
+    assert checked >= 2
+    rows = found["summary"]["tests"]
+    p = np.array([r["p"] for r in rows])
+    order = np.argsort(p, kind="stable")
+    holm = np.maximum.accumulate([min(1.0, (len(p) - i) * p[j]) for i, j in enumerate(order)])
+    assert [r["holm_p"] for r in rows] == pytest.approx(list(holm[np.argsort(order)]), rel=1e-4)
+    assert found["summary"]["correction"]["size"] == len(rows)
+    assert found["answer"] == found["sentences"][-1]
+    assert found["answer"].startswith(("**No consistent mechanism", "**A consistent mechanism"))
     page = (tmp_path / "r" / "index.html").read_text()
     assert "every sensitive pair" in page
