@@ -96,7 +96,8 @@ def _simulated(effect: float, n_units: int, k: int, draws: int, seed: int, same_
 
 def _rejected(records: list, key: str, level: float = 0.05) -> float:
     """The share of records whose test ``key`` rejects at ``level`` (none chosen: not rejected)."""
-    return float(np.mean([key in r["test"] and r["test"][key]["comparison"].p_value <= level for r in records]))
+    said = [key in r["test"] and r["test"][key]["comparison"].p_value <= level for r in records]
+    return float(np.mean(said))
 
 
 def test_the_held_out_tests_keep_their_size_and_find_the_stated_detectable_effect():
@@ -158,8 +159,10 @@ def test_query_parts_keep_only_features_after_the_shared_prefix():
     """Row sums by node: features from position ``shared`` on summed by (layer, feature); the rest by kind."""
 
     class Score:
-        query_components = (*map(Node.parse, ("L0.F3@1", "L0.F3@6", "L0.F3@7", "L2.F1@7", "L0.error@7", "token@7")),
-                            BIAS)
+        query_components = (
+            *map(Node.parse, ("L0.F3@1", "L0.F3@6", "L0.F3@7", "L2.F1@7", "L0.error@7", "token@7")),
+            BIAS,
+        )
         matrix = torch.tensor([[1.0, 0.5], [2.0, 0.0], [0.25, 0.25], [-1.0, 0.0], [4.0, 0.0], [8.0, 0.0],
                                [16.0, 1.0]])  # fmt: skip
 
@@ -258,11 +261,14 @@ def test_the_study_answers_the_seed_question_across_pairs(tmp_path):
     assert set(found["data"]) == {"winograd", "agreement"}
     for data in found["data"].values():
         every = [v["preference"][0] - v["preference"][1] for v in data["sensitivity"]["values"]]
-        assert data["sensitivity"]["test"]["estimate"] == pytest.approx(float(np.mean(every)), abs=1e-5)  # JSON rounds
+        mean = float(np.mean(every))  # results.json rounds its numbers
+        assert data["sensitivity"]["test"]["estimate"] == pytest.approx(mean, abs=1e-5)
         assert data["sensitivity"]["sensitive"] == sum(x > 0 for x in every)
         traced = data["pairs"]
-        assert len(traced) == min(6, data["sensitivity"]["sensitive"]) > 0  # the most sensitive, positive only
-        assert [p["sensitivity"] for p in traced] == pytest.approx(sorted(every, reverse=True)[: len(traced)], abs=1e-5)
+        # the most sensitive, positive only
+        assert len(traced) == min(6, data["sensitivity"]["sensitive"]) > 0
+        most = sorted(every, reverse=True)[: len(traced)]
+        assert [p["sensitivity"] for p in traced] == pytest.approx(most, abs=1e-5)
         for p in traced:
             assert p["sensitivity"] == pytest.approx(p["preference"][0] - p["preference"][1], abs=1e-5)
             assert p["bias"] == pytest.approx(sum(p["preference"]) / 2, abs=1e-5)
