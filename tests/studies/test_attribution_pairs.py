@@ -155,6 +155,45 @@ def test_the_family_is_corrected_and_its_power_computed_as_written_out_here():
         assert r["detectable"] == pytest.approx(d * r["sd"])
 
 
+def _both(n_pairs: int, effect: float) -> dict:
+    """Both data sets with every test the answer reads (WSC273: heads, terms, key preference; agreement:
+    heads), over ``n_pairs`` pairs, half to choose on, unit 0 shifted by ``effect``."""
+    rng = np.random.default_rng(7)
+    rows = np.arange(n_pairs) % 2 == 0
+
+    def held() -> dict:
+        values = rng.normal(size=(n_pairs, 30))
+        values[:, 0] += effect
+        covariates = {c: rng.uniform(size=values.shape) for c in selection.COVARIATES}
+        return selection.held_out(values, rows, 1, covariates, 3, [str(u) for u in range(30)])[1]
+
+    found = _found(*_planted(0.0)[:2], np.arange(N_PAIRS) % 2 == 0)
+    agreement = {**found["data"]["agreement"], "heads": held()}
+    score = rng.normal(effect, 1.0, size=(n_pairs, 3))
+    every = selection.Selected((0, 1, 2), (), {})
+    winograd = {
+        **agreement,
+        "heads": held(),
+        "terms": held(),
+        "score": {"test": selection.test(score, ~rows, every)},
+    }
+    return {"settings": {}, "data": {"winograd": winograd, "agreement": agreement}}
+
+
+def test_the_family_has_twelve_tests_and_a_test_half_of_eight_pairs_can_pass_none():
+    summary = pair_answer.summarise(_both(40, 3.0))
+    assert len(summary["tests"]) == 12 and summary["level_each"] == pytest.approx(0.05 / 12)
+    assert summary["mechanism"] == {"winograd heads": True, "winograd terms": True, "agreement heads": True}
+    small = pair_answer.summarise(
+        _both(16, 3.0)
+    )  # 8 test pairs: the smallest p-value is 2 / 2**8 > 0.05 / 12
+    held = [r for r in small["tests"] if "switch sensitivity" not in r["test"]]
+    assert len(held) == 10 and all(r["n"] == 8 for r in held)
+    assert all(r["p"] == pytest.approx(2 / 2**8) for r in held)  # every test pair positive: the smallest p
+    assert not any(r["rejected"] for r in held) and all(r["detectable_d"] == math.inf for r in held)
+    assert small["mechanism"] == {"winograd heads": False, "winograd terms": False, "agreement heads": False}
+
+
 def test_query_parts_keep_only_features_after_the_shared_prefix():
     """Row sums by node: features from position ``shared`` on summed by (layer, feature); the rest by kind."""
 
