@@ -137,8 +137,8 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
         type=int,
         default=0,
         help="the seed's question across pairs: trace the N most sensitive WSC273 and agreement pairs each, "
-        "choose heads and query terms on half of the schemas, test them on the other half (0: skip; under 18, "
-        "a test half of 8 pairs or fewer cannot reach the family's corrected level: 24 gives 12)",
+        "choose heads and query terms on half of the schemas, test them on the other half (0: skip; 16 or "
+        "fewer leave a test half of 8 pairs or fewer, which cannot reach the family's corrected level; 24 gives 12)",
     )
     add_explanation_flags(p)
     p.add_argument("--work", default=None, help=f"cache folder for the transcoders (default {DEFAULT_WORK})")
