@@ -213,10 +213,12 @@ def answer(summary: dict) -> str:
     power = "; ".join(
         f"{r['test'].split(':')[0]} {r['test'].split(': ')[1].split(' chosen')[0]}: {_power(r)}" for r in held
     )
+    untested = "No unit had a positive mean twin difference on the selection half, so nothing was tested."
+    could = f"What the tests could have found: {power}." if held else untested
     return (
         "**No consistent mechanism at this budget.** No set of heads or query terms chosen on half of the "
         "schemas carries the twin difference on the other half beyond both matched controls (Holm over "
-        f"{len(summary['tests'])} tests, family-wise error {ALPHA}). What the tests could have found: {power}."
+        f"{len(summary['tests'])} tests, family-wise error {ALPHA}). {could}"
     )
 
 

@@ -132,6 +132,12 @@ def test_controls_are_the_nearest_in_each_covariate_within_a_stratum():
     assert chosen.controls == {"influence": ((5, 2),), "activation": ((2, 4),)}
     nothing = selection.select(-np.abs(values) - 1, rows, 2, covariates, 2)  # no positive mean: none chosen
     assert nothing.units == () and selection.test(values, ~rows, nothing) == {}
+    values, covariates, rows = _planted(0.0)
+    summary = pair_answer.summarise(
+        _found(-np.abs(values) - 1, covariates, rows)
+    )  # nothing chosen, nothing tested
+    assert summary["mechanism"] == {} and len(summary["tests"]) == 1
+    assert pair_answer.answer(summary).endswith("so nothing was tested.")
 
 
 def test_the_family_is_corrected_and_its_power_computed_as_written_out_here():
