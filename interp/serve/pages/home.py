@@ -1,0 +1,37 @@
+"""The home page, ``GET /``: what the named folders hold, each opening from the server, and the way into the
+other pages.
+
+Graphs (a folder's viewer opens live, :mod:`~interp.serve.pages.graphs`; every graph file opens as it is),
+dashboard scans (their pages; those of a served dictionary say which source set they show), reports, other
+pages such as ``interp explain``'s, and explanation files. The listing is the server's
+(:meth:`~interp.serve.folders.Folders.catalogue`), embedded in the page, so the page costs one request.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from interp.sae.dashboards.folder import RUN
+from interp.serve.folders import read_json
+from interp.serve.pages.page import asset, render, respond
+from interp.serve.pages.state import workbench
+
+router = APIRouter()
+
+
+def home_data(request: Request) -> dict:
+    """The catalogue, each scan with the source set whose dictionary made it (``null``: one not served)."""
+    served = request.app.state.served
+    identities = workbench(request).identities
+    catalogue = served.folders.catalogue()
+    for listing in catalogue["folders"]:
+        root = served.folders.roots[listing["name"]]
+        for scan in listing["scans"]:
+            scan["set"] = identities.set_of(read_json(root / scan["folder"] / RUN))
+    return catalogue
+
+
+@router.get("/")
+async def home(request: Request) -> object:
+    served = request.app.state.served
+    return respond(render(served, "home", "Workbench", home_data(request), scripts=[asset("trace.js")]))
