@@ -9,29 +9,29 @@ pages such as ``interp explain``'s, and explanation files. The listing is the se
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 
 from interp.sae.dashboards.folder import RUN
 from interp.serve.folders import read_json
 from interp.serve.pages.page import asset, render, respond
-from interp.serve.pages.state import workbench
+from interp.serve.pages.state import Workbench, workbench
 
 router = APIRouter()
 
 
-def home_data(request: Request) -> dict:
-    """The catalogue, each scan with the source set whose dictionary made it (``null``: one not served)."""
-    served = request.app.state.served
-    identities = workbench(request).identities
+def home_page(served: Any, bench: Workbench) -> str:
+    """The page: the catalogue, each scan with the source set whose dictionary made it (``null``: one not
+    served)."""
     catalogue = served.folders.catalogue()
     for listing in catalogue["folders"]:
         root = served.folders.roots[listing["name"]]
         for scan in listing["scans"]:
-            scan["set"] = identities.set_of(read_json(root / scan["folder"] / RUN))
-    return catalogue
+            scan["set"] = bench.identities.set_of(read_json(root / scan["folder"] / RUN))
+    return render(served, "home", "Workbench", catalogue, scripts=[asset("trace.js")])
 
 
 @router.get("/")
 async def home(request: Request) -> object:
-    served = request.app.state.served
-    return respond(render(served, "home", "Workbench", home_data(request), scripts=[asset("trace.js")]))
+    return respond(home_page(request.app.state.served, workbench(request)))

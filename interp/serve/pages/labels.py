@@ -26,14 +26,16 @@ SCAN_LINK = "./data/features/"
 
 
 class Identities:
-    """The served model's fingerprint and each served dictionary's, by source set."""
+    """The served dictionaries' fingerprints, by source set, and the served model's, computed when a scan first
+    names a served dictionary (the model's fingerprint reads its tokenizer whole: seconds for a large vocabulary,
+    paid once, and only by a server whose folders hold such a scan)."""
 
     def __init__(self, served: Any) -> None:
         from interp.sae.dashboards.identity import fingerprint
         from interp.sae.dashboards.reading import as_dictionary
-        from interp.store.meta import model_fingerprint
 
-        self.model = model_fingerprint(served.model)
+        self.served = served
+        self._model: str | None = None
         self.sets: dict[str, str] = {}
         self.transcoders: str | None = None
         for set_name, sources in served.sources.sets.items():
@@ -42,14 +44,22 @@ class Identities:
                     self.transcoders = set_name
                 self.sets.setdefault(fingerprint(as_dictionary(source.dictionary)), set_name)
 
+    @property
+    def model(self) -> str:
+        """The served model's fingerprint (:func:`interp.store.meta.model_fingerprint`)."""
+        if self._model is None:
+            from interp.store.meta import model_fingerprint
+
+            self._model = model_fingerprint(self.served.model)
+        return self._model
+
     def set_of(self, run: dict[str, Any]) -> str | None:
         """The source set whose dictionary made a scan (its ``run.json``) on the served model, or ``None``."""
         model, dictionary = run.get("model"), run.get("dictionary")
         if not isinstance(model, dict) or not isinstance(dictionary, dict):
             return None
-        if model.get("fingerprint") != self.model:
-            return None
-        return self.sets.get(str(dictionary.get("fingerprint")))
+        found = self.sets.get(str(dictionary.get("fingerprint")))
+        return found if found is not None and model.get("fingerprint") == self.model else None
 
 
 @dataclass(frozen=True)
