@@ -39,10 +39,12 @@ class Identities:
         self.sets: dict[str, str] = {}
         self.transcoders: str | None = None
         for set_name, sources in served.sources.sets.items():
-            for source in sources:
-                if source.dictionary is served.transcoders:
+            for dictionary in {
+                id(s.dictionary): s.dictionary for s in sources
+            }.values():  # a set's layers share one
+                if dictionary is served.transcoders:
                     self.transcoders = set_name
-                self.sets.setdefault(fingerprint(as_dictionary(source.dictionary)), set_name)
+                self.sets.setdefault(fingerprint(as_dictionary(dictionary)), set_name)
 
     @property
     def model(self) -> str:
