@@ -50,7 +50,7 @@ async def feature(source: str, index: str, request: Request) -> dict:
     if not index.strip().isdigit():
         raise RequestError(400, f"index {index!r} is not a whole number; give a feature's index such as 12")
     feature = found.check_index(int(index))
-    labels = workbench(request).labels()
+    labels = await workbench(request).current_labels()
     label = labels.of(found.set_name, found.layer, feature)
     scan = labels.scan_with(found.set_name, found.layer, feature)
     dictionary = found.dictionary

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 
 from interp.sae.dashboards.folder import RUN
 from interp.serve.folders import read_json
@@ -34,4 +35,5 @@ def home_page(served: Any, bench: Workbench) -> str:
 
 @router.get("/")
 async def home(request: Request) -> object:
-    return respond(home_page(request.app.state.served, workbench(request)))
+    served, bench = request.app.state.served, workbench(request)
+    return respond(await run_in_threadpool(home_page, served, bench))  # reads files: off the event loop

@@ -47,7 +47,7 @@ async def prompt_features(body: PromptRequest, request: Request) -> dict:
     if not body.prompt.strip():
         raise RequestError(400, 'the prompt is empty; give a text, such as "The cat sat on the mat"')
     prompt = prompts.with_bos(served, body.prompt)
-    labels = workbench(request).labels()
+    labels = await workbench(request).current_labels()
 
     def run(cancel: Any) -> dict:
         by_dictionary: dict[int, tuple[Any, list[int]]] = {}

@@ -47,7 +47,7 @@ async def search(
         raise RequestError(400, f"limit={limit}; give the number of results, 1 or more")
     at_most("limit", limit, served.limits.max_results, "--max-results")
     bench = workbench(request)
-    labels = bench.labels()
+    labels = await bench.current_labels()
     if mode == "text":
         found = by_words(labels, q)[:limit]
     else:

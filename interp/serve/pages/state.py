@@ -14,6 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from interp.serve.errors import RequestError
@@ -57,6 +58,11 @@ class Workbench:
         if self._labels is None or self._labels[0] != key:
             self._labels = (key, read_labels(self.served, self.identities))
         return self._labels[1]
+
+    async def current_labels(self) -> Labels:
+        """:meth:`labels`, read in a worker thread (it reads files and may fingerprint the model), so that the
+        server goes on answering other requests meanwhile."""
+        return await run_in_threadpool(self.labels)
 
     def encoder(self) -> Any:
         """The packaged MiniLM as a sentence encoder (``minilm-l6``), loaded on first use."""

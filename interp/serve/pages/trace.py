@@ -38,7 +38,7 @@ async def trace(body: GraphGenerationRequest, request: Request) -> StreamingResp
     served = request.app.state.served
     check_graph_request(served, body)
     bench = workbench(request)
-    scan = bench.labels().scan_of_set(bench.identities.transcoders)
+    scan = (await bench.current_labels()).scan_of_set(bench.identities.transcoders)
     engine = served.engine
     engine.check_room()  # refused now, with a status, rather than in a stream already begun
 
