@@ -159,14 +159,23 @@ def _walk(root: Path) -> Any:
             entries = list(os.scandir(folder))
         except OSError:
             continue
-        files = {e.name for e in entries if e.is_file()}
+        files = {e.name for e in entries if _kind(e) == "file"}
         yield folder, files
         if depth < MAX_DEPTH:
             for e in sorted(entries, key=lambda e: e.name, reverse=True):
-                if e.is_dir() and not e.name.startswith("."):
+                if _kind(e) == "dir" and not e.name.startswith("."):
                     path = Path(e.path)
                     if not e.is_symlink() or path.resolve().is_relative_to(root):
                         stack.append((path, depth + 1))
+
+
+def _kind(entry: os.DirEntry) -> str:
+    """``"file"``, ``"dir"``, or ``""`` for anything else, a link in a loop or to nothing included (which
+    cannot be listed, and must not stop the listing)."""
+    try:
+        return "file" if entry.is_file() else "dir" if entry.is_dir() else ""
+    except OSError:
+        return ""
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -435,6 +435,12 @@ def test_files_come_only_from_the_named_folders(live, path, status, words):
     assert got == status and words in body["error"], body
 
 
+def test_a_folder_with_a_link_in_a_loop_is_listed(live):
+    _, url = live
+    status, body = raw(url, "GET", "/api/folders", headers=AUTH)  # graphs/loop leads to itself
+    assert status == 200 and [f["name"] for f in body["folders"]] == ["graphs"]
+
+
 def test_a_full_queue_refuses_at_once(live):
     served, url = live
     release = threading.Event()
