@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import html
 import json
+import socket
+import time
 
 import pytest
 import torch
@@ -320,6 +322,35 @@ def test_tracing_a_graph_streams_its_progress_then_opens_it(bench):
     assert raw(url, "GET", "/live/traced/nothing/")[0] == 404
     bad = post(url, "/api/trace", {**body, "max_feature_nodes": 0})
     assert bad[0] == 400 and "max_feature_nodes=0" in bad[1]["error"]
+
+
+def test_a_page_that_goes_away_stops_its_trace(bench):
+    served, _, _, url = bench
+    cancelled = served.engine.cancelled
+    body = json.dumps({"prompt": "The dog ran to the park and the", "model_id": MODEL_ID, "batch_size": 8,
+                       "max_feature_nodes": 400, "slug_identifier": "gone"}).encode()  # fmt: skip
+    host, port = url.split("//")[1].split(":")
+    s = socket.create_connection((host, int(port)))
+    head = "\r\n".join(
+        [
+            "POST /api/trace HTTP/1.1",
+            f"Host: {host}:{port}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            "",
+            "",
+        ]
+    )
+    s.sendall(head.encode() + body)
+    received = b""
+    while b'"state": "tracing"' not in received:  # until attribution has begun
+        received += s.recv(65536)
+    s.close()
+    end = time.monotonic() + 120
+    while served.engine.cancelled == cancelled and time.monotonic() < end:
+        time.sleep(0.05)
+    assert served.engine.cancelled == cancelled + 1  # stopped at its next backward pass, not run to the end
+    assert post(url, "/api/prompt", {"prompt": "Hi", "source_set": "res"})[0] == 200
 
 
 def test_a_browser_gives_the_secret_once_in_a_form_then_a_cookie(bench):
