@@ -7,6 +7,13 @@ with a cookie (:mod:`~interp.serve.session`): a page asked for without the secre
 form, ``POST /login`` with a right secret sets the cookie, and every request with the cookie passes. A body
 larger than the limit gets 413 before it is read whole: at once when its ``Content-Length`` says so, or as soon
 as the bytes received pass the limit (the body is read here, before any route, and handed on whole).
+
+Two more refusals keep other web sites out of a server on loopback, which a browser on this machine can
+reach: without a secret, a request must be addressed to a loopback name (its ``Host`` header: ``127.0.0.1``,
+``localhost``, ``[::1]``), so a site whose name is made to resolve to 127.0.0.1 (DNS rebinding) cannot read
+the model or the folders; and a request a browser sends from another origin (its ``Origin`` header names
+another host than ``Host``) gets 403, so another site's page cannot set the model to work. Programs, which
+send no ``Origin``, are not concerned.
 """
 
 from __future__ import annotations
@@ -46,6 +53,13 @@ def check_host(host: str, secret: str | None) -> None:
         )
 
 
+def host_name(host: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:8000`` is ``::1``)."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
 class BodyTooLarge(RequestError):
     """A request body over ``--max-body-bytes``."""
 
@@ -68,6 +82,10 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
+        refused = self._foreign(headers)
+        if refused is not None:
+            await error_response(403, refused)(scope, receive, send)
+            return
         login = scope["path"] == session.LOGIN_PATH and scope["method"] == "POST"
         if self.secret is not None and not login and not self._admitted(headers):
             await self._refuse(scope, headers)(scope, receive, send)
@@ -100,6 +118,22 @@ class Guard:
             return await receive()  # what follows the body: the client's going away
 
         await self.app(scope, replay, send)
+
+    def _foreign(self, headers: dict[bytes, bytes]) -> str | None:
+        """Why a request comes from another site (see the module docstring), or ``None``."""
+        host = headers.get(b"host", b"").decode("latin-1")
+        if self.secret is None and host and not is_loopback(host_name(host)):
+            return (
+                f"the request is addressed to {host!r}; without a secret this server answers requests addressed "
+                "to 127.0.0.1, localhost or [::1] only (give it a secret to serve other names)"
+            )
+        origin = headers.get(b"origin")
+        if origin is not None and origin.decode("latin-1").partition("://")[2] != host:
+            return (
+                f"the request comes from a page of {origin.decode('latin-1')!r}, another site than this server "
+                f"({host!r}); only this server's own pages may call it from a browser"
+            )
+        return None
 
     def _admitted(self, headers: dict[bytes, bytes]) -> bool:
         """The secret in the header, or a browser's cookie made from it."""
