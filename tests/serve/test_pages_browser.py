@@ -6,7 +6,10 @@ One server and one browser serve the module."""
 
 from __future__ import annotations
 
+import html
+import json
 import time
+from urllib.parse import quote
 
 import pytest
 import torch
@@ -14,6 +17,7 @@ import torch
 from interp.analysis.feature_activations import feature_activations
 from interp.analysis.node import Node
 from interp.circuits.features import FeatureEdit, attribute
+from interp.feature_id import FeatureId
 from interp.serve import serving
 from interp.serve.pages import router
 from tests.report.conftest import _chromium, browser  # noqa: F401  (fixtures)
@@ -224,3 +228,83 @@ def test_search_by_words_and_by_meaning(bench, browser):  # noqa: F811
         post(url, "/api/prompt", {"prompt": "x", "source_set": "res"})[0] == 200
     )  # the server still answers
     clean(browser, url)
+
+
+HOSTILE = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>\'"&amp;'
+"""Markup in a label, a prompt, a file's name or a page's title: every page must show it as text."""
+
+
+def inert(browser, url):  # noqa: F811
+    """Nothing the hostile text holds ran or became an element, and the page is otherwise clean."""
+    assert browser.js("return window.pwned === undefined;")
+    assert (
+        browser.js("return [...document.querySelectorAll('img')].filter((i) => i.src.endsWith('/x')).length;")
+        == 0
+    )
+    assert browser.js("return document.querySelectorAll('script:not([type])').length;") == 1  # the page's own
+    clean(browser, url)
+
+
+def test_markup_in_labels_prompts_and_names_is_shown_as_text(bench, browser):  # noqa: F811
+    served, _, url = bench
+    work = served.folders.roots["work"]
+    ids = served.model.to_tokens(HOSTILE, prepend_bos=True).ids[0]
+    source = served.sources.get("3-res")
+    acts = feature_activations(served.model, source.dictionary, ids, [3])[3]
+    index = next(int(f) for f in acts[1:].amax(0).argsort(descending=True) if int(f) not in LABELS)
+    assert acts[1:, index].max() > 0  # it fires on the prompt, so the prompt page shows its label
+    explanations = work / "explanations.jsonl"
+    before = explanations.read_text(encoding="utf-8")
+    row = {"feature": f"3:{index}", "layer": 3, "index": index, "featureIndex": FeatureId(3, index).index,
+           "scan": "res3", "explanation": HOSTILE}  # fmt: skip
+    hostile = work / "hostile"
+    try:
+        explanations.write_text(before + json.dumps(row) + "\n", encoding="utf-8")
+        hostile.mkdir()
+        (hostile / f"{HOSTILE.replace('/', '')}.html").write_text(
+            f"<title>{html.escape(HOSTILE)}</title>", encoding="utf-8"
+        )
+        (hostile / "manifest.json").write_text(json.dumps({"title": HOSTILE}), encoding="utf-8")
+        (hostile / "index.html").write_text("<title>report</title>", encoding="utf-8")
+
+        visit(browser, url + "/")
+        wait(browser, "return document.getElementById('pages-work')")
+        text = browser.js("return document.body.textContent;")
+        assert (
+            HOSTILE in text and HOSTILE.replace("/", "") in text
+        )  # the report's and the page's titles, a name
+        inert(browser, url)
+
+        query = f"prompt={quote(HOSTILE)}&set=res&k=100"
+        visit(browser, f"{url}/prompt?{query}")
+        wait(browser, "return document.getElementById('features')")
+        chips = browser.js("return [...document.querySelectorAll('a.feature')].map((a) => a.textContent);")
+        assert any(HOSTILE in chip for chip in chips)
+        inert(browser, url)
+
+        visit(browser, f"{url}/feature?source=3-res&index={index}&prompt={quote(HOSTILE)}")
+        wait(browser, "return document.querySelectorAll('#acts .act-token').length")
+        assert browser.js("return document.getElementById('label').textContent;") == HOSTILE
+        inert(browser, url)
+
+        visit(browser, f"{url}/search?q={quote(HOSTILE)}")
+        wait(browser, "return document.getElementById('result-table')")
+        assert (
+            browser.js("return document.querySelector('#result-table tr:nth-child(2) td').textContent;")
+            == HOSTILE
+        )
+        inert(browser, url)
+
+        visit(browser, f"{url}/steer?source=3-res&index={index}&prompt={quote(HOSTILE)}&strength=4")
+        browser.js("document.getElementById('n-tokens').value = '2'; document.getElementById('go').click();")
+        wait(browser, "return document.getElementById('output-steered')")
+        shown = browser.js("return document.querySelector('#output-default pre').textContent;")
+        assert shown == served.model.generate(ids, 2).text[0]
+        assert browser.js("return document.getElementById('prompt').value;") == HOSTILE
+        inert(browser, url)
+    finally:
+        explanations.write_text(before, encoding="utf-8")
+        for path in hostile.glob("*"):
+            path.unlink()
+        if hostile.exists():
+            hostile.rmdir()
