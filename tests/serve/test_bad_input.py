@@ -442,6 +442,15 @@ def test_a_folder_with_a_link_in_a_loop_is_listed(live):
     assert status == 200 and [f["name"] for f in body["folders"]] == ["graphs"]
 
 
+def test_the_same_state_served_again_is_answered(live):
+    served, _ = live
+    again = replace(served, secret=None)  # its own engine, which each server's end stops
+    for _ in range(2):  # as two serving blocks of a notebook
+        with serving(again) as url:
+            status, body = post(url, "/v1/activation/single", SINGLE)
+            assert status == 200 and len(body["activation"]["values"]) == 3
+
+
 def test_a_full_queue_refuses_at_once(live):
     served, url = live
     release = threading.Event()
