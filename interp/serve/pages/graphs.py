@@ -31,7 +31,7 @@ from interp.analysis.feature_activations import feature_activations
 from interp.analysis.node import Node
 from interp.circuits.features.graph_folder import PAGE
 from interp.circuits.features.intervene import FeatureEdit, generate_with_features, intervene
-from interp.circuits.features.viewer import render_viewer
+from interp.circuits.features.viewer import DATA_ID, render_viewer
 from interp.report.embedded import embedded_json
 from interp.serve import files
 from interp.serve.errors import RequestError, at_most
@@ -40,8 +40,6 @@ from interp.serve.pages.page import asset, respond
 from interp.serve.work import compute, stopping_hooks
 
 router = APIRouter()
-GRAPH_DATA = "graph-data"
-"""The id of the element in which a viewer page embeds its graph."""
 RELATIVE = 2e-3
 """How far a feature's activation on the server may be from the one a page records (rounded to four significant
 digits: half a unit in the fourth is at most 5e-4 of the value) and still count as the same."""
@@ -70,7 +68,7 @@ async def live_folder(name: str, path: str, request: Request) -> object:
         return RedirectResponse(
             f"/live/graph/{name}/{path}/", status_code=307
         )  # so the page's own files resolve
-    data = embedded_json(page.read_text(encoding="utf-8"), GRAPH_DATA)
+    data = embedded_json(page.read_text(encoding="utf-8"), DATA_ID)
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         return await files.file(name, path, request)  # another page: as it is
     tokens, why = await compute(request, lambda cancel: check_graph(served, data))

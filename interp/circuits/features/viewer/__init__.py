@@ -40,6 +40,9 @@ DASHBOARD_BYTES = 2_000_000
 MAX_CONTEXTS = 5
 MAX_CONTEXT_CHARS = 300
 N_PROMOTED = 6
+DATA_ID = "graph-data"
+"""The id of the script element in which the page embeds its data (what graph.js and attention.js read, and
+where :mod:`~interp.circuits.features.labels` relabels a page built before its labels)."""
 SCRIPTS = ("graph.js", "attention.js", "supernodes.js", "graphfile.js")
 """The page's scripts, in the order they run (each later one uses ``window.graphViewer``)."""
 
@@ -137,7 +140,7 @@ def render_viewer(
     """
     prompt = str(data["metadata"].get("prompt", ""))
     short = prompt if len(prompt) <= 80 else prompt[:77] + "..."
-    blocks = {"graph-data": json_for_script(data, digits=4)}
+    blocks = {DATA_ID: json_for_script(data, digits=4)}
     scripts = [read_asset("svg.js"), dashboard_asset("dashboard.js"), *(asset(name) for name in SCRIPTS)]
     css = [asset("graph.css"), dashboard_asset("dashboard.css")]
     if live is not None:
