@@ -105,13 +105,8 @@
   }
 
   function go() {
-    let body;
-    try {
-      body = request();
-    } catch (err) {
-      api.say(status, err.message, true);
-      return Promise.resolve();
-    }
+    const body = api.built(request, status);
+    if (body === null) return Promise.resolve();
     run.disabled = true;
     api.say(status, "running");
     return api.postJson(live.intervene, body).then((found) => {

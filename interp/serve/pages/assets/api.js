@@ -137,6 +137,16 @@
   }
 
   // The next token before and after an edit (the server's next_token_changes), as tables.
+  // What build() returns, or null once its error (a field of the form that will not do) is said in node.
+  function built(build, node) {
+    try {
+      return build();
+    } catch (err) {
+      say(node, err.message, true);
+      return null;
+    }
+  }
+
   function nextToken(found) {
     const box = el("div", { class: "next-token" });
     const probs = (rows) => rows.map((r) => [tokenText(r.token), fmt(r.prob), fmt(r.logit)]);
@@ -157,6 +167,7 @@
 
   window.interpWorkbench = {
     info: () => block("workbench"), pageData: () => block("page-data"), getJson, postJson, events, filesUrl,
-    liveUrl, featureUrl, steerUrl, param, remember, fmt, tokenText, table, link, say, nextToken,
+    liveUrl, featureUrl, steerUrl, param, remember, fmt, tokenText, table, link, say, built,
+    nextToken,
   };
 })();

@@ -70,13 +70,8 @@
   }
 
   function run() {
-    let body;
-    try {
-      body = request();
-    } catch (err) {
-      api.say(status, err.message, true);
-      return Promise.resolve();
-    }
+    const body = api.built(request, status);
+    if (body === null) return Promise.resolve();
     const first = body.features && body.features[0];
     api.remember({ prompt: body.prompt, source: first && first.source, index: first && first.index,
       strength: first && first.strength });
