@@ -70,7 +70,11 @@ REFUSED = {
 def test_helpers_from_dom_js_pass_and_a_second_helper_a_wrapped_call_or_an_es5_form_is_refused():
     cases = [(ALLOWED, PAGE), *((code, PAGE) for code in REFUSED)]
     # the shared files themselves may define the helpers; a page script may not
-    paths = ["interp/report/assets/dom.js", "interp/report/assets/report.js", "interp/serve/pages/assets/home.js"]
+    paths = [
+        "interp/report/assets/dom.js",
+        "interp/report/assets/report.js",
+        "interp/serve/pages/assets/home.js",
+    ]
     cases += [(SECOND_EL, path) for path in paths]
     found = _lint_all(cases)
     assert found[0] == []
