@@ -25,8 +25,9 @@ The notebook is run as written, except that what it names on a hub is swapped fo
 Every code cell runs even when an earlier one failed (errors are recorded, not raised); a cell still running
 after ``--timeout`` seconds is interrupted and counted as not run (``timed out``). The script prints one line
 per code cell (``ok``, ``timed out`` or the error: its first line, and the end of its last when it has several),
-then ``N of M code cells ran``, and writes the same as JSON with ``--out``. The notebook needs the packages it imports (plotly, fancy_einsum, datasets...) in this
-interpreter, whose kernel runs it. Nothing is fetched; the notebook is read, never written.
+then ``N of M code cells ran``, and writes the same as JSON with ``--out``. The notebook needs the packages it
+imports (plotly, fancy_einsum, datasets...) in this interpreter, whose kernel runs it. Nothing is fetched; the
+notebook is read, never written.
 """
 
 from __future__ import annotations
