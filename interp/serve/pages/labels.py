@@ -159,7 +159,7 @@ def signature(folders: Any) -> tuple:
 def read_labels(served: Any, identities: Identities) -> Labels:
     """Every label and scan of the served folders."""
     from interp.sae.dashboards.folder import INDEX, RUN
-    from interp.sae.explanations.run import read_rows
+    from interp.sae.explanations.autointerp import read_rows
 
     scans, explanations, graphs = [], [], []
     for name, root, kind, path in _files(served.folders):
