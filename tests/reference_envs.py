@@ -25,6 +25,8 @@ from tests.load.llama_cpp import cache_root, required
 TORCH = "torch==2.13.0"
 ENVS: dict[str, tuple[str, ...]] = {
     "circuit-tracer": ("circuit-tracer==0.5.0", "nnsight==0.6.*"),
+    # OpenMOSS's Lorsa, CLT and transcoders (formerly lm-saes); it imports TransformerLens 3's components.
+    "llamascopium": ("llamascopium==2.0.0b34", "transformer-lens>=3.9,<4"),
     # nnsight as a peer in its own right (benchmarks/nnsight_peer.py): its current release.
     "nnsight": ("nnsight==0.8.*",),
     # What eai-delphi's scorer modules import, without vLLM (which needs a GPU toolchain; see NO_DEPS).
