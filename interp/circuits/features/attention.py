@@ -324,7 +324,7 @@ def _parts(
             block = parts[start : start + len(chunk)]
             for name, g in zip(leaf_names, grads, strict=True):
                 if g is not None:
-                    _contract(block, g[:, 0].float(), *writes[name])
+                    contract_writes(block, g[:, 0].float(), *writes[name])
     totals, out = {}, {}
     for i, request in enumerate(requests):
         side, layer, head, pos = request
@@ -333,7 +333,7 @@ def _parts(
     return out, totals
 
 
-def _contract(
+def contract_writes(
     block: torch.Tensor,
     grad: torch.Tensor,
     positions: torch.Tensor,

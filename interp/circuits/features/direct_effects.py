@@ -72,7 +72,9 @@ def attribute(
             pass is done and after each backward pass over features: a server's progress report, and where it
             stops the work (an exception it raises ends the attribution there and propagates).
     """
-    tokens = _check(model, transcoders, prompt, max_feature_nodes, batch_size, max_logits, max_memory_gb)
+    tokens = check_arguments(
+        model, transcoders, prompt, max_feature_nodes, batch_size, max_logits, max_memory_gb
+    )
     if targets is not None:
         check_targets(model, targets)
     budget = dict(max_feature_nodes=max_feature_nodes, batch_size=batch_size, max_memory_gb=max_memory_gb)
@@ -371,7 +373,7 @@ def _rows(
     return out.detach().cpu()
 
 
-def _check(
+def check_arguments(
     model: Any,
     transcoders: SparseDictionary,
     prompt: Any,

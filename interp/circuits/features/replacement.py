@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from interp.circuits.features.attention import _contract
-from interp.circuits.features.direct_effects import _check
+from interp.circuits.features.attention import contract_writes
+from interp.circuits.features.direct_effects import check_arguments
 from interp.circuits.features.frozen import FrozenRun, frozen_run
 from interp.circuits.features.node_vectors import Sources, find_sources
 from interp.circuits.features.targets import Target, check_targets, select
@@ -141,7 +141,7 @@ def attribute_replacement(
             :func:`~interp.circuits.features.direct_effects.attribute`.
         batch_size: reads per backward pass.
     """
-    tokens = _check(model, transcoders, prompt, None, batch_size, max_logits, None)
+    tokens = check_arguments(model, transcoders, prompt, None, batch_size, max_logits, None)
     _check_lorsa(model, transcoders, lorsa)
     if targets is not None:
         check_targets(model, targets)
@@ -263,7 +263,7 @@ class ReplacementRun:
         out = torch.zeros(len(injections[0][1]), self.n_sources)
         for name, g in zip(names, grads, strict=True):
             if g is not None and name in self.writes:  # else a leaf no read depends on
-                _contract(out, g[:, 0].float(), *self.writes[name])
+                contract_writes(out, g[:, 0].float(), *self.writes[name])
         return out
 
 
