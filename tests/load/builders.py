@@ -8,6 +8,7 @@ sentences.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 from pathlib import Path
@@ -240,4 +241,31 @@ def hf_from_gguf(path: Path) -> torch.nn.Module:
     result = model.load_state_dict(tensors, strict=False)
     assert set(result.missing_keys) <= {"lm_head.weight"} and not result.unexpected_keys, result
     model.tie_weights()
+    return model.eval()
+
+
+def hf_from_gguf_cached(path: Path) -> torch.nn.Module:
+    """:func:`hf_from_gguf`, whose dequantization of a packaged model takes 20 s of CPU, read once and kept in
+    the tests' cache: keyed by the file's bytes and by the ``transformers`` and ``gguf`` versions that read it,
+    written once however many test processes ask at once (:func:`interp.atomic.built_once`)."""
+    from safetensors.torch import load_model, save_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from interp.atomic import built_once
+    from interp.load.cache import file_sha256
+    from tests.load.llama_cpp import cache_root
+
+    versions = (
+        f"transformers-{importlib.metadata.version('transformers')}-gguf-{importlib.metadata.version('gguf')}"
+    )
+    target = cache_root() / f"hf-read-{path.stem}-{file_sha256(path)[:10]}-{versions}"
+
+    def read(folder: Path) -> None:
+        model = hf_from_gguf(path)
+        model.config.save_pretrained(folder)
+        save_model(model, str(folder / "model.safetensors"))
+
+    built_once(target, read)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(target))
+    load_model(model, str(target / "model.safetensors"))
     return model.eval()
