@@ -7,7 +7,7 @@ One concern per module:
   ``L{l}.MLP``, ``logits``) and the edges between them, as data; :mod:`~interp.circuits.circuit`: a set of edges.
 - :mod:`~interp.circuits.pairs`: clean and corrupted inputs, the batch a metric sees (the metric type and
   :func:`logit_difference` are :mod:`interp.analysis.metric`'s, one for every caller).
-- :mod:`~interp.circuits.run`: the model with every edge outside a circuit patched from the corrupted input.
+- :mod:`~interp.circuits.patched_run`: the model with every edge outside a circuit patched from the corrupted input.
 - :mod:`~interp.circuits.edge_attribution`: EAP and EAP-IG scores; :mod:`~interp.circuits.exact`: exact edge
   patching, to check them.
 - :mod:`~interp.circuits.select`: top-n and greedy circuits, pruned to paths from input to logits.
@@ -50,7 +50,7 @@ from interp.circuits.features import (
 )
 from interp.circuits.graph import Graph, GraphStructureError, UnknownNameError
 from interp.circuits.pairs import Metric, Pairs, logit_difference
-from interp.circuits.run import CorruptRun, corrupt_run, run_circuit
+from interp.circuits.patched_run import CorruptRun, corrupt_run, run_circuit
 from interp.circuits.select import greedy, prune, top_n
 
 __all__ = [

@@ -41,7 +41,7 @@ from interp.circuits.edge_products import (
 )
 from interp.circuits.graph import Graph
 from interp.circuits.pairs import Pairs
-from interp.circuits.run import check_graph
+from interp.circuits.patched_run import check_graph
 from interp.circuits.shards import map_batches, ordered_sum
 from interp.circuits.wiring import forward, split
 

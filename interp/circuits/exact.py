@@ -19,7 +19,7 @@ from interp.analysis.metric import Metric, check_metric, check_signature
 from interp.circuits.circuit import Circuit
 from interp.circuits.edge_attribution import EdgeScores
 from interp.circuits.pairs import Pairs
-from interp.circuits.run import check_graph, new_store, record_sources
+from interp.circuits.patched_run import check_graph, new_store, record_sources
 from interp.circuits.shards import map_batches, ordered_sum
 from interp.circuits.wiring import forward, input_hooks, split
 

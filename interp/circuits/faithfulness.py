@@ -25,7 +25,7 @@ from interp.analysis.metric import Metric, check_metric, check_signature
 from interp.circuits.circuit import Circuit
 from interp.circuits.edge_attribution import EdgeScores
 from interp.circuits.pairs import Pairs
-from interp.circuits.run import check_graph, corrupt_run, run_circuit, sources_read
+from interp.circuits.patched_run import check_graph, corrupt_run, run_circuit, sources_read
 from interp.circuits.select import greedy, top_n
 from interp.circuits.shards import map_batches, ordered_sum
 from interp.circuits.wiring import forward
@@ -63,7 +63,7 @@ def _batch_values(
     sums = [float(check_metric(metric(corrupt.logits, batch), batch, "on the corrupted inputs").sum())]
     graph = circuits[0].graph
     # The full model is the plain forward: the full circuit computes the same with the inputs split (equal to
-    # float tolerance, see interp.circuits.run), at a higher cost.
+    # float tolerance, see interp.circuits.patched_run), at a higher cost.
     with torch.no_grad():
         full = forward(model, batch.clean, batch.attention_mask, batch.positions)
     sums.append(float(check_metric(metric(full, batch), batch, "on the clean inputs").sum()))

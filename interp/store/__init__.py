@@ -21,8 +21,8 @@ Example:
 from interp.store.cache import cache_activations
 from interp.store.corpus import read_corpus, read_items, windows
 from interp.store.meta import StoreMismatchError
+from interp.store.rank_run import RunStats
 from interp.store.reader import ActivationStore, ShardedArray, StoreShard
-from interp.store.run import RunStats
 
 __all__ = [
     "ActivationStore",

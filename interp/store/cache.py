@@ -21,8 +21,8 @@ from interp.store.batches import BatchSource, Positions, check_positions
 from interp.store.files import write_json
 from interp.store.folder import claim, discard_unstarted, first_missing
 from interp.store.meta import CHAIN_START, FORMAT, META, chain, model_record
+from interp.store.rank_run import Run
 from interp.store.reader import ActivationStore
-from interp.store.run import Run
 
 _PER_QUERY_KEY = ("hook_pattern", "hook_attn_scores")
 
@@ -72,7 +72,7 @@ def cache_activations(
         overwrite: replace a store already in ``out_dir`` (its own files; other files stay).
 
     Returns:
-        The store, with ``store.run`` holding this call's :class:`~interp.store.run.RunStats`.
+        The store, with ``store.run`` holding this call's :class:`~interp.store.rank_run.RunStats`.
 
     Raises:
         StoreMismatchError: ``out_dir`` holds a different store, or the data differs from what it was

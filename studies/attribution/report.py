@@ -48,9 +48,13 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
         out["supernodes"] = _supernodes_section(report, results["supernodes"])
     if "seed" in results:
         out["seed"] = _seed_section(report, results["seed"])
+    if "seed_pairs" in results:
+        out["seed_pairs"] = _seed_pairs_section(report, results["seed_pairs"])
     _findings(report, config, whole, out["groups"])
     if "seed" in out:  # after the graphs' findings: their first says whether intervention confirms them
         _seed_findings(report, out["seed"])
+    if "seed_pairs" in out:
+        report.add_finding(out["seed_pairs"]["answer"], PAIRS_TITLE)
     if "explanations" in out:
         _explanations_finding(report, out["explanations"]["summary"])
     report.add_section("Run")
@@ -60,6 +64,11 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
         f"{results['trained'].seconds:.0f} s, evaluated in {results['eval_seconds']:.0f} s; graphs and tests "
         + ", ".join(f"{n} {g['seconds']:.0f} s" for n, g in results["groups"].items())
         + (f", the referent's edge {results['seed']['seconds']:.0f} s" if "seed" in results else "")
+        + (
+            f", the seed's question across pairs {results['seed_pairs']['seconds']:.0f} s"
+            if "seed_pairs" in results
+            else ""
+        )
         + (f", dashboards {results['dashboards']['seconds']:.0f} s" if "dashboards" in results else "")
         + (f", explanations {results['explanations']['seconds']:.0f} s" if "explanations" in results else "")
         + (f", supernodes {results['supernodes']['seconds']:.0f} s" if "supernodes" in results else "")
@@ -516,3 +525,36 @@ def _seed_section(report: Report, found: dict) -> dict:
 def _seed_findings(report: Report, seed: dict) -> None:
     for group, sentence in zip(seed["answer_groups"], seed["answer"], strict=True):
         report.add_finding(sentence, SEED_TITLE if group == "winograd" else TITLES["agreement"])
+
+
+PAIRS_TITLE = "The seed's question on every sensitive pair"
+
+
+def _seed_pairs_section(report: Report, found: dict) -> dict:
+    """Heads and query terms chosen on half of the schemas, tested on the other half against matched controls
+    (:mod:`studies.attribution.seed_pairs`); the answer and its power (:mod:`studies.attribution.pair_answer`)."""
+    from studies.attribution.pair_answer import (
+        METHOD,
+        jsonable,
+        pairs_table,
+        sentences,
+        summarise,
+        tests_table,
+    )
+
+    summary = summarise(found)
+    report.add_section(PAIRS_TITLE)
+    report.add_text(METHOD.format(**found["settings"]))
+    said = sentences(found, summary)
+    for _, sentence in said:
+        report.add_text(sentence)
+    report.add_table("seed_pairs_tests", pd.DataFrame(tests_table(summary)),
+                     caption=f"The family of tests, Holm-corrected; 'detectable': the mean each test finds with 80% "
+                     f"probability at level {summary['level_each']:.2g} (alpha over the family's size)")  # fmt: skip
+    report.add_table(
+        "seed_pairs_pairs", pd.DataFrame(pairs_table(found)), max_rows=200,
+        caption="Per traced pair (twins together): its half, the twins' preferences, its switch sensitivity and "
+        "bias, and the twin difference of the candidates' edges",
+    )  # fmt: skip
+    return {**jsonable(found, summary), "answer": said[-1][1], "sentences": [s for _, s in said],
+            "seconds": found["seconds"]}  # fmt: skip

@@ -16,20 +16,25 @@ row sums of the matrix (``q_n . k``); key side, its column sums (``q . k_m``); o
 terms). They are zeroed in a free run of the replacement model (error terms kept, so the unedited run is the
 model's own) and two things are read: the head's attention from the answer's position to the referent, and the
 answer's logit difference, signed toward the expected answer (removing what carries the referent gives a negative
-number). Baseline: ``draws`` seeded sets of as many feature nodes, each drawn at its named node's position among
-the ``pool`` other active features there nearest to it in activation. Within a prompt the test is a consistency
-check (the nodes were chosen on that prompt's score); held out, the nodes chosen on one twin are applied to the
-other twin, where nothing was chosen: the twin's top head, each node moved to the same place by role (the
-referent's to the twin's referent, the other candidate's to its other candidate, the rest aligned from the start
-before the twins differ and from the end after) and kept where that feature is active there. In the seed's pair
+number). Two baselines, each ``draws`` seeded sets of as many feature nodes, each node drawn at its named node's
+position among the ``pool`` other active features there nearest to it: in activation, and in influence on the
+target in the prompt's graph (a feature the graph left out has influence 0). Within a prompt the test is a
+consistency check (the nodes were chosen on that prompt's score); held out, the nodes chosen on one twin are
+applied to the other twin, where nothing was chosen: the twin's top head, each node moved to the same place by
+role (the referent's to the twin's referent, the other candidate's to its other candidate, the rest aligned from
+the start before the twins differ and from the end after) and kept where that feature is active there. A node
+at a position both twins share (before the first token that differs) and outside the candidates' words is the
+same node, with the same activation, in both twins: removing it from the twin tests that node again, not
+something that differs between the twins, so the held-out tests leave such nodes out and count them. In the
+seed's pair
 the referents are different words (animal, street), so a held-out test asks whether what makes the head find
 "the animal" in one twin makes it find "the street" in the other: what a mechanism that resolves the pronoun
 would do.
 
-Statistics. Means over prompts with 95% percentile bootstrap intervals resampling twin pairs
-(``bootstrap_mean_interval(groups=schema)``); the seed's pair is one schema, so it has numbers and no interval.
-"Named beats every random set" is counted against its chance ``1 / (draws + 1)``. A twin pair *resolves* when the
-model's preference has the expected sign in both twins: chance 25% for random signs.
+Statistics. Means over prompts with 95% intervals over twin pairs (``bootstrap_mean_interval(groups=schema)``:
+the t-interval below 10 pairs); the seed's pair is one schema, so it has numbers and no interval. "Named beats
+every matched set" is counted against its chance ``1 / (draws + 1)``, per baseline. A twin pair *resolves* when
+the model's preference has the expected sign in both twins: chance 25% for random signs.
 """
 
 from __future__ import annotations
@@ -47,8 +52,8 @@ from interp.circuits.features.attention import BIAS, head_scores, key_difference
 from interp.circuits.features.heads import edges_head_loadings
 from studies.attribution import graphs
 from studies.attribution.interventions import active_features, target_value
-from studies.attribution.prompts import Prompt
-from studies.attribution.seed_answer import summarise
+from studies.attribution.prompts import Prompt, shared_prefix
+from studies.attribution.seed_answer import CONTROLS, summarise
 
 Triple = tuple[int, int, int]  # (layer, position, feature)
 SIDES = ("query", "key")
@@ -61,8 +66,8 @@ class SeedSettings:
     top_heads: int = 3  # heads explained per edge
     named: int = 3  # feature nodes zeroed per side
     terms: int = 5  # query-node x key-node terms listed per head
-    draws: int = 5  # matched random sets per test
-    pool: int = 10  # nearest active features in activation a random node is drawn from
+    draws: int = 5  # matched random sets per test and baseline
+    pool: int = 10  # nearest active features (in activation; in influence) a random node is drawn from
     seed: int = 0
 
 
@@ -168,23 +173,30 @@ def aligned(a: torch.Tensor, b: torch.Tensor, position: int) -> int | None:
 
 def probe_nodes(
     model: Any, tc: Any, prompt: Prompt, nodes: list[Triple], head: tuple[int, int], key: int,
-    clean: tuple[float, float], s: SeedSettings,
+    clean: tuple[float, float], s: SeedSettings, influence: dict[Triple, float],
 ) -> dict:  # fmt: skip
-    """Zero ``nodes`` and matched random sets; each run's change of the target (signed toward the answer) and
-    of the head's attention to ``key``."""
+    """Zero ``nodes`` and, per baseline (:data:`CONTROLS`: random sets matched on activation, and on
+    ``influence``, the prompt's graph's influence of each feature node), its matched sets; each run's change of
+    the target (signed toward the answer) and of the head's attention to ``key``."""
+    out: dict[str, Any] = {"nodes": [_name(t) for t in nodes], "controls": {}}
+    if not nodes:
+        return {**out, "logit": float("nan"), "attention": float("nan")}
     active, values = active_features(model, tc, prompt.tokens)
-    randoms = matched_at_positions(nodes, active, values, s.draws, s.pool, s.seed) if nodes else []
-    runs = [free_run(model, tc, prompt, z, head, key) for z in [nodes, *randoms]] if nodes else []
-    logit = [prompt.sign * (r[0] - clean[0]) for r in runs]
-    attention = [r[1] - clean[1] for r in runs]
-    return {
-        "nodes": [_name(t) for t in nodes],
-        "random": [[_name(t) for t in z] for z in randoms],
-        "logit": logit[0] if runs else float("nan"),
-        "attention": attention[0] if runs else float("nan"),
-        "random_logit": logit[1:],
-        "random_attention": attention[1:],
+    level = {
+        "activation": values,
+        "influence": torch.tensor([influence.get(tuple(t), 0.0) for t in active.tolist()]),
     }
+    named = free_run(model, tc, prompt, nodes, head, key)
+    out.update(logit=prompt.sign * (named[0] - clean[0]), attention=named[1] - clean[1])
+    for control in CONTROLS:
+        sets = matched_at_positions(nodes, active, level[control], s.draws, s.pool, s.seed)
+        runs = [free_run(model, tc, prompt, z, head, key) for z in sets]
+        out["controls"][control] = {
+            "nodes": [[_name(t) for t in z] for z in sets],
+            "logit": [prompt.sign * (r[0] - clean[0]) for r in runs],
+            "attention": [r[1] - clean[1] for r in runs],
+        }
+    return out
 
 
 def _name(t: Triple) -> str:
@@ -223,9 +235,19 @@ def explain_edge(
     return Explained(first.edge - second.edge, first.direct - second.direct, heads, diffs)
 
 
-def explain_prompt(model: Any, tc: Any, prompt: Prompt, gs: graphs.GraphSettings, s: SeedSettings) -> dict:
-    """Draw ``prompt``'s graph, explain its referent's edge and test the top head's named nodes within it."""
+def influence_of(graph: Any) -> dict[Triple, float]:
+    """Each feature node's influence on the graph's target, by (layer, position, feature)."""
+    values = graph.influence()[: graph.n_features].tolist()
+    return {tuple(t): v for t, v in zip(graph.features.tolist(), values, strict=True)}
+
+
+def explain_prompt(
+    model: Any, tc: Any, prompt: Prompt, gs: graphs.GraphSettings, s: SeedSettings
+) -> tuple[dict, dict[Triple, float]]:
+    """Draw ``prompt``'s graph, explain its referent's edge and test the top head's named nodes within it; the
+    row and the graph's feature influences (the influence-matched baseline's, also held out)."""
     graph = graphs.draw(model, tc, prompt, gs, False)
+    influence = influence_of(graph)
     referent, other = candidates(prompt)
     out: dict[str, Any] = {"prompt": prompt.name, "schema": prompt.schema, "sign": prompt.sign}
     out.update(referent=referent, other=other, tokens=prompt.tokens.tolist(), tests={}, heads=[])
@@ -233,7 +255,7 @@ def explain_prompt(model: Any, tc: Any, prompt: Prompt, gs: graphs.GraphSettings
     edge = referent_edge(graph, prompt)
     out["edge"] = None if edge is None else list(edge)
     if edge is None:
-        return out
+        return out, influence
     other_key = prompt.roles[other][-1] if other is not None else None
     found = explain_edge(model, tc, graph, edge[1], s.top_heads, other_key)
     key = Node.parse(edge[1]).position
@@ -241,7 +263,7 @@ def explain_prompt(model: Any, tc: Any, prompt: Prompt, gs: graphs.GraphSettings
     out.update(key=key, other_key=other_key)
     out["heads"] = [_head_record(h, d, s) for h, d in zip(found.heads, found.differences, strict=True)]
     if not found.heads:
-        return out
+        return out, influence
     top = found.heads[0]
     head = (top.layer, top.head)
     clean = free_run(model, tc, prompt, [], head, key)
@@ -250,8 +272,8 @@ def explain_prompt(model: Any, tc: Any, prompt: Prompt, gs: graphs.GraphSettings
         out["attention_other_clean"] = free_run(model, tc, prompt, [], head, other_key)[1]
     for side in SIDES:
         named = named_nodes(top, side, s.named)
-        out["tests"][side] = probe_nodes(model, tc, prompt, named, head, key, clean, s)
-    return out
+        out["tests"][side] = probe_nodes(model, tc, prompt, named, head, key, clean, s, influence)
+    return out, influence
 
 
 def _head_record(h: Any, difference: Any, s: SeedSettings) -> dict:
@@ -286,10 +308,12 @@ def mapped(source: Prompt, test: Prompt, position: int) -> int | None:
     return aligned(source.tokens, test.tokens, position)
 
 
-def held_out(model: Any, tc: Any, rows: list[dict], prompts: list[Prompt], s: SeedSettings) -> None:
+def held_out(model: Any, tc: Any, rows: list[dict], prompts: list[Prompt], s: SeedSettings,
+             influence: dict[str, dict[Triple, float]]) -> None:  # fmt: skip
     """Apply each prompt's named nodes to its twin, where they were not chosen (in place: ``tests
     ["query_heldout"]``, ``["key_heldout"]``): the twin's head, positions :func:`mapped` by role, only the nodes
-    active at their new place kept; the attention read at this prompt's own referent."""
+    active at their new place kept, and none at a position both twins share outside the candidates' words
+    (``shared`` counts them: the same node in both twins); the attention read at this prompt's own referent."""
     by_name = {p.name: p for p in prompts}
     for row, prompt in zip(rows, prompts, strict=True):
         twins = [r for r in rows if r["schema"] == row["schema"] and r["prompt"] != row["prompt"]]
@@ -299,20 +323,26 @@ def held_out(model: Any, tc: Any, rows: list[dict], prompts: list[Prompt], s: Se
         head = tuple(int(x) for x in source["head"][1:].split("H"))
         clean = (row["clean"], free_run(model, tc, prompt, [], head, row["key"])[1])
         active = {tuple(t) for t in active_features(model, tc, prompt.tokens)[0].tolist()}
+        shared = shared_prefix(twin.tokens, prompt.tokens)
+        words = {p for role in candidates(twin) if role is not None for p in twin.roles[role]}
         for side in SIDES:
-            moved = []
+            moved, same = [], 0
             for name in source["tests"][side]["nodes"]:
                 n = Node.parse(name)
+                if n.position < shared and n.position not in words:
+                    same += 1
+                    continue
                 at = mapped(twin, prompt, n.position)
                 if at is not None and (n.layer, at, n.feature) in active:
                     moved.append((n.layer, at, n.feature))
-            found = probe_nodes(model, tc, prompt, moved, head, row["key"], clean, s)
-            found.update(selected_on=source["prompt"], head=source["head"])
+            found = probe_nodes(model, tc, prompt, moved, head, row["key"], clean, s, influence[prompt.name])
+            found.update(selected_on=source["prompt"], head=source["head"], shared=same)
             found["offered"] = len(source["tests"][side]["nodes"])
             row["tests"][f"{side}_heldout"] = found
 
 
-def across_pairs(model: Any, tc: Any, rows: list[dict], prompts: list[Prompt], s: SeedSettings) -> None:
+def across_pairs(model: Any, tc: Any, rows: list[dict], prompts: list[Prompt], s: SeedSettings,
+                 influence: dict[str, dict[Triple, float]]) -> None:  # fmt: skip
     """Apply to each prompt the query nodes named at the last position on the *other* twin pairs (in place:
     ``tests["query_across"]``): the ``named`` (layer, feature) named there most often (ties: first named), at
     this prompt's last position where active, and the head most often on top there. Nothing where the group has
@@ -336,7 +366,7 @@ def across_pairs(model: Any, tc: Any, rows: list[dict], prompts: list[Prompt], s
         picked = [(lay, f) for (lay, f), _ in named.most_common()][: s.named]
         moved = [(lay, last, f) for lay, f in picked if (lay, last, f) in active]
         clean = (row["clean"], free_run(model, tc, prompt, [], head, row["key"])[1])
-        found = probe_nodes(model, tc, prompt, moved, head, row["key"], clean, s)
+        found = probe_nodes(model, tc, prompt, moved, head, row["key"], clean, s, influence[prompt.name])
         found.update(head=head_name, offered=len(picked), selected_on=sorted({r["schema"] for r in others}))
         row["tests"]["query_across"] = found
 
@@ -350,9 +380,11 @@ def run(model: Any, tc: Any, groups: dict[str, list[Prompt]], gs: graphs.GraphSe
 
     out: dict[str, Any] = {"settings": asdict(s), "groups": {}}
     for name, prompts in groups.items():
-        rows = [explain_prompt(model, tc, p, gs, s) for p in tqdm(prompts, desc=f"{name} referent edges",
-                                                                  disable=not progress)]  # fmt: skip
-        held_out(model, tc, rows, prompts, s)
-        across_pairs(model, tc, rows, prompts, s)
+        rows, influence = [], {}
+        for p in tqdm(prompts, desc=f"{name} referent edges", disable=not progress):
+            row, influence[p.name] = explain_prompt(model, tc, p, gs, s)
+            rows.append(row)
+        held_out(model, tc, rows, prompts, s, influence)
+        across_pairs(model, tc, rows, prompts, s, influence)
         out["groups"][name] = {"rows": rows, "summary": summarise(rows, s.draws, s.seed)}
     return out

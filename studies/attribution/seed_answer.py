@@ -1,9 +1,10 @@
 """The seed's question answered: the summaries of :mod:`studies.attribution.seed` over prompts (intervals over
 twin pairs, counts against their chance levels), the sentences that state the answer, and the report's tables.
 
-A sentence says "moves the answer more than matched random nodes" only when the interval of the paired
-difference (named minus random, signed toward the expected answer) excludes zero; a group of one twin pair (the
-seed's) has numbers and no intervals; the first sentence says whether the model does what the seed describes.
+A sentence says "moves the answer more than random nodes matched on activation and on influence" only when the
+intervals of both paired differences (named minus matched, signed toward the expected answer) exclude zero; a
+group of one twin pair (the seed's) has numbers and no intervals; the first sentence says whether the model does
+what the seed describes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from interp.analysis.stats import sign_flip_test
 from studies.attribution.measure import interval
 
 TESTS = ("query", "key", "query_heldout", "key_heldout", "query_across")
+CONTROLS = ("activation", "influence")  # what the random nodes of each baseline are matched on
 
 
 def resolution(rows: list[dict]) -> dict:
@@ -38,38 +40,45 @@ def resolution(rows: list[dict]) -> dict:
 
 
 def summarise(rows: list[dict], draws: int, seed: int) -> dict:
-    """Per test: the named nodes' and the random sets' signed effects on the answer and on the attention, their
-    paired difference, each with an interval over twin pairs, and how often the named set beats every random
-    set (signed: lowers the answer's preference more), against ``1 / (draws + 1)``."""
+    """Per test: the named nodes' signed effects on the answer and on the attention and, per baseline (matched
+    on activation, on influence), the matched sets' and the paired difference, each with an interval over twin
+    pairs, and how often the named set beats every matched set (signed: lowers the answer's preference more),
+    against ``1 / (draws + 1)``."""
     out: dict[str, Any] = {"resolution": resolution(rows)}
     for test in TESTS:
-        kept = [r for r in rows if test in r["tests"] and r["tests"][test]["random_logit"]]
+        kept = [r for r in rows if test in r["tests"] and r["tests"][test].get("controls")]
         groups = [r["schema"] for r in kept]
         t = [r["tests"][test] for r in kept]
         if not kept:
             out[test] = {"n": 0}
             continue
-        rl = [float(np.mean(x["random_logit"])) for x in t]
-        ra = [float(np.mean(x["random_attention"])) for x in t]
-        wins = [float(x["logit"] < min(x["random_logit"])) for x in t]
-        out[test] = {
+        found: dict[str, Any] = {
             "n": len(kept),
             "pairs": len(set(groups)),
+            "shared": sum(x.get("shared", 0) for x in t),
             "logit": interval([x["logit"] for x in t], seed, groups),
-            "random_logit": interval(rl, seed, groups),
-            "logit_vs_random": interval([x["logit"] - r for x, r in zip(t, rl, strict=True)], seed, groups),
             "attention": interval([x["attention"] for x in t], seed, groups),
-            "random_attention": interval(ra, seed, groups),
-            "attention_vs_random": interval(
+        }
+        for control in CONTROLS:
+            c = [x["controls"][control] for x in t]
+            rl = [float(np.mean(x["logit"])) for x in c]
+            ra = [float(np.mean(x["attention"])) for x in c]
+            wins = [float(x["logit"] < min(y["logit"])) for x, y in zip(t, c, strict=True)]
+            found[f"{control}_logit"] = interval(rl, seed, groups)
+            found[f"logit_vs_{control}"] = interval(
+                [x["logit"] - r for x, r in zip(t, rl, strict=True)], seed, groups
+            )
+            found[f"{control}_attention"] = interval(ra, seed, groups)
+            found[f"attention_vs_{control}"] = interval(
                 [x["attention"] - r for x, r in zip(t, ra, strict=True)], seed, groups
-            ),
-            "beats_every_random": {
+            )
+            found[f"beats_every_{control}"] = {
                 **interval(wins, seed, groups),
                 "count": int(sum(wins)),
                 "n": len(wins),
                 "chance": 1 / (draws + 1),
-            },
-        }
+            }
+        out[test] = found
     return out
 
 
@@ -95,21 +104,27 @@ def _excludes_zero(x: dict) -> bool:
 def _test_sentence(t: dict, what: str) -> str:
     if not t.get("n"):
         return f"{what}: not measured (no prompt had named feature nodes to remove)."
-    b = t["beats_every_random"]
-    diff = t["logit_vs_random"]
-    if not np.isfinite(diff["ci"][0]):
+    a, i = t["logit_vs_activation"], t["logit_vs_influence"]
+    if not np.isfinite(a["ci"][0]):
         lead = ""
-    elif _excludes_zero(diff):
-        lead = " moves the answer " + ("more" if diff["mean"] < 0 else "the wrong way, compared with")
-        lead += " than matched random nodes do" if diff["mean"] < 0 else " matched random nodes"
+    elif _excludes_zero(a) and _excludes_zero(i) and a["mean"] < 0 and i["mean"] < 0:
+        lead = " moves the answer more than random nodes matched on activation and on influence do"
+    elif _excludes_zero(a) and a["mean"] < 0:
+        lead = (
+            " moves the answer more than random nodes matched on activation, not more than those matched on "
+            "influence"
+        )
     else:
         lead = " does not move the answer more than matched random nodes do"
+    shared = f"; {t['shared']} named nodes left out at positions both twins share" if t.get("shared") else ""
     return (
-        f"{what}{lead}: answer {_ci(t['logit'])} logits toward the expected answer against {_ci(t['random_logit'])}"
-        f" for random nodes (difference {_ci(t['logit_vs_random'])}); the head's attention to the referent "
-        f"{_ci(t['attention'])} against {_ci(t['random_attention'])} (difference {_ci(t['attention_vs_random'])}); "
-        "the named set lowers the answer more "
-        f"than every random set in {_count(b, ' prompts')}; "
+        f"{what}{lead}: answer {_ci(t['logit'])} logits toward the expected answer against "
+        f"{_ci(t['activation_logit'])} for random nodes matched on activation (difference {_ci(a)}) and "
+        f"{_ci(t['influence_logit'])} for those matched on influence (difference {_ci(i)}); the head's attention "
+        f"to the referent {_ci(t['attention'])} against {_ci(t['activation_attention'])} and "
+        f"{_ci(t['influence_attention'])}; the named set lowers the answer more than every matched set in "
+        f"{_count(t['beats_every_activation'], ' prompts')} (activation) and "
+        f"{_count(t['beats_every_influence'], ' prompts')} (influence){shared}; "
         f"{t['n']} prompt{'s' if t['n'] != 1 else ''}, "
         + (f"{t['pairs']} twin pairs." if t["pairs"] > 1 else "one twin pair: numbers, no intervals.")
     )
@@ -180,11 +195,14 @@ SEED_METHOD = (
     "key. The test: zero the top head's {named} feature nodes whose parts raise its score most (query side: "
     "q_n . k; key side: q . k_m) in a free run of the replacement model, and read the head's attention to the "
     "referent and the answer (signed toward the expected answer: negative when the removal takes from it), "
-    "against {draws} sets of random active features at the same positions, each among the {pool} nearest in "
-    "activation (seed {seed}). Within a prompt this is a consistency check (the nodes were chosen there); held "
-    "out, the nodes named on one twin are removed from the other, moved by role. Intervals: 95% bootstrap over "
-    "twin pairs; the seed's pair is one pair, so it has numbers and no interval. A twin pair resolves when the "
-    "preference has the expected sign in both twins (chance 25%)."
+    "against two baselines of {draws} sets of random active features at the same positions each: every node "
+    "drawn among the {pool} nearest to its named node in activation, and among the {pool} nearest in influence "
+    "on the target in the prompt's graph (seed {seed}). Within a prompt this is a consistency check (the nodes "
+    "were chosen there); held out, the nodes named on one twin are removed from the other, moved by role, "
+    "except nodes at positions both twins share outside the candidates' words (the same node in both twins, so "
+    "no test of what differs between them; they are counted). Intervals: 95% over twin pairs (the t-interval "
+    "below 10 pairs); the seed's pair is one pair, so it has numbers and no interval. A twin pair resolves when "
+    "the preference has the expected sign in both twins (chance 25%)."
 )
 
 
@@ -237,11 +255,7 @@ def term_rows(groups: dict) -> list[dict]:
 
 
 def tests_table(groups: dict) -> list[dict]:
-    """One row per group and test: the summary's means, intervals and counts."""
-
-    def ci(x: dict) -> str:
-        return _ci(x) if x else ""
-
+    """One row per group, test and baseline: the summary's means, intervals and counts."""
     out = []
     for name, g in groups.items():
         for test in TESTS:
@@ -249,20 +263,22 @@ def tests_table(groups: dict) -> list[dict]:
             if not t.get("n"):
                 out.append({"group": name, "test": test, "prompts": 0})
                 continue
-            b = t["beats_every_random"]
-            out.append(
-                {
-                    "group": name,
-                    "test": test,
-                    "prompts": t["n"],
-                    "twin pairs": t["pairs"],
-                    "answer, named": ci(t["logit"]),
-                    "answer, random": ci(t["random_logit"]),
-                    "named - random": ci(t["logit_vs_random"]),
-                    "attention, named": ci(t["attention"]),
-                    "attention, random": ci(t["random_attention"]),
-                    "attention, named - random": ci(t["attention_vs_random"]),
-                    "beats every random": _count(b),
-                }
-            )
+            for control in CONTROLS:
+                out.append(
+                    {
+                        "group": name,
+                        "test": test,
+                        "matched on": control,
+                        "prompts": t["n"],
+                        "twin pairs": t["pairs"],
+                        "answer, named": _ci(t["logit"]),
+                        "answer, matched": _ci(t[f"{control}_logit"]),
+                        "named - matched": _ci(t[f"logit_vs_{control}"]),
+                        "attention, named": _ci(t["attention"]),
+                        "attention, matched": _ci(t[f"{control}_attention"]),
+                        "attention, named - matched": _ci(t[f"attention_vs_{control}"]),
+                        "beats every matched": _count(t[f"beats_every_{control}"]),
+                        "left out (shared)": t.get("shared", 0),
+                    }
+                )
     return out

@@ -73,6 +73,7 @@ class AttributionConfig:
     explanations: bool = True
     explainer: str = "smollm2-135m"
     explanation_scorers: tuple[str, ...] = ("embedding",)
+    seed_pairs: int = 0
     seed: int = 0
 
     def training(self) -> TrainingSettings:
@@ -85,6 +86,11 @@ class AttributionConfig:
 
     def probes(self) -> ProbeSettings:
         return ProbeSettings(self.top, self.random_draws, self.pool, self.loading_sources, self.seed)
+
+    def pairing(self):
+        from studies.attribution.seed_pairs import PairSettings
+
+        return PairSettings(pairs=self.seed_pairs, seed=self.seed)
 
     def explaining(self) -> ExplanationSettings:
         return ExplanationSettings(self.explainer, self.explanation_scorers, seed=self.seed)
@@ -126,6 +132,14 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
         default=100,
         help="corpus passages the top features' dashboards read (0: no dashboards)",
     )
+    p.add_argument(
+        "--seed-pairs",
+        type=int,
+        default=0,
+        help="the seed's question across pairs: trace the N most sensitive WSC273 and agreement pairs each, "
+        "choose heads and query terms on half of the schemas, test them on the other half (0: skip; 16 or "
+        "fewer leave a test half of 8 pairs or fewer, which cannot reach the family's corrected level; 24 gives 12)",
+    )
     add_explanation_flags(p)
     p.add_argument("--work", default=None, help=f"cache folder for the transcoders (default {DEFAULT_WORK})")
     run = start(p, argv)
@@ -134,6 +148,12 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
                         ("--random-draws", a.random_draws), ("--texts", a.texts)):  # fmt: skip
         if value < 1:
             p.error(f"{flag} {value}: give at least 1")
+    if a.seed_pairs < 0:
+        p.error(f"--seed-pairs {a.seed_pairs}: give 0 (skip) or the number of pairs to trace per data set")
+    if a.seed_pairs == 1:
+        p.error(
+            "--seed-pairs 1: one pair cannot be split into a half to choose on and a half to test; give 0 or 2+"
+        )
     if a.dashboard_texts < 0:
         p.error(f"--dashboard-texts {a.dashboard_texts}: give 0 (no dashboards) or more")
     if a.k > a.d_transcoder:
@@ -150,7 +170,8 @@ def parse(argv: Sequence[str] | None) -> tuple[AttributionConfig, StudyRun]:
         epochs=a.epochs, train_batch_size=a.train_batch_size, pairs=a.pairs,
         max_feature_nodes=a.max_feature_nodes, graph_batch_size=a.graph_batch_size, top=a.top,
         random_draws=a.random_draws, heads=heads, dashboard_texts=a.dashboard_texts,
-        explanations=not a.no_explanations, explainer=a.explainer, explanation_scorers=scorers, seed=a.seed,
+        explanations=not a.no_explanations, explainer=a.explainer, explanation_scorers=scorers,
+        seed_pairs=a.seed_pairs, seed=a.seed,
     )  # fmt: skip
     return config, run
 
@@ -251,6 +272,8 @@ def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bo
             "seconds": time.perf_counter() - clock,
         }
     out["seed"] = _seed_question(model, trained.transcoders, config, groups, progress)
+    if config.seed_pairs:
+        out["seed_pairs"] = _seed_pairs(model, trained.transcoders, config, items, progress)
     if config.dashboard_texts:
         clock = time.perf_counter()
         tables = {p: t for group in out["groups"].values() for p, t in group["features"].items()}
@@ -365,6 +388,17 @@ def _seed_question(model, tc, config: AttributionConfig, groups: dict, progress:
     return {**found, "seconds": time.perf_counter() - clock}
 
 
+def _seed_pairs(model, tc, config: AttributionConfig, agreement: list, progress: bool) -> dict:
+    """The seed's question on the most sensitive pairs of each data set (:mod:`studies.attribution.seed_pairs`)."""
+    from studies.attribution import seed_pairs
+    from studies.data.load import load_items
+
+    clock = time.perf_counter()
+    items = {"winograd": load_items("winograd"), "agreement": agreement}
+    found = seed_pairs.run(model, tc, items, config.graphs(), config.pairing(), progress)
+    return {**found, "seconds": time.perf_counter() - clock}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study and write the report; returns 0."""
     from studies.attribution.dashboards import publish
@@ -389,7 +423,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         config=config,
         model=config.model,
         model_path=model_path,
-        data_paths=[p for p in (corpus.path, data_path("agreement")) if p is not None],
+        data_paths=[
+            p
+            for p in (
+                corpus.path,
+                data_path("agreement"),
+                data_path("winograd") if config.seed_pairs else None,
+            )
+            if p is not None
+        ],
         device=str(model.device),
         dtype=model.dtype,
     )

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from interp.analysis.expert_writes import expert_write_names, expert_writes
 from interp.circuits import Circuit, Graph, Node, Pairs, eap, eap_ig, exact_edge_scores, logit_difference
-from interp.circuits.run import run_circuit
+from interp.circuits.patched_run import run_circuit
 from interp.circuits.wiring import source_hooks, source_recorders
 from tests.analysis.moe_models import naive_moe_writes, pair, tokens
 

@@ -176,8 +176,10 @@ def _rows():
             t: {
                 "logit": float(rng.normal()),
                 "attention": float(rng.normal()),
-                "random_logit": rng.normal(size=3).tolist(),
-                "random_attention": rng.normal(size=3).tolist(),
+                "controls": {
+                    c: {"logit": rng.normal(size=3).tolist(), "attention": rng.normal(size=3).tolist()}
+                    for c in seed.CONTROLS
+                },
             }
             for t in seed_answer.TESTS
         }
@@ -189,26 +191,30 @@ def _rows():
 
 def test_intervals_are_over_twin_pairs_as_written_out_here():
     """Three twin pairs: the t-interval over pairs (a pair's twins one unit), computed in the test from the rows,
-    not with the helper the summary calls."""
+    not with the helper the summary calls; per baseline (matched on activation, on influence) its own numbers."""
     rows = _rows()
     s = seed_answer.summarise(rows, draws=3, seed=4)
     groups = [r["schema"] for r in rows]
     for test in seed_answer.TESTS:
         t = [r["tests"][test] for r in rows]
-        diff = [x["logit"] - float(np.mean(x["random_logit"])) for x in t]
-        assert s[test]["logit_vs_random"]["ci"] == pytest.approx(_grouped_interval(diff, groups, 4), rel=1e-9)
-        assert s[test]["logit_vs_random"]["mean"] == pytest.approx(np.mean(diff), rel=1e-12)
         att = [x["attention"] for x in t]
         assert s[test]["attention"]["ci"] == pytest.approx(_grouped_interval(att, groups, 4), rel=1e-9)
-        wins = [float(x["logit"] < min(x["random_logit"])) for x in t]
-        b = s[test]["beats_every_random"]
-        assert (b["mean"], b["count"], b["n"], b["chance"]) == (
-            pytest.approx(sum(wins) / 6),
-            sum(wins),
-            6,
-            0.25,
-        )
-        assert b["ci"] == pytest.approx(_grouped_interval(wins, groups, 4), rel=1e-9, abs=1e-12)
+        for control in ("activation", "influence"):
+            c = [x["controls"][control] for x in t]
+            diff = [x["logit"] - float(np.mean(y["logit"])) for x, y in zip(t, c, strict=True)]
+            got = s[test][f"logit_vs_{control}"]
+            assert got["ci"] == pytest.approx(_grouped_interval(diff, groups, 4), rel=1e-9)
+            assert got["mean"] == pytest.approx(np.mean(diff), rel=1e-12)
+            wins = [float(x["logit"] < min(y["logit"])) for x, y in zip(t, c, strict=True)]
+            b = s[test][f"beats_every_{control}"]
+            assert (b["mean"], b["count"], b["n"], b["chance"]) == (
+                pytest.approx(sum(wins) / 6),
+                sum(wins),
+                6,
+                0.25,
+            )
+            assert b["ci"] == pytest.approx(_grouped_interval(wins, groups, 4), rel=1e-9, abs=1e-12)
+        assert s[test]["logit_vs_activation"]["mean"] != s[test]["logit_vs_influence"]["mean"]
     r = s["resolution"]
     assert (r["resolved"], r["pairs"], r["chance"], r["right"], r["prompts"]) == (1, 3, 0.25, 3, 6)
     one = seed_answer.summarise(rows[:2], draws=3, seed=0)  # one twin pair: a mean, no interval
@@ -281,3 +287,58 @@ def test_the_study_reports_the_seed_question(folder, corpus, tmp_path):  # noqa:
     assert f"animal - street is {values}" in found["answer"][0]
     page = (tmp_path / "r" / "index.html").read_text()
     assert "why &#x27;it&#x27; means its referent" in page or "why 'it' means its referent" in page
+
+
+def test_the_influence_baseline_is_matched_on_the_graphs_influence(setup):
+    """The second baseline's nodes are drawn at the named nodes' positions among the ``pool`` active features
+    nearest in the influence given, not in activation."""
+    model, tc = setup
+    tired = seed_prompts(model)[0]
+    active, values = seed.active_features(model, tc, tired.tokens)
+    last = len(tired.tokens) - 1
+    rows = active.tolist()
+    here = sorted((t for t in rows if t[1] == last), key=lambda t: values[rows.index(t)].item())
+    assert len(here) >= 6
+    named = [tuple(here[-1])]  # the most active
+    near = [tuple(t) for t in here[:2]]  # the two least active: the nearest in influence, far in activation
+    influence = {named[0]: 1.0, near[0]: 0.99, near[1]: 0.98}
+    s = seed.SeedSettings(draws=4, pool=2, seed=0)
+    clean = seed.free_run(model, tc, tired, [], (1, 0), tired.roles["animal"][-1])
+    found = seed.probe_nodes(model, tc, tired, named, (1, 0), tired.roles["animal"][-1], clean, s, influence)
+    drawn = {Node.parse(n[0]) for n in found["controls"]["influence"]["nodes"]}
+    assert {(n.layer, n.position, n.feature) for n in drawn} <= set(near)
+    by_activation = {Node.parse(n[0]) for n in found["controls"]["activation"]["nodes"]}
+    assert not {(n.layer, n.position, n.feature) for n in by_activation} & set(near)
+    for control in seed.CONTROLS:
+        got = found["controls"][control]
+        for names, logit in zip(got["nodes"], got["logit"], strict=True):
+            zeroed = [(n.layer, n.position, n.feature) for n in map(Node.parse, names)]
+            value = seed.free_run(model, tc, tired, zeroed, (1, 0), tired.roles["animal"][-1])[0]
+            assert logit == pytest.approx(tired.sign * (value - clean[0]), abs=1e-6)
+
+
+def test_held_out_leaves_out_nodes_both_twins_share(setup):
+    """A node named on one twin at a position before the twins differ, outside the candidates' words, is the same
+    node in the other twin: the held-out test leaves it out and counts it; a node at the last position moves."""
+    model, tc = setup
+    tired, wide = seed_prompts(model)
+    active = {tuple(t) for t in seed.active_features(model, tc, wide.tokens)[0].tolist()}
+    last_w, last_t = len(wide.tokens) - 1, len(tired.tokens) - 1
+    at_the = next(t for t in sorted(active) if t[1] == 1)  # "The": shared by both twins
+    at_last = next(t for t in sorted(active) if t[1] == last_w)
+    source = {
+        "prompt": tired.name, "schema": "seed", "head": "L1H0", "clean": 0.0, "key": tired.roles["animal"][-1],
+        "tests": {side: {"nodes": [str(Node.feature_node(at_the[0], 1, at_the[2])),
+                                   str(Node.feature_node(at_last[0], last_t, at_last[2]))]} for side in seed.SIDES},
+    }  # fmt: skip
+    row = {"prompt": wide.name, "schema": "seed", "head": "L1H0", "clean": 0.5, "key": wide.roles["street"][-1],
+           "tests": {}}  # fmt: skip
+    s = seed.SeedSettings(draws=1, pool=2, seed=0)
+    seed.held_out(model, tc, [source, row], [tired, wide], s, {tired.name: {}, wide.name: {}})
+    for side in seed.SIDES:
+        found = row["tests"][f"{side}_heldout"]
+        assert found["nodes"] == [str(Node.feature_node(at_last[0], last_w, at_last[2]))]
+        assert (found["shared"], found["offered"]) == (1, 2)
+    assert seed.shared_prefix(tired.tokens, wide.tokens) == next(
+        i for i, (a, b) in enumerate(zip(tired.tokens.tolist(), wide.tokens.tolist(), strict=False)) if a != b
+    )

@@ -272,6 +272,8 @@ def _check_dashboards(out, results, cache, top):
         (["--dashboard-texts", "0"], "--dashboard-texts 0 writes no dashboards to explain"),
         (["--explainer", "http://127.0.0.1:9/v1"], "http://127.0.0.1:9"),
         (["--explainer", "no/such/model"], "no/such/model"),
+        (["--seed-pairs", "-2"], "--seed-pairs -2: give 0 (skip) or the number of pairs"),
+        (["--seed-pairs", "1"], "--seed-pairs 1: one pair cannot be split"),
     ],
 )
 def test_bad_flags_are_one_line_before_any_work(flags, said, tmp_path, capsys):

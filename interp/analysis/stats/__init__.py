@@ -14,7 +14,8 @@ counts groups, not values. Which tool for which number:
   :func:`wilson_interval` for their proportion;
 - two sets of groups against each other: :func:`label_permutation_test`;
 - many tests or intervals read together: :func:`correct_tests` (Holm) and :func:`correct_intervals`
-  (Bonferroni), which return what they corrected (:class:`Correction`).
+  (Bonferroni), which return what they corrected (:class:`Correction`);
+- what a test over so many units could have found (a negative result's power): :func:`detectable_effect`.
 
 Results carry how they were computed (:class:`Interval`, :class:`Comparison`), so a report can print the method
 and whether a figure is exploratory. ``scipy.stats`` does the work where it does it well (``binomtest``, the t
@@ -32,6 +33,7 @@ from interp.analysis.stats.intervals import (
     mean_interval,
 )
 from interp.analysis.stats.permutation import label_permutation_test
+from interp.analysis.stats.power import detectable_effect
 from interp.analysis.stats.results import MIN_GROUPS, Comparison, Interval
 from interp.analysis.stats.sign_flip import sign_flip_interval, sign_flip_test, twin_difference_test
 
@@ -45,6 +47,7 @@ __all__ = [
     "bootstrap_mean_interval",
     "correct_intervals",
     "correct_tests",
+    "detectable_effect",
     "group_interval",
     "holm",
     "label_permutation_test",

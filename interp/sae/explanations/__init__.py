@@ -19,7 +19,7 @@ score with nothing to be computed from) is one :class:`Failure`, written in that
 Files: ``records.py`` (features and examples), ``folder.py`` (reading the feature files), ``prompts/`` and
 ``prompts.py``, ``failure.py``, ``chat.py`` (requests and replies), ``cache.py``, ``local.py``,
 ``endpoint.py``, ``explainer.py``, ``scorer.py`` (the protocol), ``classifier.py`` (detection and fuzzing),
-``embedding.py``, ``metrics.py``, ``registry.py`` (the scorers by name), ``settings.py`` and ``run.py`` (the
+``embedding.py``, ``metrics.py``, ``registry.py`` (the scorers by name), ``settings.py`` and ``autointerp.py`` (the
 whole folder, resumable). The explanations become the labels of graphs' feature nodes through
 :func:`interp.circuits.features.labels.add_labels`, which the ``interp autointerp`` command calls.
 
@@ -32,6 +32,7 @@ Example:
     >>> backend = CachedBackend(local, ResponseCache("answers.jsonl"))  # doctest: +SKIP
 """
 
+from interp.sae.explanations.autointerp import Summary, autointerp, examples_of, read_rows
 from interp.sae.explanations.cache import CachedBackend, ResponseCache
 from interp.sae.explanations.chat import ChatReply, ChatRequest
 from interp.sae.explanations.classifier import DetectionScorer, FuzzingScorer
@@ -44,7 +45,6 @@ from interp.sae.explanations.local import LocalBackend, chat_template_of
 from interp.sae.explanations.metrics import ClassifierMetrics, auc
 from interp.sae.explanations.records import Example, FeatureId, FeatureRecord
 from interp.sae.explanations.registry import SCORERS, make_scorers
-from interp.sae.explanations.run import Summary, autointerp, examples_of, read_rows
 from interp.sae.explanations.scorer import Scorer
 from interp.sae.explanations.settings import Settings
 

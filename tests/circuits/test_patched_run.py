@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from interp.circuits import Circuit, Graph, Pairs, corrupt_run, evaluate, logit_difference, run_circuit
-from interp.circuits.run import circuit_hooks, sources_read
+from interp.circuits.patched_run import circuit_hooks, sources_read
 from interp.circuits.wiring import forward, input_hooks, source_hooks
 from tests.circuits.models import by_hand_circuit, by_hand_logits, tiny, tiny_pairs
 from tests.tolerance import assert_within, logit_bound
