@@ -44,7 +44,7 @@ SHARED_SCOPES = ("module", "class", "package")
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Each test that uses a fixture of the suite's own with a scope in :data:`SHARED_SCOPES`, and has no
+    """Each test that uses a fixture of the suite's own (not pytest's) with a scope in :data:`SHARED_SCOPES`, and has no
     ``xdist_group`` of its own, joins its module's group (see the module docstring)."""
     if config.getoption("dist", default="no") != "loadgroup":
         return
@@ -58,7 +58,7 @@ def _shares_a_fixture(item) -> bool:
     if infos is None:  # not a function (a doctest)
         return False
     return any(
-        definition.scope in SHARED_SCOPES and definition.baseid.startswith("tests")
+        definition.scope in SHARED_SCOPES and definition.baseid != ""  # "": pytest's or a plugin's
         for definitions in infos.name2fixturedefs.values()
         for definition in definitions
     )
