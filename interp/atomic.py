@@ -155,6 +155,7 @@ def built_once(target: Path, build: Callable[[Path], Any], *, record: str = "") 
         try:
             build(building)
             (building / COMPLETE).write_text(record)
+            os.chmod(building, 0o777 & ~umask())  # a new folder's mode, not mkdtemp's private 0700
             if target.exists():
                 shutil.rmtree(target)  # left incomplete by a builder that was killed
             building.rename(target)

@@ -156,6 +156,7 @@ def test_two_processes_racing_to_build_a_folder_build_it_once(tmp_path):
     name = builder.removeprefix("built by ")
     assert (target / "whole.bin").read_text() == (target / atomic.COMPLETE).read_text() == name
     assert sorted(p.name for p in target.parent.iterdir()) == ["folder", "folder.lock"]
+    assert target.stat().st_mode & 0o777 == 0o777 & ~atomic.umask()  # not the temporary folder's 0700
 
 
 def test_a_folder_left_incomplete_is_replaced_and_a_failed_build_leaves_nothing(tmp_path):
