@@ -1,6 +1,7 @@
-// The page scripts (reports, the explainer, the graph viewer, the dashboards) are plain browser scripts: one IIFE
-// each, "use strict", no modules and no build step, inlined by the page shell (interp/report/shell.py) into pages
-// that open from the file system, where a page's Content-Security-Policy lets no script be imported.
+// The page scripts (reports, the explainer, the graph viewer, the dashboards, the workbench pages) are plain
+// browser scripts: one IIFE each, "use strict", no modules and no build step, inlined by the page shell
+// (interp/report/shell.py) into pages that open from the file system (or are served whole by interp serve), where a
+// page's Content-Security-Policy lets no script be imported.
 //
 // One dialect: ES2020 (const and let, arrow functions, for-of, destructuring, spread, optional chaining), which
 // every current browser runs; the rules below refuse the ES5 forms it replaces (var, function expressions as
@@ -16,6 +17,7 @@ const PAGE_SCRIPTS = [
   "interp/report/assets/**/*.js",
   "interp/circuits/features/viewer/**/*.js",
   "interp/sae/dashboards/assets/**/*.js",
+  "interp/serve/pages/assets/**/*.js",
 ];
 const SHARED = ["interp/report/assets/dom.js", "interp/report/assets/svg.js", "interp/report/assets/feature_id.js"];
 const HELPERS = "/^(assign|el|svg|clear|byId|served|readJson|cantor|featureIndex|\\$)$/";

@@ -41,6 +41,13 @@ its one-line message).
     python benchmarks/attribution.py --size small --d-transcoder 512 --prompt-lengths 256 \
         --max-feature-nodes 1024,0 --max-memory-gb 1.0,0.5,0.35,0.25
 
+With ``--backends ''`` only interp runs, ``--rounds`` times, each graph in a fresh child process: the line gives
+the least and largest peak over the runs and their spread (``--size medium``: 8 layers, d_model 256, 4 heads of
+which 2 key/value, d_mlp 768, 2048 tokens; the case whose peak is followed run to run):
+
+    python benchmarks/attribution.py --size medium --d-transcoder 2048 --prompt-lengths 24 --backends '' \
+        --rounds 6 --threads 1
+
 This is a measurement script, not a test.
 """
 
@@ -67,6 +74,8 @@ SIZES = {
                  intermediate_size=128, vocab_size=512),
     "small": dict(hidden_size=128, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
                   intermediate_size=384, vocab_size=2048),
+    "medium": dict(hidden_size=256, num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2,
+                   intermediate_size=768, vocab_size=2048),
     "smollm2": dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
                     intermediate_size=1536, vocab_size=49152),
 }  # fmt: skip
@@ -81,7 +90,6 @@ def build(folder: Path, size: str, d_transcoder: int) -> None:
     """A random checkpoint with a word-level tokenizer, and transcoder weights, in ``folder``."""
     import transformers
     from safetensors.torch import save_file
-    from tokenizers import Tokenizer, models, pre_tokenizers
 
     cfg = transformers.LlamaConfig(**SIZES[size], max_position_embeddings=MAX_POSITIONS, bos_token_id=0, eos_token_id=1,
                                    pad_token_id=2, tie_word_embeddings=True)  # fmt: skip
@@ -92,15 +100,7 @@ def build(folder: Path, size: str, d_transcoder: int) -> None:
             if name.endswith("norm.weight"):
                 p.fill_(1.0)
     model.save_pretrained(folder)
-    words = ["<bos>", "<eos>", "<pad>"] + [f"w{i}" for i in range(3, cfg.vocab_size)]
-    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    transformers.PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>"
-    ).save_pretrained(folder)
-    config = json.loads((folder / "tokenizer_config.json").read_text())
-    config["tokenizer_class"] = "PreTrainedTokenizerFast"  # a class every transformers version has
-    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    word_tokenizer(folder, cfg.vocab_size)
     g = torch.Generator().manual_seed(1)
     n, d, f = cfg.num_hidden_layers, cfg.hidden_size, d_transcoder
     threshold = math.sqrt(2) * torch.erfinv(torch.tensor(1 - 2 * ACTIVE)).item()
@@ -113,6 +113,23 @@ def build(folder: Path, size: str, d_transcoder: int) -> None:
         },
         str(folder / "transcoders.safetensors"),
     )
+
+
+def word_tokenizer(folder: Path, vocab_size: int) -> None:
+    """A word-level tokenizer of ``vocab_size`` words (``<bos>``, ``<eos>``, ``<pad>``, ``w3``, ...) in ``folder``,
+    loadable by every ``transformers`` version."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<bos>", "<eos>", "<pad>"] + [f"w{i}" for i in range(3, vocab_size)]
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>"
+    ).save_pretrained(folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"  # a class every transformers version has
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -348,6 +365,8 @@ def cell(args: argparse.Namespace, backends: list[str], folder: Path, length: in
         rounds.append(got)
     row: dict = {"prompt_length": length, "max_feature_nodes": cap or None, "rounds": rounds}
     row["interp"] = {**_medians([r["interp"] for r in rounds]), "n_nodes": rounds[0]["interp"]["n_nodes"]}
+    peaks = [r["interp"].get("hwm_mib", r["interp"]["peak_mib"]) for r in rounds]
+    row["interp"]["peak_spread"] = (max(peaks) - min(peaks)) / min(peaks)  # over the runs, of the least
     for backend in backends:
         theirs = [r[backend] for r in rounds]
         time_ratios = [r["interp"]["seconds"] / r[backend]["seconds"] for r in rounds]
@@ -423,7 +442,7 @@ def main() -> None:
     budgets = [float(x) for x in args.max_memory_gb.split(",") if x]
     if budgets or args.explain_attention:
         args.backends = ""  # interp alone: the explanation against its own graph
-    if not args.ct_python and not (args.explain_attention or budgets):
+    if not args.ct_python and args.backends and not (args.explain_attention or budgets):
         p.error("--ct-python is needed: the interpreter of an environment with circuit-tracer 0.5.0")
     env = provenance.environment(
         ["transformers"],
@@ -449,6 +468,12 @@ def main() -> None:
                     f"{args.size} pos={length} cap={cap or 'all'}: {ours['n_nodes']} nodes; interp "
                     f"{ours['seconds']:.2f}s {ours['peak_mib']:.0f} MiB"
                 )
+                if args.rounds > 1:
+                    peaks = [r["interp"].get("hwm_mib", r["interp"]["peak_mib"]) for r in row["rounds"]]
+                    line += (
+                        f" (peak over {args.rounds} runs {min(peaks):.1f}-{max(peaks):.1f} MiB: spread "
+                        f"{100 * ours['peak_spread']:.1f}%)"
+                    )
                 for backend in backends:
                     theirs, diff = row[backend], row[backend]["graph_difference"]
                     line += (

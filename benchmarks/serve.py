@@ -1,5 +1,5 @@
 """``interp serve`` under load: what an endpoint costs over the library call it wraps, many clients at once, and the
-folder listing a home page reads.
+workbench's home page over many graphs and scans.
 
 1. **Overhead.** On the packaged SmolLM2 with random transcoders at every layer, each of ``activation/all``,
    ``steer/completion`` and ``/generate-graph`` is timed as a client sees it (an HTTP round trip to a server on
@@ -11,10 +11,13 @@ folder listing a home page reads.
    must be answered 200; the process's resident memory is sampled every half second: after the first quarter
    (warm-up), its level at rest (the least of each quarter) must stay flat, and its peaks (a request's working
    memory) stay below the model's size, so no second copy of the model is ever made.
-3. **Listing.** ``--graphs`` graphs and ``--scans`` dashboard scans in the named folders: the server's time to
-   list them (``Folders.catalogue``) and the round trip of ``GET /api/folders``.
+3. **The home page.** ``--graphs`` graphs and ``--scans`` dashboard scans in the named folders: the server's
+   time to draw the workbench's home page (``home_page``: the listing, each scan tied to the served
+   dictionaries, the page) and the round trip of ``GET /``; and the listing's own (``Folders.catalogue``,
+   ``GET /api/folders``).
 
     python benchmarks/serve.py --threads 1 --out benchmarks/results/serve-cpu.json
+    python benchmarks/serve.py --threads 1 --parts listing --out benchmarks/results/serve-cpu.json  # the page only
     python benchmarks/serve.py --duration 10 --rounds 2                 # a quick look
 
 This is a measurement script, not a test.
@@ -41,11 +44,16 @@ from interp.analysis.feature_activations import feature_activations
 from interp.analysis.steering import steer
 from interp.circuits.features import attribute
 from interp.circuits.features.neuronpedia import graph_json
+from interp.report.embedded import embedded_json
 from interp.sae import TranscoderSet
 from interp.serve import Limits, Served, Sources, serving
 from interp.serve.folders import Folders
+from interp.serve.pages import router
+from interp.serve.pages.home import home_page
+from interp.serve.pages.state import Workbench
 
 PROMPT = "The cat sat on the mat because it was tired, and the dog"
+PARTS = ("overhead", "clients", "listing")
 
 
 def transcoders(cfg, width: int, seed: int = 0) -> TranscoderSet:
@@ -270,7 +278,10 @@ def clients(url: str, served: Served, n_clients: int, duration: float, n_tokens:
     return result
 
 
-def listing(url: str, root: Path, folders: Folders, n_graphs: int, n_scans: int, rounds: int) -> dict:
+def listing(url: str, root: Path, served: Served, n_graphs: int, n_scans: int, rounds: int) -> dict:
+    """The workbench's home page over ``n_graphs`` graphs and ``n_scans`` scans: its server time (listing the
+    folders, tying each scan to the served dictionaries and drawing the page: ``home_page``, the route's whole
+    work), its round trip (``GET /``), and the catalogue's own time and round trip (``GET /api/folders``)."""
     for i in range(n_graphs):
         folder = root / "graphs" / f"g{i // 10}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -282,11 +293,22 @@ def listing(url: str, root: Path, folders: Folders, n_graphs: int, n_scans: int,
     for i in range(n_scans):
         scan = root / "dashboards" / "features" / f"scan-{i}"
         scan.mkdir(parents=True)
-        (scan / "run.json").write_text(json.dumps({"model": "smollm2-135m"}))
+        run = {
+            "model": {"name": "smollm2-135m", "fingerprint": f"m{i}"},
+            "dictionary": {"fingerprint": f"d{i}"},
+        }
+        (scan / "run.json").write_text(json.dumps(run))
         (scan / "index.json").write_text(
             json.dumps({"features": [{"layer": 0, "feature": j} for j in range(1000)]})
         )
-    server, trips = [], []
+    bench = Workbench(served)
+    start = time.perf_counter()
+    assert bench.identities.sets  # the served dictionaries' fingerprints: once per server
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    assert bench.identities.model  # the model's: once per server, when a scan names a served dictionary
+    model_first = time.perf_counter() - start
+    folders, server, trips, page, page_trips = served.folders, [], [], [], []
     for _ in range(rounds):
         start = time.perf_counter()
         found = folders.catalogue()
@@ -295,11 +317,32 @@ def listing(url: str, root: Path, folders: Folders, n_graphs: int, n_scans: int,
         status, body = get(url, "/api/folders")
         trips.append(time.perf_counter() - start)
         assert status == 200 and json.loads(body) == found
-    counted = sum(len(f["graphs"]) for f in found["folders"]), sum(len(f["scans"]) for f in found["folders"])
+        start = time.perf_counter()
+        html = home_page(served, bench)
+        page.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        status, body = get(url, "/")
+        page_trips.append(time.perf_counter() - start)
+        assert status == 200 and len(body) > len(html) // 2
+    shown = embedded_json(html, "page-data")["folders"]
+    counted = sum(len(f["graphs"]) for f in shown), sum(len(f["scans"]) for f in shown)
     assert counted == (n_graphs, n_scans), counted
-    print(f"listing {n_graphs} graphs and {n_scans} scans: server {statistics.median(server) * 1000:.1f} ms, "
-          f"round trip {statistics.median(trips) * 1000:.1f} ms (medians)")  # fmt: skip
-    return {"graphs": n_graphs, "scans": n_scans, "server_s": server, "round_trip_s": trips}
+    print(f"home page with {n_graphs} graphs and {n_scans} scans: server {statistics.median(page) * 1000:.1f} ms, "
+          f"round trip {statistics.median(page_trips) * 1000:.1f} ms (medians; once per server, the dictionaries' "
+          f"fingerprints {first * 1000:.0f} ms, the model's {model_first * 1000:.0f} ms); the listing alone: server "
+          f"{statistics.median(server) * 1000:.1f} ms, "
+          f"round trip {statistics.median(trips) * 1000:.1f} ms")  # fmt: skip
+    return {
+        "graphs": n_graphs,
+        "scans": n_scans,
+        "server_s": server,
+        "round_trip_s": trips,
+        "home_page_server_s": page,
+        "home_page_round_trip_s": page_trips,
+        "home_page_bytes": len(html),
+        "dictionary_fingerprints_once_s": first,
+        "model_fingerprint_once_s": model_first,
+    }
 
 
 def main() -> None:
@@ -315,8 +358,17 @@ def main() -> None:
     parser.add_argument("--max-feature-nodes", type=int, default=64, help="feature nodes per graph")
     parser.add_argument("--graphs", type=int, default=100, help="graphs in the listed folders")
     parser.add_argument("--scans", type=int, default=20, help="dashboard scans in the listed folders")
+    parser.add_argument(
+        "--parts",
+        type=lambda text: text.split(","),
+        default=list(PARTS),
+        help=f"what to measure, comma separated (default: {','.join(PARTS)})",
+    )
     parser.add_argument("--out", default=None, help="append this run to a JSON file (benchmarks/results/...)")
     args = parser.parse_args()
+    unknown = sorted(set(args.parts) - set(PARTS))
+    if unknown:
+        parser.error(f"--parts {','.join(unknown)}: give some of {','.join(PARTS)}")
     torch.set_num_threads(args.threads)
     env = provenance.environment(["fastapi", "uvicorn", "pydantic"])
     model = interp.load("smollm2-135m")
@@ -331,12 +383,17 @@ def main() -> None:
         served = Served(
             model, "smollm2-135m", Sources([("tc", tc)]), transcoders=tc, folders=folders, limits=limits
         )
-        with serving(served) as url:
-            figures["overhead"] = overhead(url, served, args.rounds, args.new_tokens, args.max_feature_nodes)
-            figures["clients"] = clients(
-                url, served, args.clients, args.duration, args.new_tokens, args.max_feature_nodes
-            )
-            figures["listing"] = listing(url, root, folders, args.graphs, args.scans, args.rounds)
+        with serving(served, routers=[router]) as url:
+            if "overhead" in args.parts:
+                figures["overhead"] = overhead(
+                    url, served, args.rounds, args.new_tokens, args.max_feature_nodes
+                )
+            if "clients" in args.parts:
+                figures["clients"] = clients(
+                    url, served, args.clients, args.duration, args.new_tokens, args.max_feature_nodes
+                )
+            if "listing" in args.parts:
+                figures["listing"] = listing(url, root, served, args.graphs, args.scans, args.rounds)
     if args.out:
         provenance.write_run(args.out, figures, env)
 

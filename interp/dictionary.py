@@ -19,8 +19,9 @@ It is a :class:`typing.Protocol` (nothing inherits from it), placed below every 
 dictionaries, so ``interp.analysis`` types against it as well as ``interp.circuits``. The functions below are
 written once over it: which layers feed a layer (:func:`sources`), every layer written
 (:func:`written_layers`), every feature in one order (:func:`features`), and whether a dictionary fits a model
-(:func:`check_fits`). Implementations: :class:`interp.sae.TranscoderSet`, :class:`interp.sae.CrossLayerTranscoder`
-and :class:`interp.sae.SAESet` (one SAE, or several at different layers).
+(:func:`check_fits`). Implementations: :class:`interp.sae.TranscoderSet`, :class:`interp.sae.CrossLayerTranscoder`,
+:class:`interp.sae.SAESet` (one SAE, or several at different layers) and :class:`interp.sae.lorsa.Lorsa` (sparse
+attention heads, whose inputs are whole sequences ``[batch, pos, d_model]``).
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ python -m tests.load.llama_cpp
 # took 7 and 23 minutes in two builds on a shared 2-core machine).
 python -m tests.reference_envs
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-# The page JavaScript (reports, the graph viewer, the dashboards) is linted with the eslint pinned in package-lock.json:
+# The page JavaScript (reports, the graph viewer, the dashboards, the workbench) is linted with the eslint pinned in package-lock.json:
 # npm ci installs it into node_modules/ (about 15 s), then the lint runs offline and a finding fails the run.
 if command -v npm >/dev/null 2>&1 && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error; then
-  node_modules/.bin/eslint interp/report/assets interp/circuits/features/viewer interp/sae/dashboards/assets
+  node_modules/.bin/eslint interp/report/assets interp/circuits/features/viewer interp/sae/dashboards/assets \
+    interp/serve/pages/assets
 else
   echo "npm is missing or could not install eslint; the page JavaScript is not linted" >&2
 fi

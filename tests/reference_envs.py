@@ -27,6 +27,10 @@ from tests.load.llama_cpp import cache_root, required
 TORCH = "torch==2.13.0"
 ENVS: dict[str, tuple[str, ...]] = {
     "circuit-tracer": ("circuit-tracer==0.5.0", "nnsight==0.6.*"),
+    # OpenMOSS's Lorsa, CLT and transcoders (formerly lm-saes); it imports TransformerLens 3's components.
+    "llamascopium": ("llamascopium==2.0.0b34", "transformer-lens>=3.9,<4"),
+    # nnsight as a peer in its own right (benchmarks/nnsight_peer.py): its current release.
+    "nnsight": ("nnsight==0.8.*",),
     # What eai-delphi's scorer modules import, without vLLM (which needs a GPU toolchain; see NO_DEPS).
     "delphi": (
         "sentence-transformers>=3",
@@ -47,6 +51,10 @@ ENVS: dict[str, tuple[str, ...]] = {
     ),
 }
 """Name -> the requirements installed after torch."""
+
+BENCHMARK_ONLY = frozenset({"nnsight"})
+"""Environments no test uses, only a benchmark: built when named (``python -m tests.reference_envs nnsight``),
+not before the suite."""
 
 NO_DEPS: dict[str, tuple[str, ...]] = {
     "delphi": ("eai-delphi==0.1.3", "eai-sparsify==1.3.*"),
@@ -120,7 +128,7 @@ def _run(command: list[str], name: str) -> None:
 
 if __name__ == "__main__":
     failed = False
-    for env in sys.argv[1:] or sorted(ENVS):
+    for env in sys.argv[1:] or sorted(set(ENVS) - BENCHMARK_ONLY):
         try:
             print(python(env))
         except Unavailable as err:

@@ -77,6 +77,9 @@ def _attribution_backends(run: dict) -> list[str]:
     if figures.get("max_memory_gb"):  # interp alone under memory budgets: no backend, every row budgeted
         assert figures["circuit_tracer_backends"] == [] and all(row["budgets"] for row in figures["rows"])
         return []
+    if figures.get("circuit_tracer_backends") == []:  # interp alone: its peak run to run, or explanations
+        assert all(set(r) == {"interp"} for row in figures["rows"] for r in row["rounds"])
+        return []
     if "circuit_tracer_backends" in figures:  # runs with both backends
         backends = figures["circuit_tracer_backends"]
         assert backends and all(set(backends) <= set(row) for row in figures["rows"])

@@ -273,6 +273,46 @@ assert free_moved * moved > 0 and abs(free_moved) < abs(moved) / 2
     (
         "md",
         """
+## The same graph in the workbench
+
+`interp serve` keeps a model and its transcoders loaded behind a local web server: a browser opens the graphs of
+the folders it is given in the viewer with *live* interventions (select nodes, ablate or scale them, read the new
+next token), traces new graphs, shows each token's features and steers. From a notebook, `serving` runs the same
+server in the background for the length of a `with` block. We save the graph in a folder, open its viewer from
+the server, and ask the server for the free intervention above: it answers with what `intervene` gave.
+[docs/workbench.md](../workbench.md) shows the pages.
+""",
+    ),
+    (
+        "code",
+        """
+import tempfile
+import urllib.request
+
+from interp.serve import Served, Sources, serving
+from interp.serve.folders import Folders
+from interp.serve.pages import router
+
+folder = Path(tempfile.mkdtemp()) / "graphs"
+graph.save(folder / "aunt", model=model, transcoders=tc, slug="aunt")
+served = Served(model, "smollm2-135m", Sources([("tc", tc)]), transcoders=tc, folders=Folders([folder]))
+edit = {"tokens": graph.input_tokens.tolist(), "nodes": [str(graph.nodes[strongest])], "scale": 0.0}
+with serving(served, routers=[router]) as url:
+    page = urllib.request.urlopen(f"{url}/live/graph/graphs/aunt/").read().decode()
+    headers = {"Content-Type": "application/json"}
+    asked = urllib.request.Request(f"{url}/api/graph/intervene", json.dumps(edit).encode(), headers)
+    answer = json.load(urllib.request.urlopen(asked))
+    print(f"while the server runs, {url}/ opens the workbench in a browser")
+top = answer["next_token"]["after"][0]
+print(answer["mode"], "- the next token after the ablation:", repr(top["token"]), round(top["logit"], 3))
+assert '"on": true' in page  # the graph is the served transcoders': interventions run on it
+assert top["id"] == int(free_cut.logits[-1].argmax())
+assert abs(top["logit"] - float(free_cut.logits[-1].max())) < 1e-4
+""",
+    ),
+    (
+        "md",
+        """
 ## Where next
 
 - Attribution graphs (targets, pruning, graph files, the offline viewer, head loadings):

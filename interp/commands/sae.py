@@ -14,7 +14,11 @@ cached activations depend on must stay).
 
 With ``--kind transcoder|skip-transcoder|clt`` the store caches every trained layer's input and output hook
 (``--input-site``, ``--output-site``) from the same forward, transcoders are trained on them, and they are
-written to ``OUT/transcoders`` in circuit-tracer's format.
+written to ``OUT/transcoders`` in circuit-tracer's format. With ``--kind lorsa`` one layer's attention input and
+output (``ln1.hook_normalized``, ``hook_attn_out`` unless the sites say otherwise) are cached at every position
+of each ``--context`` window, a Lorsa of ``--d-sae`` heads is trained on whole windows (``--n-qk-heads``,
+``--d-qk-head``: the model's unless given; its QK heads start as the model's attention heads where they fit) and
+written to ``OUT/lorsa`` in llamascopium's format (:mod:`interp.sae.lorsa`).
 """
 
 from __future__ import annotations
@@ -77,19 +81,37 @@ def add_train_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument(
         "--kind",
         default="sae",
-        choices=("sae", "transcoder", "skip-transcoder", "clt"),
-        help="an SAE at --hook, or transcoders (per layer, with a skip, cross-layer) from MLP input to output",
+        choices=("sae", "transcoder", "skip-transcoder", "clt", "lorsa"),
+        help="an SAE at --hook, transcoders (per layer, with a skip, cross-layer) from MLP input to output, or a "
+        "Lorsa in place of one layer's attention",
     )
     t.add_argument(
         "--hook", default=None, help="the hook an SAE reads, e.g. blocks.6.hook_resid_post (default: none)"
     )
     t.add_argument(
-        "--layers", default=None, help="transcoders: layers to train, comma separated (default: all)"
+        "--layers",
+        default=None,
+        help="transcoders: layers to train, comma separated (default: all); a Lorsa: its one layer",
     )
     t.add_argument(
-        "--input-site", default="ln2.hook_normalized", help="transcoders: the hook read in a block"
+        "--input-site",
+        default=None,
+        help="the hook read in a block (default: transcoders ln2.hook_normalized, a Lorsa ln1.hook_normalized)",
     )
-    t.add_argument("--output-site", default="hook_mlp_out", help="transcoders: the hook written in a block")
+    t.add_argument(
+        "--output-site",
+        default=None,
+        help="the hook written in a block (default: transcoders hook_mlp_out, a Lorsa hook_attn_out)",
+    )
+    t.add_argument(
+        "--n-qk-heads", type=positive_int, default=None, help="a Lorsa's QK heads (default: the model's)"
+    )
+    t.add_argument(
+        "--d-qk-head",
+        type=positive_int,
+        default=None,
+        help="a Lorsa's query and key width (default: the model's)",
+    )
     t.add_argument("--d-sae", type=int, required=True, help="number of latents (features per layer)")
     t.add_argument(
         "--k",
@@ -148,6 +170,20 @@ def preflight(args: argparse.Namespace) -> tuple[list[str], Any]:
             f"--skip-first {args.skip_first} leaves no token of a --context {args.context} window to train on; "
             f"give fewer than {args.context}"
         )
+    default_sites = ("ln1.hook_normalized", "hook_attn_out") if args.kind == "lorsa" else None
+    default_sites = default_sites or ("ln2.hook_normalized", "hook_mlp_out")
+    args.input_site = args.input_site or default_sites[0]
+    args.output_site = args.output_site or default_sites[1]
+    lorsa_flags = [f for f, v in (("--n-qk-heads", args.n_qk_heads), ("--d-qk-head", args.d_qk_head)) if v]
+    if lorsa_flags and args.kind != "lorsa":
+        raise ValueError(f"{', '.join(lorsa_flags)} are for --kind lorsa, not --kind {args.kind}")
+    if args.kind == "lorsa" and (args.layers is None or "," in args.layers):
+        raise ValueError(f"--kind lorsa trains one layer; give it as --layers L (got {args.layers!r})")
+    if args.kind == "lorsa" and args.train_batch_size % args.context:
+        raise ValueError(
+            f"--train-batch-size {args.train_batch_size} is not a whole number of --context {args.context} windows; "
+            "a Lorsa trains on whole windows"
+        )
     if args.kind == "sae" and args.hook is None:
         raise ValueError("--hook is required for an SAE (--kind sae); e.g. --hook blocks.6.hook_resid_post")
     if args.kind != "sae" and args.hook is not None:
@@ -194,6 +230,8 @@ def _settings(args: argparse.Namespace, data_sha: str) -> dict[str, Any]:
         settings.update(
             kind=kind, layers=args.layers, input_site=args.input_site, output_site=args.output_site
         )
+    if kind == "lorsa":
+        settings.update(n_qk_heads=args.n_qk_heads, d_qk_head=args.d_qk_head)
     return settings
 
 
@@ -267,7 +305,10 @@ def _transcoder_plan(model: Any, args: argparse.Namespace) -> Any:
     if args.kind == "clt" and layers != list(range(model.cfg.n_layers)):
         raise ValueError(f"--kind clt spans every layer; drop --layers (got {args.layers!r})")
     sites = (args.input_site, args.output_site)
-    plan = Plan(args.kind, model.cfg.d_model, training_settings(args), layers=layers, sites=sites)
+    options = training_settings(args)
+    if args.kind == "lorsa":
+        options.update(context=args.context, n_qk_heads=args.n_qk_heads, d_qk_head=args.d_qk_head)
+    plan = Plan(args.kind, model.cfg.d_model, options, layers=layers, sites=sites)
     for hook in plan.hooks:
         if hook not in model.hook_dict:
             raise UnknownHookError(unknown_hook_message(hook, model.hook_dict))

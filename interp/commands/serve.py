@@ -1,6 +1,6 @@
 """``interp serve MODEL``: one process serving one loaded model and its dictionaries over HTTP, speaking
-Neuronpedia's inference API (``/v1/...``) and its graph-server API (``/generate-graph``, ``/steer``), and the
-files of the named folders, until Ctrl-C.
+Neuronpedia's inference API (``/v1/...``) and its graph-server API (``/generate-graph``, ``/steer``), serving the
+workbench's pages (:mod:`interp.serve.pages`) and the files of the named folders, until Ctrl-C.
 
 Everything that can be checked before the model loads is, each in one line: FastAPI, uvicorn and pydantic
 installed, the address (another than loopback needs a secret), the port free, the folders, dictionary paths and
@@ -32,9 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Load a model and its dictionaries once and serve them over HTTP until Ctrl-C: Neuronpedia's\n"
             "inference API under /v1 (its published client works unchanged), its graph server's\n"
-            "/generate-graph and /steer, and the files of the --folder folders, read-only. Listens on\n"
-            "127.0.0.1 unless --host says otherwise; another address needs --secret. One computation runs\n"
-            "on the model at a time; the others wait in a queue. docs/workbench.md has the details."
+            "/generate-graph and /steer, the workbench pages (open http://HOST:PORT/ in a browser) and the\n"
+            "files of the --folder folders, read-only. Listens on 127.0.0.1 unless --host says otherwise;\n"
+            "another address needs --secret. One computation runs on the model at a time; the others wait\n"
+            "in a queue. docs/workbench.md has the details."
         ),
         example=EXAMPLE,
     )
@@ -123,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
     from interp.load import load
     from interp.serve import Served, Sources, serve
+    from interp.serve.pages import router
     from interp.serve.sources import read_dictionary
 
     model = load(args.model, device=args.device, dtype=args.dtype, **placement)
@@ -152,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        serve(served, args.host, args.port, log_level="warning" if args.quiet else "info")
+        serve(served, args.host, args.port, routers=[router], log_level="warning" if args.quiet else "info")
     except KeyboardInterrupt:  # uvicorn raises the Ctrl-C again once it has shut down cleanly
         pass
     print("interp serve: stopped", flush=True)

@@ -21,7 +21,16 @@ replaced before it wrote; an SAE alone), the same in each of its rows:
   dictionary spliced in, with every activation it writes zeroed, and with each replaced by its mean over these
   tokens; ``ce_recovered_zero`` and ``ce_recovered_mean``: ``(CE_ablated - CE_spliced) / (CE_ablated -
   CE_clean)``;
-- ``kl``: the mean ``KL(p_clean || p_spliced)`` of the next-token distributions (nats).
+- ``kl``: the mean ``KL(p_clean || p_spliced)`` of the next-token distributions (nats);
+- ``agreement``: the fraction of those predictions where the spliced model's most likely next token is the
+  model's own (Ameisen et al. 2025 report it for their replacement models).
+
+``together=True`` splices every dictionary given at once (Lorsa in place of attention and transcoders in place
+of the MLPs: the complete replacement model) and reports these columns for the whole on every row; the
+ablations then zero, or replace by its mean, every activation any of them writes.
+
+A dictionary that reads whole sequences (``reads_sequences``, a Lorsa) is given each batch's sequences and
+their mask of real tokens; its metrics are read at the real tokens as any other's.
 
 Models without a language-model head get NaN for the CE and KL columns. ``skip_first=n`` leaves each sequence's
 first ``n`` real tokens alone: they are left out of the reconstruction metrics and keep their own activation in
@@ -102,7 +111,7 @@ class _Losses:
 
     def __init__(self) -> None:
         self.ce = dict.fromkeys(_CE, 0.0)
-        self.kl, self.n = 0.0, 0
+        self.kl, self.n, self.agree = 0.0, 0, 0
 
     def columns(self, lm: bool) -> dict[str, float]:
         nan, m = float("nan"), max(self.n, 1)
@@ -112,6 +121,7 @@ class _Losses:
             gap = ce[ablation] - ce["clean"]
             row[f"ce_recovered_{ablation}"] = (ce[ablation] - ce["spliced"]) / gap if lm and gap != 0 else nan
         row["kl"] = self.kl / m if lm else nan
+        row["agreement"] = self.agree / m if lm else nan
         return row
 
 
@@ -125,18 +135,21 @@ def evaluate(
     batch_size: int = 8,
     dense_threshold: float = 0.1,
     skip_first: int = 0,
+    together: bool = False,
 ) -> pd.DataFrame:
     """Reconstruction and downstream metrics of a dictionary on ``tokens`` (see the module docstring).
 
     Args:
         model: the model the dictionary belongs to.
-        dictionary: an SAE, an :class:`~interp.sae.SAESet`, a transcoder set, a cross-layer transcoder, or a list
-            of these, each evaluated alone (a list of SAEs: each SAE on its own).
+        dictionary: an SAE, an :class:`~interp.sae.SAESet`, a transcoder set, a cross-layer transcoder, a
+            :class:`~interp.sae.lorsa.Lorsa`, or a list of these, each evaluated alone (a list of SAEs: each SAE on
+            its own) unless ``together``.
         tokens: ``[batch, pos]`` ids, a :class:`~interp.tokens.Tokens` batch, or texts.
         attention_mask: ``[batch, pos]`` for ids (1 real, 0 padding).
         batch_size: sequences per forward pass.
         dense_threshold: the activation frequency above which a feature counts as dense.
         skip_first: real tokens at the start of each sequence that the dictionary does not touch.
+        together: splice the dictionaries of a list at once; the CE, KL and agreement columns are the whole's.
 
     Returns:
         One row per layer of each dictionary, in the order given: ``layer``, ``hook`` (the output hook),
@@ -147,22 +160,55 @@ def evaluate(
         check_fits(model, d)
     lm = bool(getattr(model.cfg, "causal", False)) and getattr(model.cfg, "lm_head", "none") != "none"
     batches = list(lm_batches(model, tokens, attention_mask, batch_size))
+    groups = [listed] if together else [[d] for d in listed]
+    if together:
+        _check_disjoint(listed)
     rows = []
-    for d in listed:
-        tallies, losses = _evaluate(model, d, batches, skip_first, lm)
+    for group in groups:
+        tallies, losses = _evaluate(model, group, batches, skip_first, lm)
         whole = losses.columns(lm)
-        for layer in d.layers:
-            rows.append(_row(d, layer, tallies[layer].row(dense_threshold), whole))
+        for d, by_layer in zip(group, tallies, strict=True):
+            for layer in d.layers:
+                rows.append(_row(d, layer, by_layer[layer].row(dense_threshold), whole))
     return pd.DataFrame(rows)
 
 
+def _check_disjoint(listed: list[SparseDictionary]) -> None:
+    """Raise before any forward when two dictionaries to be spliced together write the same hook."""
+    writers: dict[str, int] = {}
+    for i, d in enumerate(listed):
+        for out in written_layers(d):
+            hook = d.output_hook(out)
+            if writers.setdefault(hook, i) != i:
+                raise ValueError(
+                    f"dictionaries {writers[hook]} and {i} both write {hook!r}; evaluated together, each hook "
+                    "has one dictionary"
+                )
+
+
+def _reconstruction(
+    d: SparseDictionary, cache: Any, real: torch.Tensor, kept: torch.Tensor
+) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer of ``d``, ``(acts [n, n_features], output [n, d_out])`` at the ``kept`` tokens, from the clean
+    inputs (whole sequences with their real tokens for a dictionary that reads sequences)."""
+    if getattr(d, "reads_sequences", False):
+        inputs = {layer: cache[d.input_hook(layer)].to(d.device) for layer in d.layers}
+        outs = d.reconstruct(inputs, valid=real)
+        acts = {layer: d.encode(x, layer, real)[1] for layer, x in inputs.items()}
+        return {layer: (acts[layer][kept], outs[layer][kept]) for layer in d.layers}
+    inputs = {layer: cache[d.input_hook(layer)][kept].to(d.device) for layer in d.layers}
+    outs = d.reconstruct(inputs)
+    return {layer: (d.encode(inputs[layer], layer)[1], outs[layer]) for layer in d.layers}
+
+
 def _evaluate(
-    model: Any, d: SparseDictionary, batches: list, skip_first: int, lm: bool
-) -> tuple[dict[int, _Tally], _Losses]:
-    outputs = written_layers(d)
-    hooks = [d.output_hook(out) for out in outputs]
-    names = sorted({d.input_hook(layer) for layer in d.layers} | set(hooks))
-    tallies = {layer: _Tally(d.d_out, d.n_features(layer)) for layer in d.layers}
+    model: Any, group: list[SparseDictionary], batches: list, skip_first: int, lm: bool
+) -> tuple[list[dict[int, _Tally]], _Losses]:
+    """Each dictionary's tallies by layer, and the losses of the group spliced at once."""
+    written = [(i, out) for i, d in enumerate(group) for out in written_layers(d)]
+    hooks = [group[i].output_hook(out) for i, out in written]
+    names = sorted({d.input_hook(layer) for d in group for layer in d.layers} | set(hooks))
+    tallies = [{layer: _Tally(d.d_out, d.n_features(layer)) for layer in d.layers} for d in group]
     losses = _Losses()
     for ids, mask in batches:
         logits, cache = model.run_with_cache(ids, mask, names_filter=names)
@@ -170,18 +216,16 @@ def _evaluate(
         pairs = real[:, :-1] & real[:, 1:]
         early = real & (mask.long().cumsum(-1) <= skip_first)  # [batch, pos]: the untouched first tokens
         kept = real & ~early
-        inputs = {layer: cache[d.input_hook(layer)][kept].to(d.device) for layer in d.layers}
-        outs = d.reconstruct(inputs)
-        for layer in d.layers:
-            acts = d.encode(inputs[layer], layer)[1]  # [n, n_features]
-            target = cache[d.output_hook(layer)][kept].to(
-                d.device
-            )  # [n, d_out] ([n, head, d_head] for hook_z)
-            tallies[layer].add(acts, outs[layer].flatten(1), target.flatten(1))
+        for d, by_layer in zip(group, tallies, strict=True):
+            for layer, (acts, out) in _reconstruction(d, cache, real, kept).items():
+                target = cache[d.output_hook(layer)][kept].to(
+                    d.device
+                )  # [n, d_out] ([n, head, d_head]: hook_z)
+                by_layer[layer].add(acts, out.flatten(1), target.flatten(1))
         if not lm:
             continue
         keep = [(h, _keep_early(cache[h], early)) for h in hooks] if skip_first else []
-        with spliced(model, d):
+        with spliced(model, group):
             replaced = model.run_with_hooks(ids, mask, fwd_hooks=keep)
         zero = [(h, _then(torch.zeros_like, _keep_early(cache[h], early))) for h in hooks]
         zeroed = model.run_with_hooks(ids, mask, fwd_hooks=zero)
@@ -191,13 +235,14 @@ def _evaluate(
         losses.ce["spliced"] += float(spliced_nll.sum())
         losses.ce["zero"] += float(ce_and_logprobs(zeroed, ids, pairs)[0].sum())
         losses.kl += float((clean_logp.exp() * (clean_logp - spliced_logp)).sum())
+        losses.agree += int((clean_logp.argmax(-1) == spliced_logp.argmax(-1)).sum())
         losses.n += int(pairs.sum())
     if lm:  # each written activation replaced by its mean over every batch's tokens: a second pass
-        means = {out: tallies[out].mean().to(model.dtype) for out in outputs}
+        means = {group[i].output_hook(out): tallies[i][out].mean().to(model.dtype) for i, out in written}
         for ids, mask in batches:
             pairs = mask.bool()[:, :-1] & mask.bool()[:, 1:]
             early = mask.bool() & (mask.long().cumsum(-1) <= skip_first)
-            fwd = [(d.output_hook(out), _to_mean(means[out], early)) for out in outputs]
+            fwd = [(hook, _to_mean(mean, early)) for hook, mean in means.items()]
             logits = model.run_with_hooks(ids, mask, fwd_hooks=fwd)
             losses.ce["mean"] += float(ce_and_logprobs(logits, ids, pairs)[0].sum())
     return tallies, losses

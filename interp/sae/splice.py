@@ -29,12 +29,15 @@ way (:class:`~interp.sae.latents.Run` tells), or while autograd records and a fe
 gradient reaching a feature does not flow back out through the error term). A TopK SAE's code is decoded from
 its k active latents unless a hook reads the dense one (:mod:`interp.sae.latents`).
 
-What a dictionary provides beyond the protocol, to be spliced (:class:`~interp.sae.SAESet` and the transcoders
-do): ``device``; ``hook_points(layer)``; ``hooked_encode(x, layer, points, run)``, the code of an input through
-the input and latent points; ``hooked_decode(codes, out_layer, points, run)``, the output of the sources'
-codes through ``hook_sae_recons``. (Where a hook switches a layer to its explicit path, such as a norm's
-``hook_normalized`` read by a transcoder, the output is the bits of that path, equal to the fused one to float
-tolerance.)
+What a dictionary provides beyond the protocol, to be spliced (:class:`~interp.sae.SAESet`, the transcoders and
+:class:`~interp.sae.lorsa.Lorsa` do): ``device``; ``hook_points(layer)`` (every point but the output side's,
+``hook_sae_recons``, ``hook_sae_error`` and ``hook_sae_output``, is listed with the input hook, in the order
+given); ``hooked_encode(x, layer, points, run)``, the code of an input through the input and latent points;
+``hooked_decode(codes, out_layer, points, run)``, the output of the sources' codes through ``hook_sae_recons``;
+and, if it must know something of each forward call (a Lorsa, which positions are real),
+``spliced_into(model)``, a context manager entered for as long as the splice lasts. (Where a hook switches a layer
+to its explicit path, such as a norm's ``hook_normalized`` read by a transcoder, the output is the bits of that
+path, equal to the fused one to float tolerance.)
 """
 
 from __future__ import annotations
@@ -48,10 +51,8 @@ import torch
 from hooks import HookPoint
 from interp.dictionary import SparseDictionary, check_fits, sources, written_layers
 from interp.sae.latents import Code, Run
-from interp.sae.module import SAE_HOOKS
 from interp.sae.sae_set import as_dictionary
 
-_INPUT_SIDE = ("hook_sae_input", "hook_sae_acts_pre", "hook_sae_acts_post")
 _OUTPUT_SIDE = ("hook_sae_recons", "hook_sae_error", "hook_sae_output")
 _SPLICED = ("hook_points", "hooked_encode", "hooked_decode", "device")
 """What a dictionary needs beyond :class:`~interp.dictionary.SparseDictionary` to be spliced."""
@@ -167,7 +168,7 @@ class _Splice:
         self.state: dict[int, tuple[torch.Tensor, Code, Run]] = {}
         self.clean: dict[int, Code] = {}
         self.internal = {
-            out: [self.points[s][h] for s in self.feeding[out] for h in _INPUT_SIDE]
+            out: [p for s in self.feeding[out] for h, p in self.points[s].items() if h not in _OUTPUT_SIDE]
             + [self.points[out]["hook_sae_recons"]]
             for out in self.outputs
         }
@@ -179,13 +180,15 @@ class _Splice:
     def attach(self, model: Any, stack: contextlib.ExitStack) -> None:
         """Mount the hook points and add the reading and writing functions, for as long as ``stack`` lasts."""
         d = self.d
-        names = [h for h in SAE_HOOKS if h != "hook_sae_error" or self.error]
+        if hasattr(d, "spliced_into"):
+            stack.enter_context(d.spliced_into(model))
         for layer in d.layers:
             out, points = d.output_hook(layer), self.points[layer]
+            names = [h for h in points if h != "hook_sae_error" or self.error]
             if self.autoencoder[layer]:
                 stack.enter_context(model.mounted({f"{out}.{h}": points[h] for h in names}, out))
                 continue
-            side = {f"{out}.{h}": points[h] for h in _INPUT_SIDE}
+            side = {f"{out}.{h}": points[h] for h in names if h not in _OUTPUT_SIDE}
             stack.enter_context(model.mounted(side, d.input_hook(layer)))
             side = {f"{out}.{h}": points[h] for h in _OUTPUT_SIDE if h in names}
             stack.enter_context(model.mounted(side, out))

@@ -3,11 +3,13 @@ API and its graph-server API, and serving the named folders' files.
 
 - :mod:`.app`: the FastAPI app, routers by API; :mod:`.server`: running it (:func:`serve`, :func:`serving`);
 - :mod:`.neuronpedia`: the inference API (``/v1/...``); :mod:`.graph_server`: ``/generate-graph`` and ``/steer``;
+- :mod:`.pages`: the workbench's pages and their JSON routes, one more router (``interp serve`` includes it);
 - :mod:`.files` and :mod:`.folders`: files served read-only from the named folders only;
 - :mod:`.state` (:class:`Served`, what one server holds), :mod:`.sources` (dictionaries as Neuronpedia's
   ``LAYER-SETNAME`` sources), :mod:`.prompts`, :mod:`.limits`;
 - :mod:`.queue` (one computation at a time on the model, cancellable) and :mod:`.work` (a route's computation
-  queued and stopped when its client goes away); :mod:`.guard` (the secret and the body's size) and
+  queued and stopped when its client goes away); :mod:`.guard` (the secret and the body's size; a browser's
+  login form and cookie in :mod:`.session`) and
   :mod:`.errors` (every refusal one line of JSON with a 4xx).
 
 Every route calls library functions that tests already check; the server adds validation, the queue,

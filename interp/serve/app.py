@@ -27,6 +27,7 @@ def build_app(served: Served, routers: Sequence[APIRouter] = ()) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        served.engine.start()  # again, where an earlier server on the same state stopped it
         yield
         served.engine.close()
 

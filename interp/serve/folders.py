@@ -9,13 +9,16 @@ answered with its ``index.html`` where it has one.
 
 :meth:`Folders.catalogue` lists what the folders hold, for a home page: graphs (each ``graph-metadata.json``'s
 entries), dashboard scans (``features/SCAN`` with their ``run.json``), reports (``manifest.json`` beside an
-``index.html``) and explanations (``explanations.jsonl``, as ``interp autointerp`` writes them).
+``index.html``) and explanations (``explanations.jsonl``, as ``interp autointerp`` writes them); a graph's
+``page`` says whether its folder's ``index.html`` is its viewer.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -23,6 +26,7 @@ from typing import Any
 from interp.serve.errors import RequestError
 
 EXPLANATIONS = "explanations.jsonl"  # what interp autointerp writes
+TITLE_BYTES = 4096  # a page's title is in its head, within its first bytes
 MAX_DEPTH = 6  # folders deeper than this below a named folder are not listed (their files are still served)
 
 
@@ -75,24 +79,28 @@ class Folders:
         return real
 
     def catalogue(self) -> dict[str, Any]:
-        """What every folder holds: ``{"folders": [{"name", "graphs", "scans", "reports", "explanations"}]}``,
-        each item with its path relative to its folder."""
+        """What every folder holds: ``{"folders": [{"name", "graphs", "scans", "reports", "explanations",
+        "pages"}]}``, each item with its path relative to its folder (``pages``: other HTML files, such as
+        ``interp explain``'s, with their titles)."""
         return {"folders": [self._listing(name, root) for name, root in self.roots.items()]}
 
     def _listing(self, name: str, root: Path) -> dict[str, Any]:
         from interp.circuits.features.graph_folder import METADATA_FILE
         from interp.sae.dashboards.folder import INDEX, RUN
 
-        found: dict[str, list] = {"graphs": [], "scans": [], "reports": [], "explanations": []}
+        found: dict[str, list] = {"graphs": [], "scans": [], "reports": [], "explanations": [], "pages": []}
         for folder, files in _walk(root):
             where = folder.relative_to(root).as_posix()
             if METADATA_FILE in files:
-                for graph in _read_json(folder / METADATA_FILE).get("graphs", []):
-                    if isinstance(graph, dict) and isinstance(graph.get("slug"), str):
-                        entry = {k: graph.get(k) for k in ("slug", "prompt", "scan", "node_threshold")}
-                        found["graphs"].append({**entry, "folder": where, "file": f"{graph['slug']}.json"})
+                listed = read_json(folder / METADATA_FILE).get("graphs", [])
+                graphs = [g for g in listed if isinstance(g, dict) and isinstance(g.get("slug"), str)]
+                page = _page_file(folder, files, graphs)
+                for graph in graphs:
+                    entry = {k: graph.get(k) for k in ("slug", "prompt", "scan", "node_threshold")}
+                    file = f"{graph['slug']}.json"
+                    found["graphs"].append({**entry, "folder": where, "file": file, "page": file == page})
             if RUN in files and folder.parent.name == "features":
-                run = _read_json(folder / RUN)
+                run = read_json(folder / RUN)
                 found["scans"].append(
                     {
                         "scan": folder.name,
@@ -102,13 +110,43 @@ class Folders:
                     }
                 )
             if "manifest.json" in files and "index.html" in files:
-                manifest = _read_json(folder / "manifest.json")
+                manifest = read_json(folder / "manifest.json")
                 found["reports"].append(
                     {"folder": where, "title": manifest.get("title") or manifest.get("study")}
                 )
             if EXPLANATIONS in files:
                 found["explanations"].append({"folder": where, "file": EXPLANATIONS})
+            for page in sorted(files):
+                if page.endswith(".html") and page != "index.html":
+                    found["pages"].append({"folder": where, "file": page, "title": _title(folder / page)})
         return {"name": name, **found}
+
+
+def _page_file(folder: Path, files: set[str], graphs: list[dict[str, Any]]) -> str | None:
+    """The graph file whose graph the folder's ``index.html`` shows: the one the folder's record says was written
+    with it (:mod:`interp.circuits.features.graph_folder`); without a record, the folder's only graph."""
+    from interp.circuits.features.graph_folder import MANIFEST, PAGE
+
+    if PAGE not in files:
+        return None
+    names = [f"{g['slug']}.json" for g in graphs]
+    written = read_json(folder / MANIFEST).get("files") if MANIFEST in files else None
+    if isinstance(written, dict):
+        return next(
+            (n for n in names if written.get(PAGE) is not None and written.get(n) == written[PAGE]), None
+        )
+    return names[0] if len(names) == 1 else None
+
+
+def _title(path: Path) -> str:
+    """A page's ``<title>``, read from its first bytes (the shell writes it in the head)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(TITLE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    found = re.search(r"<title>(.*?)</title>", head, flags=re.DOTALL)
+    return html.unescape(found.group(1)).strip() if found else ""
 
 
 def _walk(root: Path) -> Any:
@@ -121,17 +159,27 @@ def _walk(root: Path) -> Any:
             entries = list(os.scandir(folder))
         except OSError:
             continue
-        files = {e.name for e in entries if e.is_file()}
+        files = {e.name for e in entries if _kind(e) == "file"}
         yield folder, files
         if depth < MAX_DEPTH:
             for e in sorted(entries, key=lambda e: e.name, reverse=True):
-                if e.is_dir() and not e.name.startswith("."):
+                if _kind(e) == "dir" and not e.name.startswith("."):
                     path = Path(e.path)
                     if not e.is_symlink() or path.resolve().is_relative_to(root):
                         stack.append((path, depth + 1))
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _kind(entry: os.DirEntry) -> str:
+    """``"file"``, ``"dir"``, or ``""`` for anything else, a link in a loop or to nothing included (which
+    cannot be listed, and must not stop the listing)."""
+    try:
+        return "file" if entry.is_file() else "dir" if entry.is_dir() else ""
+    except OSError:
+        return ""
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``, or ``{}`` where it cannot be read or is not an object."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

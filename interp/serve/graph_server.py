@@ -18,6 +18,7 @@ known; its text stops at ``n_tokens``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -89,8 +90,17 @@ class SteerRequest(_Request):
 @router.post("/generate-graph")
 async def generate_graph(body: GraphGenerationRequest, request: Request) -> dict:
     served = request.app.state.served
+    check_graph_request(served, body)
+    return await compute(
+        request, lambda cancel: graph_document(served, body, trace_graph(served, body, cancel.check))
+    )
+
+
+def check_graph_request(served: Any, body: GraphGenerationRequest) -> None:
+    """Refuse a graph request the server cannot honour, before any work is queued (the 4xx of
+    ``/generate-graph``, also the workbench's tracing)."""
     served.check_model(body.model_id, "model_id")
-    transcoders = served.graph_transcoders()
+    served.graph_transcoders()
     _refuse_unsupported(body)
     limits = served.limits
     for name in ("batch_size", "max_n_logits", "max_feature_nodes"):
@@ -110,31 +120,38 @@ async def generate_graph(body: GraphGenerationRequest, request: Request) -> dict
         raise RequestError(400, str(err)) from None
     if not body.prompt.strip():
         raise RequestError(400, 'the prompt is empty; give the text to trace, such as "The cat sat on the"')
+    bounded(served, len(prompt_ids(served.model, body.prompt)), served.limits.max_graph_tokens)
+
+
+def trace_graph(served: Any, body: GraphGenerationRequest, progress: Callable[[int, int], Any]) -> Any:
+    """The attribution graph of a checked request (:func:`check_graph_request`); ``progress(done, total)`` is
+    called after each backward pass and stops the work by raising."""
+    graph = attribute(
+        served.model,
+        served.graph_transcoders(),
+        body.prompt,
+        max_logits=body.max_n_logits,
+        logit_probability=body.desired_logit_prob,
+        max_feature_nodes=body.max_feature_nodes,
+        batch_size=body.batch_size,
+        progress=progress,
+    )
+    graph.metadata.update(model=served.model_id, transcoders=served.transcoders_name)
+    return graph
+
+
+def graph_document(served: Any, body: GraphGenerationRequest, graph: Any, scan: str | None = None) -> dict:
+    """The pruned graph document of ``graph`` (what ``interp attribute`` writes as ``{slug}.json``)."""
     model = served.model
-    bounded(served, len(prompt_ids(model, body.prompt)), served.limits.max_graph_tokens)
-
-    def trace(cancel: Any) -> dict:
-        graph = attribute(
-            model,
-            transcoders,
-            body.prompt,
-            max_logits=body.max_n_logits,
-            logit_probability=body.desired_logit_prob,
-            max_feature_nodes=body.max_feature_nodes,
-            batch_size=body.batch_size,
-            progress=cancel.check,
-        )
-        graph.metadata.update(model=served.model_id, transcoders=served.transcoders_name)
-        return graph_json(
-            graph,
-            node_threshold=body.node_threshold,
-            edge_threshold=body.edge_threshold,
-            slug=body.slug_identifier,
-            prompt_tokens=model.tokenizer.to_str_tokens(graph.input_tokens.tolist()),
-            vocab=model.cfg.d_vocab,
-        )
-
-    return await compute(request, trace)
+    return graph_json(
+        graph,
+        node_threshold=body.node_threshold,
+        edge_threshold=body.edge_threshold,
+        slug=body.slug_identifier,
+        prompt_tokens=model.tokenizer.to_str_tokens(graph.input_tokens.tolist()),
+        vocab=model.cfg.d_vocab,
+        scan=scan,
+    )
 
 
 @router.post("/steer")

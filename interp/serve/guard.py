@@ -2,9 +2,18 @@
 
 Binding to loopback (127.0.0.1, the default) keeps other machines out; any other address needs a secret, and
 whenever a secret is set, on any address, a request without it in the ``x-secret-key`` header (Neuronpedia's
-clients send it there) gets 401, compared in constant time. A body larger than the limit gets 413 before it is
-read whole: at once when its ``Content-Length`` says so, or as soon as the bytes received pass the limit (the
-body is read here, before any route, and handed on whole).
+clients send it there) gets 401, compared in constant time. A browser proves it once, in a form, and then
+with a cookie (:mod:`~interp.serve.session`): a page asked for without the secret is answered 401 with that
+form, ``POST /login`` with a right secret sets the cookie, and every request with the cookie passes. A body
+larger than the limit gets 413 before it is read whole: at once when its ``Content-Length`` says so, or as soon
+as the bytes received pass the limit (the body is read here, before any route, and handed on whole).
+
+Two more refusals keep other web sites out of a server on loopback, which a browser on this machine can
+reach: without a secret, a request must be addressed to a loopback name (its ``Host`` header: ``127.0.0.1``,
+``localhost``, ``[::1]``), so a site whose name is made to resolve to 127.0.0.1 (DNS rebinding) cannot read
+the model or the folders; and a request a browser sends from another origin (its ``Origin`` header names
+another host than ``Host``) gets 403, so another site's page cannot set the model to work. Programs, which
+send no ``Origin``, are not concerned.
 """
 
 from __future__ import annotations
@@ -13,6 +22,9 @@ import hmac
 import ipaddress
 from typing import Any
 
+from starlette.responses import HTMLResponse, RedirectResponse
+
+from interp.serve import session
 from interp.serve.errors import RequestError, error_response
 
 SECRET_HEADER = b"x-secret-key"
@@ -41,6 +53,13 @@ def check_host(host: str, secret: str | None) -> None:
         )
 
 
+def host_name(host: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:8000`` is ``::1``)."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
 class BodyTooLarge(RequestError):
     """A request body over ``--max-body-bytes``."""
 
@@ -63,12 +82,13 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        if self.secret is not None and not hmac.compare_digest(headers.get(SECRET_HEADER, b""), self.secret):
-            given = "a wrong" if SECRET_HEADER in headers else "no"
-            await error_response(
-                401,
-                f"this server needs its secret in the x-secret-key header; the request has {given} x-secret-key",
-            )(scope, receive, send)
+        refused = self._foreign(headers)
+        if refused is not None:
+            await error_response(403, refused)(scope, receive, send)
+            return
+        login = scope["path"] == session.LOGIN_PATH and scope["method"] == "POST"
+        if self.secret is not None and not login and not self._admitted(headers):
+            await self._refuse(scope, headers)(scope, receive, send)
             return
         length = headers.get(b"content-length", b"")
         if length.isdigit() and int(length) > self.max_body_bytes:
@@ -85,6 +105,9 @@ class Guard:
                 return
             if not message.get("more_body", False):
                 break
+        if login:
+            await self._login(bytes(body))(scope, receive, send)
+            return
         replayed = False
 
         async def replay() -> dict:
@@ -95,3 +118,51 @@ class Guard:
             return await receive()  # what follows the body: the client's going away
 
         await self.app(scope, replay, send)
+
+    def _foreign(self, headers: dict[bytes, bytes]) -> str | None:
+        """Why a request comes from another site (see the module docstring), or ``None``."""
+        host = headers.get(b"host", b"").decode("latin-1")
+        if self.secret is None and host and not is_loopback(host_name(host)):
+            return (
+                f"the request is addressed to {host!r}; without a secret this server answers requests addressed "
+                "to 127.0.0.1, localhost or [::1] only (give it a secret to serve other names)"
+            )
+        origin = headers.get(b"origin")
+        if origin is not None and origin.decode("latin-1").partition("://")[2] != host:
+            return (
+                f"the request comes from a page of {origin.decode('latin-1')!r}, another site than this server "
+                f"({host!r}); only this server's own pages may call it from a browser"
+            )
+        return None
+
+    def _admitted(self, headers: dict[bytes, bytes]) -> bool:
+        """The secret in the header, or a browser's cookie made from it."""
+        assert self.secret is not None
+        given = headers.get(SECRET_HEADER)
+        if given is not None:
+            return hmac.compare_digest(given, self.secret)
+        return session.has_cookie(headers, self.secret)
+
+    def _refuse(self, scope: dict, headers: dict[bytes, bytes]) -> Any:
+        """401: the login form for a browser's navigation, one line of JSON for anything else."""
+        if SECRET_HEADER not in headers and scope["method"] == "GET" and session.wants_page(headers):
+            query = scope.get("query_string", b"").decode("latin-1")
+            after = scope["path"] + (f"?{query}" if query else "")
+            return HTMLResponse(session.login_page(after, wrong=False), status_code=401)
+        given = "a wrong" if SECRET_HEADER in headers else "no"
+        return error_response(
+            401,
+            f"this server needs its secret in the x-secret-key header; the request has {given} x-secret-key",
+        )
+
+    def _login(self, body: bytes) -> Any:
+        """``POST /login``: a right secret goes on to the page asked for, with the cookie; a wrong one gets 401
+        and the form again."""
+        secret, after = session.login_form(body)
+        if self.secret is None:
+            return RedirectResponse(after, status_code=303)
+        if not hmac.compare_digest(secret.encode(), self.secret):
+            return HTMLResponse(session.login_page(after, wrong=True), status_code=401)
+        response = RedirectResponse(after, status_code=303)
+        response.headers["set-cookie"] = session.cookie_header(self.secret)
+        return response

@@ -88,8 +88,15 @@ class Engine:
         self._lock = threading.Lock()
         self.completed = 0
         self.cancelled = 0
-        self._thread = threading.Thread(target=self._work, name="interp-serve-model", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        self.start()
+
+    def start(self) -> None:
+        """Start the worker unless it runs: a server started again on the same state (a second ``serving``
+        block in a notebook) gets a worker again after the first one's end stopped it."""
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._work, name="interp-serve-model", daemon=True)
+            self._thread.start()
 
     @property
     def running(self) -> int:
@@ -113,6 +120,8 @@ class Engine:
         loop = asyncio.get_running_loop()
         job = _Job(fn, cancel, loop, loop.create_future())
         with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                raise Cancelled("the server is shutting down")  # no worker would ever take the job
             self._check_room()
             self._jobs.add(job)
         self._queue.put(job)
@@ -174,8 +183,9 @@ class Engine:
     def close(self) -> None:
         """Cancel what is left, stop the worker and wait for it."""
         self.cancel_all("the server is shutting down")
-        self._queue.put(None)
-        self._thread.join()
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
 
     def _work(self) -> None:
         torch.set_num_threads(self.threads)

@@ -77,8 +77,9 @@ def raw(url: str, method: str, path: str, body: bytes | None = None, headers: di
     where = urlparse(url)
     connection = http.client.HTTPConnection(where.hostname, where.port, timeout=120)
     try:
-        connection.putrequest(method, path, skip_accept_encoding=True)
-        for key, value in {"Content-Type": "application/json", **(headers or {})}.items():
+        given = headers or {}
+        connection.putrequest(method, path, skip_host="Host" in given, skip_accept_encoding=True)
+        for key, value in {"Content-Type": "application/json", **given}.items():
             connection.putheader(key, value)
         if body is not None:
             connection.putheader("Content-Length", str(len(body)))

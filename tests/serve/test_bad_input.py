@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import neuronpedia_inference_client as npc
@@ -435,6 +436,21 @@ def test_files_come_only_from_the_named_folders(live, path, status, words):
     assert got == status and words in body["error"], body
 
 
+def test_a_folder_with_a_link_in_a_loop_is_listed(live):
+    _, url = live
+    status, body = raw(url, "GET", "/api/folders", headers=AUTH)  # graphs/loop leads to itself
+    assert status == 200 and [f["name"] for f in body["folders"]] == ["graphs"]
+
+
+def test_the_same_state_served_again_is_answered(live):
+    served, _ = live
+    again = replace(served, secret=None)  # its own engine, which each server's end stops
+    for _ in range(2):  # as two serving blocks of a notebook
+        with serving(again) as url:
+            status, body = post(url, "/v1/activation/single", SINGLE)
+            assert status == 200 and len(body["activation"]["values"]) == 3
+
+
 def test_a_full_queue_refuses_at_once(live):
     served, url = live
     release = threading.Event()
@@ -537,3 +553,31 @@ def test_folders_and_hosts_are_checked_before_serving(tmp_path: Path):
         check_host("127.0.0.1", "")
     with pytest.raises(NotADirectoryError, match="is not a folder"):
         Folders([tmp_path / "nothing"])
+
+
+def test_other_sites_cannot_reach_a_server_on_loopback(live):
+    """Without a secret, a request addressed to another name (a site resolved to 127.0.0.1: DNS rebinding) gets
+    403; with or without one, so does a browser's request from another site's page (its ``Origin``)."""
+    served, url = live
+    port = url.rsplit(":", 1)[1]
+    with serving(replace(served, secret=None)) as open_url:
+        open_port = open_url.rsplit(":", 1)[1]
+        for name in ("127.0.0.1", "localhost", "[::1]"):
+            status, body = raw(open_url, "GET", "/api/folders", headers={"Host": f"{name}:{open_port}"})
+            assert status == 200 and body["folders"][0]["name"] == "graphs", name
+        status, body = raw(open_url, "GET", "/api/folders", headers={"Host": f"rebound.example:{open_port}"})
+        assert status == 403 and f"addressed to 'rebound.example:{open_port}'" in body["error"]
+        status, body = post(open_url, "/v1/activation/single", SINGLE, {"Origin": "http://evil.example"})
+        assert status == 403 and "from a page of 'http://evil.example', another site" in body["error"]
+        status, body = post(open_url, "/v1/activation/single", SINGLE, {"Origin": "null"})
+        assert status == 403
+        status, body = post(
+            open_url, "/v1/activation/single", SINGLE, {"Origin": f"http://127.0.0.1:{open_port}"}
+        )
+        assert status == 200 and len(body["activation"]["values"]) == 3  # the server's own page
+        status, _ = post(open_url, "/v1/activation/single", SINGLE)  # a program: no Origin
+        assert status == 200
+    status, body = post(url, "/v1/activation/single", SINGLE, {**AUTH, "Origin": "http://evil.example"})
+    assert status == 403  # a secret does not let another site's page in
+    status, _ = post(url, "/v1/activation/single", SINGLE, {**AUTH, "Host": f"any.name:{port}"})
+    assert status == 200  # with a secret, any name may reach it

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from interp.circuits import attribute
+from interp.report.shell import render_shell
 from interp.serve import Served, Sources, serving
 from interp.serve.folders import Folders
 from tests.circuits.test_golden import golden_case
@@ -36,6 +37,9 @@ def tree(tmp_path_factory):
     (report / "manifest.json").write_text(json.dumps({"study": "coreference"}))
     (report / "index.html").write_text("<p>report</p>")
     (root / "dashboards" / "explanations.jsonl").write_text("{}\n")
+    (root / "graphs" / "explain.html").write_text(
+        render_shell(title="Attention explained: a <b> & c", body="")
+    )
     (root / "graphs" / "first" / "features").mkdir()
     (root / "graphs" / "first" / "features" / "tc").symlink_to(
         scan
@@ -51,9 +55,13 @@ def test_the_catalogue_lists_what_each_folder_holds(tree):
     assert status == 200
     graphs, dashboards = catalogue["folders"]
     assert graphs["name"] == "graphs" and dashboards["name"] == "dashboards"
-    assert [(g["slug"], g["folder"], g["file"], g["prompt"]) for g in graphs["graphs"]] == [
-        ("cats", "first", "cats.json", "w17 w33 w5"),
-        ("dogs", "first", "dogs.json", "w17 w33 w5"),
+    # dogs was saved last: the folder's index.html is its viewer
+    assert [(g["slug"], g["folder"], g["file"], g["prompt"], g["page"]) for g in graphs["graphs"]] == [
+        ("cats", "first", "cats.json", "w17 w33 w5", False),
+        ("dogs", "first", "dogs.json", "w17 w33 w5", True),
+    ]
+    assert graphs["pages"] == [
+        {"folder": ".", "file": "explain.html", "title": "Attention explained: a <b> & c"}
     ]
     assert graphs["reports"] == [{"folder": "reports/study", "title": "coreference"}]
     assert graphs["scans"] == []  # the link to dashboards elsewhere is not walked; its own folder lists them

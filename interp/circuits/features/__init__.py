@@ -13,7 +13,10 @@
 - :mod:`~interp.circuits.features.heads`: an edge split exactly into the attention heads it passes through;
 - :mod:`~interp.circuits.features.neuronpedia`: ``graph.json`` in Neuronpedia's schema;
 - :mod:`~interp.circuits.features.labels`: labels (explanations) written into graph files' feature nodes and the
-  viewer pages built from them.
+  viewer pages built from them;
+- :mod:`~interp.circuits.features.replacement`: graphs on the complete replacement model, Lorsa heads in place
+  of attention (their QK patterns frozen per prompt) as nodes beside the transcoders';
+- :mod:`~interp.circuits.features.lorsa_qk`: a Lorsa head's score split into query-node x key-node terms.
 """
 
 from interp.circuits.features.direct_effects import attribute

@@ -1,12 +1,14 @@
 """Recognise a dictionary's kind and format from its files, and read or write it.
 
-- :func:`load_dictionary`: any dictionary (an SAE, a transcoder set, a cross-layer transcoder), told from its
-  files, as a :class:`~interp.dictionary.SparseDictionary`, mapped onto a model's hooks and checked against it;
-  :func:`save_dictionary` writes one in its kind's format (SAELens for an SAE, circuit-tracer's for
-  transcoders);
-- :func:`load` and :func:`save`: an SAE as an :class:`~interp.sae.SAE` (SAELens's API). Three formats are read:
-  SAELens (``cfg.json`` + ``sae_weights.safetensors``), sparsify (``cfg.json`` + ``sae.safetensors``) and Gemma
-  Scope (``params.npz``); the transcoders' formats are read by
+- :func:`load_dictionary`: any dictionary (an SAE, a transcoder set, a cross-layer transcoder, a Lorsa), told
+  from its files, as a :class:`~interp.dictionary.SparseDictionary`, mapped onto a model's hooks and checked
+  against it; :func:`save_dictionary` writes one in its kind's format (SAELens for an SAE, circuit-tracer's for
+  transcoders, llamascopium's for a Lorsa);
+- :func:`load` and :func:`save`: an SAE as an :class:`~interp.sae.SAE` (SAELens's API). Four formats are read:
+  SAELens (``cfg.json`` + ``sae_weights.safetensors``), sparsify (``cfg.json`` + ``sae.safetensors``), Gemma
+  Scope (``params.npz``) and llamascopium (``config.json`` naming its ``sae_type`` + ``sae_weights.safetensors``,
+  :mod:`.llamascopium`: besides SAEs it holds Lorsas, transcoders and cross-layer transcoders, which :func:`load`
+  returns as what they are); the transcoders' formats are read by
   :func:`~interp.sae.formats.transcoders.load_transcoders`.
 
 Pickles (``.pt``, ``.pth``, ``.bin``, ``.ckpt``, ``.pkl``) are refused without being opened: unpickling runs
@@ -20,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from interp.dictionary import SparseDictionary, check_fits
-from interp.sae.formats import circuit_tracer, circuit_tracer_clt, gemma_scope, saelens, sparsify
+from interp.sae.formats import (
+    circuit_tracer,
+    circuit_tracer_clt,
+    gemma_scope,
+    llamascopium,
+    saelens,
+    sparsify,
+)
 from interp.sae.formats.build import SAEFormatError, rebuilt
 from interp.sae.module import SAE
 from interp.sae.read_errors import damaged_files_named
@@ -37,7 +46,8 @@ _CONVERT = (
 
 
 def detect(path: Path) -> str:
-    """``"saelens"``, ``"sparsify"`` or ``"gemma_scope"`` for a folder or file; raises for anything else."""
+    """``"saelens"``, ``"sparsify"``, ``"gemma_scope"`` or ``"llamascopium"`` for a folder or file; raises for
+    anything else."""
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; give an SAE folder or a params.npz file")
     if path.is_file():
@@ -45,13 +55,15 @@ def detect(path: Path) -> str:
             raise SAEFormatError(f"{path} is a pickle: " + _CONVERT)
         if path.suffix == ".npz":
             return "gemma_scope"
-        if path.name in (saelens.WEIGHTS, sparsify.WEIGHTS, saelens.CFG):
+        if path.name in (saelens.WEIGHTS, sparsify.WEIGHTS, saelens.CFG, llamascopium.CONFIG):
             return detect(path.parent)
         raise SAEFormatError(
             f"{path} is not an SAE file this project reads; give a SAELens or sparsify folder or a "
             "Gemma Scope params.npz"
         )
     names = {p.name for p in path.iterdir()}
+    if llamascopium.is_folder(path):
+        return "llamascopium"
     if saelens.CFG in names and saelens.WEIGHTS in names:
         return "saelens"
     if sparsify.CFG in names and sparsify.WEIGHTS in names:
@@ -64,7 +76,8 @@ def detect(path: Path) -> str:
     shown = ", ".join(sorted(names)[:8]) or "nothing"
     raise SAEFormatError(
         f"{path} is not an SAE folder of a known format (it holds {shown}); expected SAELens (cfg.json + "
-        "sae_weights.safetensors), sparsify (cfg.json + sae.safetensors) or Gemma Scope (params.npz)"
+        "sae_weights.safetensors), sparsify (cfg.json + sae.safetensors), Gemma Scope (params.npz) or "
+        "llamascopium (config.json + sae_weights.safetensors)"
     )
 
 
@@ -76,18 +89,20 @@ def load(
     device: Any = None,
     dtype: Any = None,
     norm_scaling_factor: float | None = None,
-) -> SAE:
+) -> Any:
     """Load a sparse autoencoder or transcoder from a folder or file.
 
     Args:
-        path: a SAELens or sparsify folder, a Gemma Scope ``params.npz`` (or its folder).
+        path: a SAELens, sparsify or llamascopium folder, a Gemma Scope ``params.npz`` (or its folder).
         hook_name: the hook it reads, overriding (or supplying) what the files say.
         hook_name_out: the hook a transcoder writes, likewise.
         device, dtype: where and in which dtype to put the parameters (default: CPU, as stored).
         norm_scaling_factor: SAELens's ``expected_average_only_in`` constant, folded into the weights.
 
     Returns:
-        An :class:`SAE` whose ``cfg.metadata["format"]`` names the format it came in.
+        An :class:`SAE` whose ``cfg.metadata["format"]`` names the format it came in; for a llamascopium folder,
+        what it holds: a :class:`~interp.sae.lorsa.Lorsa`, an SAE, a one-layer
+        :class:`~interp.sae.TranscoderSet` or a :class:`~interp.sae.CrossLayerTranscoder`.
 
     Raises:
         SAEFormatError: an unknown format, a pickle, or a config that disagrees with its weights.
@@ -95,7 +110,17 @@ def load(
     path = Path(path)
     kind = detect(path)
     with damaged_files_named(path):
-        if kind == "gemma_scope":
+        if kind == "llamascopium":
+            found = llamascopium.load(path if path.is_dir() else path.parent, device=device, dtype=dtype)
+            if not isinstance(found, SAE):
+                if hook_name is not None or hook_name_out is not None or norm_scaling_factor is not None:
+                    raise ValueError(
+                        f"{path} holds a {type(found).__name__}, whose hooks and scales its config sets; "
+                        "hook_name, hook_name_out and norm_scaling_factor are for SAEs"
+                    )
+                return found
+            sae = found
+        elif kind == "gemma_scope":
             file = path if path.is_file() else path / gemma_scope.PARAMS
             sae = gemma_scope.load(file, device=device, dtype=dtype, hook_name=hook_name)
         elif kind == "sparsify":
@@ -144,7 +169,8 @@ def load_dictionary(
 
     An SAE's folder or file (SAELens, sparsify, Gemma Scope ``params.npz``) gives an :class:`~interp.sae.SAESet`
     of one (the SAE is ``dictionary.sae(layer)``); a transcoder folder, or a dict layer -> file, gives a
-    :class:`~interp.sae.TranscoderSet` or :class:`~interp.sae.CrossLayerTranscoder`. Given the model, a
+    :class:`~interp.sae.TranscoderSet` or :class:`~interp.sae.CrossLayerTranscoder`; a llamascopium folder what
+    it holds (a :class:`~interp.sae.lorsa.Lorsa` among them). Given the model, a
     transcoder's TransformerLens hook names are mapped onto its hooks and the dictionary is checked against it
     (:func:`~interp.dictionary.check_fits`) before it is returned.
 
@@ -170,7 +196,7 @@ def load_dictionary(
             raise FileNotFoundError(
                 f"{path} does not exist; give an SAE folder or file, or a transcoder folder"
             )
-        dictionary = SAESet(load(path, device=device, dtype=dtype, **options))
+        dictionary = as_dictionary(load(path, device=device, dtype=dtype, **options))
     if model is not None:
         check_fits(model, dictionary)
     return dictionary
@@ -178,13 +204,19 @@ def load_dictionary(
 
 def save_dictionary(dictionary: Any, folder: str | Path) -> Path:
     """Write ``dictionary`` to ``folder`` in its kind's format: an SAE (or an SAESet of one) as a SAELens folder,
-    a transcoder set or CLT as circuit-tracer's folder (:func:`load_dictionary` reads both back).
+    a transcoder set or CLT as circuit-tracer's folder, a Lorsa as llamascopium's (one folder per layer:
+    ``folder`` for one layer, else ``folder/L{layer}``); :func:`load_dictionary` reads each back.
 
     Raises:
         ValueError: an SAESet of several SAEs (save each SAE to its own folder).
     """
+    from interp.sae.formats import llamascopium_lorsa
     from interp.sae.formats.transcoders import save_transcoders
+    from interp.sae.lorsa import Lorsa
 
+    if isinstance(dictionary, Lorsa):
+        llamascopium_lorsa.save(dictionary, folder)
+        return Path(folder)
     dictionary = as_dictionary(dictionary)
     if isinstance(dictionary, SAESet):
         if len(dictionary.layers) != 1:

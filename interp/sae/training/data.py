@@ -24,6 +24,18 @@ from interp import distributed
 DEFAULT_CHUNK_ROWS = 65536
 
 
+def data_fingerprint(head: str, store: Any, tensor: torch.Tensor | None, n_rows: int) -> str:
+    """A hash of ``head`` (what the rows are) and the data: ``store``'s data fingerprint, or, without a store,
+    every ``n_rows // 4096``-th row of ``tensor``."""
+    h = hashlib.sha256(head.encode())
+    if store is not None:
+        h.update(str(store.meta.get("data_fingerprint")).encode())
+    else:
+        step = max(1, n_rows // 4096)
+        h.update(tensor[::step].float().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
 class RowSource:
     """Rows ``[n, d_in]`` of a tensor or of hooks of an :class:`~interp.store.ActivationStore`.
 
@@ -97,14 +109,9 @@ class RowSource:
 
     def fingerprint(self) -> str:
         """A hash that changes when the data does (a store's data fingerprint; a tensor's bytes, sampled)."""
-        h = hashlib.sha256(f"{self.hook_name}:{self.n_rows}:{self.d_in}:{self.min_position}".encode())
         # (a list of hooks formats as its list, a single hook as before: old checkpoints still resume)
-        if self.store is not None:
-            h.update(str(self.store.meta.get("data_fingerprint")).encode())
-        else:
-            step = max(1, self.n_rows // 4096)
-            h.update(self.tensor[::step].float().contiguous().numpy().tobytes())
-        return h.hexdigest()
+        head = f"{self.hook_name}:{self.n_rows}:{self.d_in}:{self.min_position}"
+        return data_fingerprint(head, self.store, getattr(self, "tensor", None), self.n_rows)
 
     def read(self, chunk: int) -> torch.Tensor:
         """The rows of one chunk, ``[rows, d_in]`` float32."""

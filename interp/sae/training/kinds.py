@@ -10,7 +10,10 @@ kind; a job holds the rest:
 - :class:`TranscoderJob`: every trained layer's input and output from one forward (an activation store holding
   each layer's two hooks, or two tensors), so one pass over the data feeds every layer; encoders and decoders
   random, ``b_dec`` at the outputs' mean, inputs and outputs scaled per layer; the scales folded into the
-  finished :class:`~interp.sae.TranscoderSet` or :class:`~interp.sae.CrossLayerTranscoder`.
+  finished :class:`~interp.sae.TranscoderSet` or :class:`~interp.sae.CrossLayerTranscoder`;
+- :class:`~interp.sae.lorsa.train_job.LorsaJob`: one layer's attention input and output as whole sequences
+  (:mod:`interp.sae.lorsa.sequences`), the positions of the model's family, the finished
+  :class:`~interp.sae.lorsa.Lorsa`.
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ from interp.sae.training.state import TrainState, geometric_median, initial_weig
 from interp.sae.training.step import DictionaryStep
 from interp.sae.transcoder import CrossLayerTranscoder, Transcoder, TranscoderSet
 
-KINDS = ("sae", "transcoder", "skip-transcoder", "clt")
-"""What a run trains: an SAE at one hook, or transcoders from each layer's input to its output: per layer,
-per layer with a linear skip, or cross-layer."""
+KINDS = ("sae", "transcoder", "skip-transcoder", "clt", "lorsa")
+"""What a run trains: an SAE at one hook, transcoders from each layer's input to its output (per layer, per layer
+with a linear skip, or cross-layer), or a Lorsa in place of one layer's attention."""
 _ACTIVATION = {"standard": "relu", "jumprelu": "jumprelu", "topk": "topk", "batchtopk": "batchtopk"}
 
 
@@ -42,9 +45,11 @@ def job_for(
     layers: list[int] | None = None,
     input_site: str | None = None,
     output_site: str | None = None,
-) -> tuple[SAEJob | TranscoderJob, RowSource, str]:
+    model: Any = None,
+    lorsa: dict[str, Any] | None = None,
+) -> tuple[Any, Any, str]:
     """``(job, rows, label)`` for a run of ``kind`` on ``source``; ``label`` is what a checkpoint must match
-    beyond the settings and the data (a transcoder's kind, layers and hooks).
+    beyond the settings and the data (a transcoder's kind, layers and hooks; a Lorsa's shape).
 
     Raises:
         ValueError: an unknown kind; an SAE given layers or sites, transcoders given a hook; a CLT not over
@@ -52,6 +57,10 @@ def job_for(
     """
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}; expected one of {list(KINDS)}")
+    if kind == "lorsa":
+        return _lorsa_job(settings, source, hook_name, layers, input_site, output_site, model, lorsa or {})
+    if lorsa:
+        raise ValueError(f"{', '.join(sorted(lorsa))} are for kind='lorsa', not {kind!r}")
     if kind == "sae":
         given = [
             name
@@ -134,6 +143,44 @@ class SAEJob:
         sae.fold_activation_scale(state.scale)
         sae.cfg.metadata["training"] = record
         return sae
+
+
+def _lorsa_job(
+    settings: Any,
+    source: Any,
+    hook_name: str | None,
+    layers: list[int] | None,
+    input_site: str | None,
+    output_site: str | None,
+    model: Any,
+    options: dict[str, Any],
+) -> tuple[Any, Any, str]:
+    from interp.sae.lorsa.sequences import SequenceSource
+    from interp.sae.lorsa.train_job import LorsaJob
+
+    if hook_name is not None:
+        raise ValueError(
+            f"hook_name={hook_name!r} is for an SAE; a Lorsa reads input_site and writes output_site"
+        )
+    if model is None:
+        raise ValueError(
+            "a Lorsa takes its positions from the model's family: pass model= (the model it reads)"
+        )
+    if layers is None or len(layers) != 1:
+        raise ValueError(f"a Lorsa run trains one layer; pass layers=[L] (got layers={layers})")
+    sites = (input_site or "ln1.hook_normalized", output_site or "hook_attn_out")
+    layer = int(layers[0])
+    if not 0 <= layer < model.cfg.n_layers:
+        raise ValueError(f"layers=[{layer}], but the model has n_layers={model.cfg.n_layers}")
+    hooks = (f"blocks.{layer}.{sites[0]}", f"blocks.{layer}.{sites[1]}")
+    rows = SequenceSource(source, hooks, options.get("context"), settings.min_position)
+    if settings.batch_size % rows.context:
+        raise ValueError(
+            f"batch_size={settings.batch_size} tokens is not a whole number of sequences of context={rows.context}; "
+            f"pick a multiple of {rows.context}"
+        )
+    job = LorsaJob(settings, rows, model, layer, sites, options)
+    return job, rows, job.label
 
 
 def transcoder_hooks(layers: list[int], input_site: str, output_site: str) -> list[str]:

@@ -3,10 +3,11 @@
 The folder holds ``run.json`` (the run record: the settings, the input width, whether the run is complete
 and, once it is, its last training record), ``activations/`` (the activation store, resumable by shard),
 ``checkpoint/`` (the trainer's checkpoint, resumable by step) and the dictionary (``sae/`` in the SAELens
-format, or ``transcoders/`` in circuit-tracer's). Every kind goes through the same steps, in
-:meth:`RunFolder.train`, with one :class:`Plan`: the kind, the hooks cached, the settings of the one trainer.
-Only the windows that hold the rows ``--tokens`` asks for are cached. The record is written atomically
-(:mod:`interp.atomic`), so a run cut short while writing it keeps the previous record whole and resumes.
+format, ``transcoders/`` in circuit-tracer's, or ``lorsa/`` in llamascopium's). Every kind goes through the
+same steps, in :meth:`RunFolder.train`, with one :class:`Plan`: the kind, the hooks cached, the settings of the
+one trainer. Only the windows that hold the rows ``--tokens`` asks for are cached. The record is written
+atomically (:mod:`interp.atomic`), so a run cut short while writing it keeps the previous record whole and
+resumes.
 
 Running the same settings again resumes. A run that has not saved a training checkpoint holds no training,
 so its retry may change the training settings: it is compared only on what its cached activations depend on
@@ -146,7 +147,7 @@ class RunFolder:
         store = cache_activations(
             model, batches, plan.hooks, activations, shard_rows=shard_rows, progress=progress
         )
-        dictionary = plan.train(store, self.path / "checkpoint", progress)
+        dictionary = plan.train(store, self.path / "checkpoint", progress, model=model)
         training = dictionary.metadata["training"]
         if distributed.rank() == 0:
             save_dictionary(dictionary, self.path / plan.saved_as)
@@ -161,7 +162,7 @@ class Plan:
     :func:`~interp.sae.formats.save_dictionary` (an SAE in the SAELens format, transcoders in circuit-tracer's).
 
     Attributes:
-        kind: ``sae``, ``transcoder``, ``skip-transcoder`` or ``clt``.
+        kind: ``sae``, ``transcoder``, ``skip-transcoder``, ``clt`` or ``lorsa``.
         d_in: the width of the hook read (``None`` when the config cannot tell it).
         options: :func:`~interp.sae.training.train`'s settings (:class:`~interp.sae.training.TrainSettings`;
             ``d_sae`` being the features per layer).
@@ -181,20 +182,22 @@ class Plan:
     @property
     def saved_as(self) -> str:
         """The folder the dictionary is written to, inside the run's."""
-        return "sae" if self.kind == "sae" else "transcoders"
+        return {"sae": "sae", "lorsa": "lorsa"}.get(self.kind, "transcoders")
 
     @property
     def hooks(self) -> list[str]:
         """The hooks cached, in the order training reads them."""
         return [self.hook] if self.kind == "sae" else transcoder_hooks(self.layers, *self.sites)
 
-    def train(self, store: Any, checkpoint_dir: Path, progress: bool) -> Any:
+    def train(self, store: Any, checkpoint_dir: Path, progress: bool, model: Any = None) -> Any:
         from interp.sae.training import train  # the package's name, read when the run starts
 
         if self.kind == "sae":
             where: dict[str, Any] = {"hook_name": self.hook}
         else:
             where = {"layers": self.layers, "input_site": self.sites[0], "output_site": self.sites[1]}
+        if self.kind == "lorsa":
+            where["model"] = model  # the family's positions, and the heads its QK heads start from
         return train(
             store, kind=self.kind, checkpoint_dir=checkpoint_dir, progress=progress, **where, **self.options
         )
@@ -208,6 +211,13 @@ class Plan:
                 f"{folder}: {self.options['architecture']} SAE, d_in={dictionary.d_in}, d_sae={dictionary.d_sae}, "
                 f"trained on {cached_rows:,} cached rows ({training['tokens']:,} rows seen); "
                 f"final fraction of variance unexplained {last['fvu']:.3f}, L0 {last['l0']:.1f}"
+            )
+        if self.kind == "lorsa":
+            layer = dictionary.layer(self.layers[0]).cfg
+            return (
+                f"{folder}: Lorsa ({self.options['architecture']}) at layer {self.layers[0]}, {layer.n_heads} heads "
+                f"sharing {layer.n_qk_heads} QK heads, trained on {cached_rows:,} cached rows; final fraction of "
+                f"variance unexplained {last['fvu']:.3f}, L0 {last['l0']:.1f}"
             )
         return (
             f"{folder}: {self.kind} ({self.options['architecture']}) at layers {self.layers}, d_transcoder="

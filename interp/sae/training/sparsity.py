@@ -91,10 +91,17 @@ def aux_k(
     decoder: torch.Tensor,
     error: torch.Tensor,
     k_aux: int,
+    *,
+    dense: bool = False,
 ) -> torch.Tensor:
     """The AuxK loss before its denominator: the ``k_aux`` strongest dead latents of each row (``pre [rows,
     d]``, ``dead [d]``) predict the residual ``error [rows, d_out]`` through ``decoder [d, d_out]``, scaled down
-    when fewer latents are dead; ``values_of(latents [rows, m])`` gives their pre-activations with a gradient."""
+    when fewer latents are dead; ``values_of(latents [rows, m])`` gives their pre-activations with a gradient.
+
+    The guess is an embedding bag of the chosen rows, or with ``dense`` the chosen values scattered into a
+    ``[rows, d]`` code times the decoder: the same sum, faster on a CPU once ``k_aux`` is a sizeable share of
+    ``d`` (a Lorsa's half of its heads: an embedding bag's backward over 288 of 576 rows takes about four times
+    the product's)."""
     n_dead = int(dead.sum())
     if n_dead == 0:
         return pre.new_zeros(())
@@ -103,5 +110,10 @@ def aux_k(
         among = pre.index_select(-1, dead_latents).topk(min(k_aux, n_dead), dim=-1, sorted=False).indices
         chosen = dead_latents[among]  # [rows, m]
     # [rows, d_out]: the dead latents' guess at the residual, a weighted sum of their decoder rows
-    guess = Active(values_of(chosen).relu(), chosen).decode(decoder)
+    values = values_of(chosen).relu()
+    if dense:
+        code = values.new_zeros(values.shape[0], decoder.shape[0]).scatter(-1, chosen, values)  # [rows, d]
+        guess = code @ decoder
+    else:
+        guess = Active(values, chosen).decode(decoder)
     return min(n_dead / k_aux, 1.0) * (guess + error.detach()).pow(2).sum()

@@ -62,6 +62,7 @@ def train(
     checkpoint_dir: str | Path | None = None,
     checkpoint_every: int | None = None,
     progress: bool = True,
+    model: Any = None,
     **options: Any,
 ) -> Any:
     """Train a dictionary of any kind on ``source`` and return it (scales folded in, ready to splice).
@@ -69,25 +70,33 @@ def train(
     Args:
         source: for an SAE, a float tensor ``[n, d_in]`` or an :class:`~interp.store.ActivationStore`; for
             transcoders, a store holding ``blocks.L.{input_site}`` and ``blocks.L.{output_site}`` for every layer
-            trained, or a pair ``(inputs, outputs)`` of tensors ``[rows, n_layers, d_model]``.
-        d_sae: features (per layer, for transcoders).
-        kind: ``sae``; ``transcoder`` (per layer), ``skip-transcoder`` (per layer with a linear skip) or ``clt``.
+            trained, or a pair ``(inputs, outputs)`` of tensors ``[rows, n_layers, d_model]``; for a Lorsa, a store
+            holding its layer's two hooks at every position of its items, or ``(inputs, outputs)``
+            ``[sequences, context, d_model]``.
+        d_sae: features (per layer, for transcoders; heads, for a Lorsa).
+        kind: ``sae``; ``transcoder`` (per layer), ``skip-transcoder`` (per layer with a linear skip), ``clt``; or
+            ``lorsa``, low-rank sparse attention in place of one layer's attention (:mod:`interp.sae.lorsa`).
         hook_name: an SAE's hook in the store (default: its only one); recorded in the SAE's config.
         layers: the transcoder layers to train (default: every layer the store holds; a CLT's must be
             ``0..n-1``).
         input_site, output_site: the hooks inside a block transcoders read and write (default
-            ``ln2.hook_normalized`` and ``hook_mlp_out``).
+            ``ln2.hook_normalized`` and ``hook_mlp_out``; a Lorsa's ``ln1.hook_normalized`` and ``hook_attn_out``).
         architecture: ``topk``, ``batchtopk``, ``standard`` (ReLU + L1) or ``jumprelu``.
         k: active features per token (TopK, BatchTopK).
         lr: Adam's learning rate (default ``2e-4 / sqrt(d_sae / 2**14)``).
-        tokens: rows to train on (default: one pass over the source); the last batch may wrap around.
-        batch_size: rows per step, over all ranks together.
+        tokens: rows to train on (default: one pass over the source); the last batch may wrap around. (A Lorsa
+            counts tokens too: its rows are sequences of ``context`` tokens.)
+        batch_size: rows per step, over all ranks together (a Lorsa: tokens, a multiple of ``context``).
         seed: decides the initial dictionary and the order of rows; the same seed gives the same dictionary.
         checkpoint_dir: where to save checkpoints and resume from.
         checkpoint_every: steps between checkpoints (default: only at the end).
         progress: show a progress bar (rank 0).
+        model: for a Lorsa, the model whose layer it replaces (its family's positions, and the attention heads
+            its QK heads start from).
         **options: further :class:`TrainSettings` fields (``aux_coefficient``, ``buffer_rows``,
-            ``min_position`` to train a store's rows from that position of each item on, ...).
+            ``min_position`` to train a store's rows from that position of each item on, ...); for a Lorsa also
+            ``n_qk_heads``, ``d_qk_head`` (default: the model's), ``context`` (positions per sequence) and
+            ``qk_init`` (``attention`` or ``random``; :mod:`interp.sae.lorsa.train_job`).
 
     Returns:
         An :class:`~interp.sae.SAE` (``sae.cfg.metadata["training"]``), or a :class:`~interp.sae.TranscoderSet`
@@ -100,6 +109,9 @@ def train(
     """
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}; expected one of {list(KINDS)}")
+    from interp.sae.lorsa.train_job import OPTIONS
+
+    lorsa = {name: options.pop(name) for name in OPTIONS if name in options}
     settings = TrainSettings(
         d_sae=d_sae,
         architecture=architecture,
@@ -112,7 +124,7 @@ def train(
         **options,
     )
     sites = dict(layers=layers, input_site=input_site, output_site=output_site)
-    job, rows, label = job_for(kind, settings, source, hook_name=hook_name, **sites)
+    job, rows, label = job_for(kind, settings, source, hook_name=hook_name, model=model, lorsa=lorsa, **sites)
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
     return Run(settings, rows, folder, job, label).execute(progress and distributed.rank() == 0)
 
@@ -184,14 +196,15 @@ class Run:
         self, settings: Any, rows: RowSource, folder: Path | None, job: Any, label: str = ""
     ) -> None:
         self.s, self.rows, self.folder, self.job = settings, rows, folder, job
-        self.total_tokens = settings.tokens or rows.n_rows
+        self.per_row = getattr(rows, "tokens_per_row", 1)  # a Lorsa's rows are sequences of tokens
+        self.total_tokens = settings.tokens or rows.n_rows * self.per_row
         self.steps = -(-self.total_tokens // settings.batch_size)
-        self.stream = Stream(rows, settings.seed, settings.buffer_rows)
+        self.stream = Stream(rows, settings.seed, max(1, settings.buffer_rows // self.per_row))
         self.identity = identity(settings, rows.d_in, rows.fingerprint() + label)
 
     def _sample(self) -> torch.Tensor:
         block = next(self.stream.rows_from(0))
-        return block[: self.s.init_rows]
+        return block[: max(1, self.s.init_rows // self.per_row)]
 
     def _start(self) -> tuple[Any, torch.optim.Optimizer, TrainState]:
         s = self.s
@@ -258,7 +271,8 @@ class Run:
         scale = self.job.batch_scale(state.scale) if hasattr(self.job, "batch_scale") else state.scale
         desc = getattr(self.job, "desc", "train")
         bar = tqdm(total=self.steps, initial=state.step, disable=not progress, unit="step", desc=desc)
-        batches = self.stream.batches(s.batch_size, state.step) if state.step < self.steps else iter(())
+        rows = s.batch_size // self.per_row
+        batches = self.stream.batches(rows, state.step) if state.step < self.steps else iter(())
         with bar:
             for batch in batches:
                 step = state.step

@@ -42,7 +42,7 @@ EDITS = {"SIMPLE_ADDITIVE": steer, "ORTHOGONAL_DECOMP": project, "PROJECTION_CAP
 async def steer_completion(body: SteerCompletionRequest, request: Request) -> Any:
     served = request.app.state.served
     prompt = prompts.with_bos(served, body.prompt)
-    plan = _Plan(served, body, prompt, positions="all")
+    plan = Plan(served, body, prompt, positions="all")
     return await _answer(request, plan, lambda outputs: {"outputs": outputs})
 
 
@@ -59,7 +59,7 @@ async def steer_completion_chat(body: SteerCompletionChatRequest, request: Reque
     prompt = prompts.chat(served, body.prompt)
     keep = [i for i, special in enumerate(prompt.special) if not special]
     positions = "all" if body.steer_special_tokens else [*keep, "new"]
-    plan = _Plan(served, body, prompt, positions=positions)
+    plan = Plan(served, body, prompt, positions=positions)
     raw = served.model.tokenizer.decode(prompt.ids.tolist())
     messages = [{"content": m.content, "role": m.role} for m in body.prompt]
 
@@ -78,7 +78,7 @@ async def steer_completion_chat(body: SteerCompletionChatRequest, request: Reque
     return await _answer(request, plan, shape)
 
 
-class _Plan:
+class Plan:
     """A checked steering request: the prompt, the steering hooks, and how to generate."""
 
     def __init__(self, served: Any, body: Any, prompt: prompts.Prompt, positions: Any) -> None:
@@ -210,7 +210,7 @@ def _norm(vector: torch.Tensor, what: str) -> torch.Tensor:
     return norm
 
 
-def _outputs(plan: _Plan, cancel: Cancel, emit: Callable[[list[dict]], None] | None) -> list[dict]:
+def completions(plan: Plan, cancel: Cancel, emit: Callable[[list[dict]], None] | None) -> list[dict]:
     """Every requested output, in the order of ``types``; ``emit`` gets every output so far after each piece."""
     texts = {t: "" for t in plan.body.types}
     done: dict[str, list[dict]] = {}
@@ -237,14 +237,14 @@ def _outputs(plan: _Plan, cancel: Cancel, emit: Callable[[list[dict]], None] | N
     return current()
 
 
-async def _answer(request: Request, plan: _Plan, shape: Callable[[list[dict]], dict]) -> Any:
+async def _answer(request: Request, plan: Plan, shape: Callable[[list[dict]], dict]) -> Any:
     if not plan.body.stream:
-        return shape(await compute(request, lambda cancel: _outputs(plan, cancel, None)))
+        return shape(await compute(request, lambda cancel: completions(plan, cancel, None)))
     engine, cancel = request.app.state.served.engine, Cancel()
     engine.check_room()  # refused now, with a status, rather than in a stream already begun
 
     async def frames() -> AsyncIterator[str]:
-        async for outputs in engine.stream(lambda c, emit: _outputs(plan, c, emit), cancel):
+        async for outputs in engine.stream(lambda c, emit: completions(plan, c, emit), cancel):
             yield f"data: {json.dumps(shape(outputs))}\n\n"
 
     return StreamingResponse(frames(), media_type="text/event-stream")

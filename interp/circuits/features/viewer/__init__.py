@@ -2,17 +2,19 @@
 
 The body, CSS and JavaScript are package data files here (``graph.html``, ``graph.css``, ``graph.js``,
 ``attention.js``, the panel of explained attention edges, ``supernodes.js``, the supernode editor,
-``graphfile.js``, which opens the graph file and saves the page's subgraph into it, and the dashboard's script
-and style from :mod:`interp.sae.dashboards`), inlined into the one page shell (:mod:`interp.report.shell`) with
-the reports' Content-Security-Policy (inline code only, nothing from the network) except that it may read files
-of its own origin when served. The data is the pruned Neuronpedia document plus, per feature
+``graphfile.js``, which opens the graph file and saves the page's subgraph into it, ``live.js`` and
+``live.css``, the live panel of a page a server draws, and the dashboard's script and style from
+:mod:`interp.sae.dashboards`), inlined into the one page shell (:mod:`interp.report.shell`) with the reports'
+Content-Security-Policy (inline code only, nothing from the network) except that it may read files of its own
+origin when served. The data is the pruned Neuronpedia document plus, per feature
 node, the tokens its decoder promotes, its top activating contexts and its dashboard when given, embedded once
 with :func:`interp.report.json_for_script`; the script puts every string in with ``textContent``. The page is
 bounded: at most :data:`MAX_LINKS` links (the strongest) and the nodes they touch, with every token and logit,
 and compact dashboards up to :data:`DASHBOARD_BYTES`. Opened from a file, a clicked feature shows its embedded
 dashboard; served over http (``python -m http.server`` in the graph's folder), it reads the feature's full
 file from ``features/SCAN/``. The file's ``interp`` extension (explained attention, the saved subgraph) is
-embedded with the data.
+embedded with the data. Drawn by ``interp serve`` (:mod:`interp.serve.pages.graphs`), the same page gets a live
+panel (``live.js``): interventions on its nodes and tracing a new graph, through the server.
 """
 
 from __future__ import annotations
@@ -123,16 +125,34 @@ def _add_dashboards(graph: Any, rows: list[int], features: dict[str, dict], fold
                 features[str(other)]["dashboard"] = small
 
 
-def render_viewer(data: dict[str, Any]) -> str:
-    """The complete page for ``data`` (from :func:`viewer_data`)."""
+def render_viewer(
+    data: dict[str, Any], live: Mapping[str, Any] | None = None, live_scripts: Sequence[str] = ()
+) -> str:
+    """The complete page for ``data`` (from :func:`viewer_data`).
+
+    Args:
+        live: what a server offers for this graph (``interp serve``'s pages: whether interventions can run on it
+            and why not, the prompt's ids, its routes and limits), embedded as ``graph-live`` and read by
+            ``live.js``, which adds the live panel (edit the selected node, the pinned ones or a supernode; see
+            the new next token; trace a new graph); ``None``: the offline page, as :meth:`save` writes it.
+        live_scripts: the server's scripts that ``live.js`` uses (its JSON calls, the form that traces a
+            graph), run before it.
+    """
     prompt = str(data["metadata"].get("prompt", ""))
     short = prompt if len(prompt) <= 80 else prompt[:77] + "..."
+    blocks = {DATA_ID: json_for_script(data, digits=4)}
+    scripts = [read_asset("svg.js"), dashboard_asset("dashboard.js"), *(asset(name) for name in SCRIPTS)]
+    css = [asset("graph.css"), dashboard_asset("dashboard.css")]
+    if live is not None:
+        blocks["graph-live"] = json_for_script(dict(live))
+        scripts += [*live_scripts, asset("live.js")]
+        css.append(asset("live.css"))
     return render_shell(
         title=f"Attribution graph: {short}",
         body=fill(asset("graph.html"), {"prompt": escape(prompt)}),
-        css=[asset("graph.css"), dashboard_asset("dashboard.css")],
-        data={DATA_ID: json_for_script(data, digits=4)},
-        scripts=[read_asset("svg.js"), dashboard_asset("dashboard.js"), *(asset(name) for name in SCRIPTS)],
+        css=css,
+        data=blocks,
+        scripts=scripts,
         policy=POLICY,
     )
 

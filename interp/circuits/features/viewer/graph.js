@@ -303,6 +303,6 @@
   draw();
   window.graphViewer = {
     select, togglePin, state: () => state, setState, saveState, draw, subgraphJson, allPinned, subgraphOf, stateOf,
-    label, nodeById, data, hadSavedState: () => hadSavedState, redrawLabels,
+    label, nodeById, data, hadSavedState: () => hadSavedState, redrawLabels, selected: () => selected, kind,
   };
 })();
