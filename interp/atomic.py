@@ -14,13 +14,20 @@ private while its siblings are not.
 Several files that belong together (a graph's tensors, its JSON and its page) are replaced as one with
 :func:`write_together`: every file is written complete beside its target first, then all are renamed in one step
 that Ctrl-C cannot split, in the order given, so that the last one (a record of the set) commits it.
+
+A cache that several processes may build at once (a converted checkpoint, a folder of files, a virtual
+environment) is built by one of them under a file lock (:func:`locked`), while the others wait and then find it
+done: :func:`built_once` builds a folder into a temporary sibling and renames it into place when complete, so
+no process sees a half-built folder or has one removed under it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -99,6 +106,62 @@ def write_together(folder: Path, files: Mapping[str, Callable[[Path], Any]]) -> 
             tmp.unlink(missing_ok=True)
         raise
     fsync_dir(folder)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created, with its folder, if missing) for the block.
+
+    Processes (and threads) that lock the same path run their blocks one at a time; the others wait. The lock
+    is the kernel's (``flock``), so a process that is killed lets go of it.
+
+    Raises:
+        OSError: the lock file cannot be created (a read-only folder).
+    """
+    import fcntl  # POSIX: the only platforms the package runs on
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+COMPLETE = ".complete"
+"""The file a folder built by :func:`built_once` holds once it is whole, with what the builder recorded."""
+
+
+def built_once(target: Path, build: Callable[[Path], Any], *, record: str = "") -> Path:
+    """``target``, a folder that ``build(folder)`` fills, built once however many processes ask at once.
+
+    A complete folder holds :data:`COMPLETE` (with ``record`` in it) and is never built again. Otherwise the
+    caller takes the lock ``TARGET.lock`` (waiting while another process builds), looks again, and builds into
+    a new temporary folder beside ``target``, which it renames to ``target`` once complete. A folder left
+    incomplete by a killed builder is replaced; the temporary folder of a failed build is removed. ``build`` is
+    given the temporary folder: what must name the final place (a virtual environment's scripts) is written
+    with ``target``, the name the folder will have.
+
+    >>> folder = Path(tempfile.mkdtemp()) / "cache"
+    >>> built_once(folder, lambda tmp: (tmp / "data.txt").write_text("built")) == folder
+    True
+    >>> (folder / "data.txt").read_text(), built_once(folder, lambda tmp: 1 / 0) == folder
+    ('built', True)
+    """
+    if (target / COMPLETE).is_file():
+        return target
+    with locked(target.with_name(target.name + ".lock")):
+        if (target / COMPLETE).is_file():
+            return target
+        building = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+        try:
+            build(building)
+            (building / COMPLETE).write_text(record)
+            os.chmod(building, 0o777 & ~umask())  # a new folder's mode, not mkdtemp's private 0700
+            if target.exists():
+                shutil.rmtree(target)  # left incomplete by a builder that was killed
+            building.rename(target)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    return target
 
 
 def _stage(tmp: Path, write: Callable[[Path], Any], sync: bool) -> None:

@@ -3,8 +3,10 @@
 Some reference libraries cannot share the project's test environment: circuit-tracer 0.5.0 pins
 ``transformers<=4.57.3`` while the project tests against a current release. Each one gets a virtual environment
 of its own in the tests' cache folder (the one :mod:`tests.load.llama_cpp` uses), built once with pip (CPU torch
-first, pinned, so no accelerator build is pulled in) and found there on later runs. A test runs the library in a
-subprocess with :func:`python`'s interpreter, passing data through files.
+first, pinned, so no accelerator build is pulled in) and found there on later runs. Test processes that ask for
+one at once build it once, under a file lock, into a temporary folder renamed into place when complete
+(:func:`interp.atomic.built_once`). A test runs the library in a subprocess with :func:`python`'s interpreter,
+passing data through files.
 
 ``scripts/run_tests.sh`` builds them before the suite (``python -m tests.reference_envs``), so that the suite
 itself runs offline; under CI a build that fails fails the run rather than skipping, as for llama.cpp.
@@ -13,13 +15,13 @@ itself runs offline; under CI a build that fails fails the run rather than skipp
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from interp.atomic import built_once
 from tests.load.llama_cpp import cache_root, required
 
 TORCH = "torch==2.13.0"
@@ -67,8 +69,11 @@ class Unavailable(RuntimeError):
 
 def env_dir(name: str) -> Path:
     """Where ``name``'s environment lives; the folder name changes with its requirements."""
-    digest = hashlib.sha256(" ".join((TORCH, *ENVS[name], *NO_DEPS.get(name, ()))).encode()).hexdigest()[:10]
-    return cache_root() / f"venv-{name}-{digest}"
+    return cache_root() / f"venv-{name}-{hashlib.sha256(_pins(name).encode()).hexdigest()[:10]}"
+
+
+def _pins(name: str) -> str:
+    return " ".join((TORCH, *ENVS[name], *NO_DEPS.get(name, ())))
 
 
 def python(name: str) -> Path:
@@ -80,21 +85,26 @@ def python(name: str) -> Path:
     """
     if name not in ENVS:
         raise KeyError(f"no reference environment {name!r}; known: {', '.join(sorted(ENVS))}")
-    target = env_dir(name)
-    if (target / ".complete").is_file():
-        return target / "bin" / "python"
-    # Built where it will live (a venv's scripts name their interpreter by absolute path); ``.complete`` is
-    # written last, so an interrupted build is started again from nothing.
-    shutil.rmtree(target, ignore_errors=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _run([sys.executable, "-m", "venv", str(target)], name)
-    pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    target = built_once(
+        env_dir(name), lambda folder: _build(name, folder, env_dir(name)), record=_pins(name) + "\n"
+    )
+    return target / "bin" / "python"
+
+
+def _build(name: str, folder: Path, target: Path) -> None:
+    """``name``'s environment built in ``folder``, to be renamed to ``target``: the paths of ``folder`` that its
+    scripts hold (``bin/activate``, the ``#!`` lines of ``pip`` and other entry points) are made ``target``'s."""
+    _run([sys.executable, "-m", "venv", str(folder)], name)
+    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     _run([*pip, TORCH], name)
     _run([*pip, *ENVS[name]], name)
     if name in NO_DEPS:
         _run([*pip, "--no-deps", *NO_DEPS[name]], name)
-    (target / ".complete").write_text(" ".join((TORCH, *ENVS[name], *NO_DEPS.get(name, ()))) + "\n")
-    return target / "bin" / "python"
+    for script in (folder / "bin").iterdir():
+        if script.is_file() and not script.is_symlink():
+            data = script.read_bytes()
+            if str(folder).encode() in data:
+                script.write_bytes(data.replace(str(folder).encode(), str(target).encode()))
 
 
 def require(name: str) -> Path:

@@ -104,3 +104,74 @@ def test_ctrl_c_during_the_renames_waits_until_the_last_one(tmp_path, monkeypatc
     assert renamed == ["a", "b"]
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"a": "1", "b": "2"}
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
+
+
+BUILDER = """
+import importlib.util, os, sys, time
+from pathlib import Path
+
+spec = importlib.util.spec_from_file_location("atomic", sys.argv[1])  # atomic.py alone, without the package
+atomic = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(atomic)
+target, log, name = Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+(log.parent / f"ready-{name}").write_text("")
+while len(list(log.parent.glob("ready-*"))) < 2:  # both builders ask at the same moment
+    time.sleep(0.005)
+
+
+def build(folder):
+    with log.open("a") as f:
+        f.write(f"built by {name}\\n")
+    (folder / "half.bin").write_text("half")
+    time.sleep(0.5)  # the other builder asks while this one is half way
+    (folder / "whole.bin").write_text(name)
+
+
+print(sorted(p.name for p in atomic.built_once(target, build, record=name).iterdir()))
+"""
+
+
+def test_two_processes_racing_to_build_a_folder_build_it_once(tmp_path):
+    """Two processes (as two pytest workers) ask for the same cache folder at the same moment: one builds it, the
+    other waits for it and finds it complete; nothing but the folder and its lock is left beside it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "builder.py"
+    script.write_text(BUILDER)
+    target, log = tmp_path / "cache" / "folder", tmp_path / "log"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, str(script), atomic.__file__, str(target), str(log), name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    outputs = [racer.communicate(timeout=60) for racer in racers]
+    assert [racer.returncode for racer in racers] == [0, 0], outputs
+    assert [out for out, _ in outputs] == ["['.complete', 'half.bin', 'whole.bin']\n"] * 2
+    (builder,) = log.read_text().splitlines()  # one build, not two
+    name = builder.removeprefix("built by ")
+    assert (target / "whole.bin").read_text() == (target / atomic.COMPLETE).read_text() == name
+    assert sorted(p.name for p in target.parent.iterdir()) == ["folder", "folder.lock"]
+    assert target.stat().st_mode & 0o777 == 0o777 & ~atomic.umask()  # not the temporary folder's 0700
+
+
+def test_a_folder_left_incomplete_is_replaced_and_a_failed_build_leaves_nothing(tmp_path):
+    target = tmp_path / "folder"
+    target.mkdir()
+    (target / "half.bin").write_text("x")  # a builder killed before it finished (the layout older runs left)
+    assert atomic.built_once(target, lambda folder: (folder / "whole.bin").write_text("y")) == target
+    assert sorted(p.name for p in target.iterdir()) == [".complete", "whole.bin"]
+    assert atomic.built_once(target, lambda folder: pytest.fail("a complete folder is built again")) == target
+
+    def failing(folder):
+        (folder / "part.bin").write_text("z")
+        raise OSError("disk full")
+
+    other = tmp_path / "other"
+    with pytest.raises(OSError, match="disk full"):
+        atomic.built_once(other, failing)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "folder.lock", "other.lock"]

@@ -16,7 +16,7 @@ import torch
 from interp import from_hf
 from interp.load import load
 from interp.load.packaged import packaged_path
-from tests.load.builders import hf_from_gguf, needs_smollm
+from tests.load.builders import hf_from_gguf_cached, needs_smollm
 from tests.load.families import WINDOW, build
 
 VOCAB = 97
@@ -123,17 +123,23 @@ def smollm():
 
 @pytest.fixture(scope="module")
 def hf_smollm():
-    return hf_from_gguf(packaged_path("smollm2-135m"))
+    return hf_from_gguf_cached(packaged_path("smollm2-135m"))
+
+
+@pytest.fixture(scope="module")
+def alone(smollm):
+    """Each text generated alone, once for the tests that compare with it (generation is deterministic)."""
+    return {text: smollm.generate(text, 24) for text in TEXTS}
 
 
 @pytest.mark.slow
 @needs_smollm
 @pytest.mark.parametrize("text", TEXTS)
-def test_smollm_single_prompts_match_transformers(smollm, hf_smollm, text):
+def test_smollm_single_prompts_match_transformers(smollm, hf_smollm, alone, text):
     eos, pad = smollm.tokenizer.eos_id, smollm.tokenizer.pad_id
     ids, mask = smollm.to_tokens(text)
     theirs = _hf_generate(hf_smollm, ids, mask, 24, eos=eos, pad=pad)
-    ours = smollm.generate(text, 24)
+    ours = alone[text]
     assert torch.equal(ours.tokens, theirs[:, : ours.tokens.shape[1]])
     if theirs.shape[1] > ours.tokens.shape[1]:  # transformers pads after the EOS; interp stops there
         assert (theirs[:, ours.tokens.shape[1] :] == pad).all()
@@ -141,7 +147,7 @@ def test_smollm_single_prompts_match_transformers(smollm, hf_smollm, text):
 
 @pytest.mark.slow
 @needs_smollm
-def test_smollm_left_padded_batch_matches_transformers(smollm, hf_smollm):
+def test_smollm_left_padded_batch_matches_transformers(smollm, hf_smollm, alone):
     eos, pad = smollm.tokenizer.eos_id, smollm.tokenizer.pad_id
     ids, mask = smollm.to_tokens(TEXTS, padding_side="left")
     assert len(set(mask.sum(-1).tolist())) == len(TEXTS)  # different lengths
@@ -150,6 +156,5 @@ def test_smollm_left_padded_batch_matches_transformers(smollm, hf_smollm):
     width = ours.tokens.shape[1]
     assert torch.equal(ours.tokens[ours.mask.bool()], theirs[:, :width][ours.mask.bool()])
     for row, text in enumerate(TEXTS):
-        alone = smollm.generate(text, 24)
-        assert alone.new_tokens[0] == ours.new_tokens[row]
-        assert alone.text[0] == ours.text[row]
+        assert alone[text].new_tokens[0] == ours.new_tokens[row]
+        assert alone[text].text[0] == ours.text[row]

@@ -136,3 +136,67 @@ def test_no_test_swallows_an_exception():
         for line in _swallowing_handlers(path.read_text())
     }
     assert found == set(), f"an except that only passes hides a failure: {sorted(found)}"
+
+
+SHARING = """
+import pytest
+
+
+@pytest.fixture(scope="module")
+def model():
+    return object()
+
+
+def test_one(model):
+    pass
+
+
+def test_two(model):
+    pass
+
+
+@pytest.mark.xdist_group("torchrun")
+def test_own_group(model):
+    pass
+
+
+def test_alone(tmp_path):
+    pass
+"""
+
+GROUPS = """
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    with open("groups.txt", "w") as out:
+        for item in items:
+            marks = [m.args[0] for m in item.iter_markers("xdist_group")]
+            out.write(f"{item.name} {marks}\\n")
+"""
+
+
+def test_a_module_sharing_a_fixture_is_one_unit_of_work_under_loadgroup(tmp_path):
+    """Tests that share a module-scoped fixture join their module's xdist group (one worker builds it once); a
+    test with a group of its own keeps it, and a test that shares nothing stays a unit of its own."""
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "group_probe.py").write_text(GROUPS)
+    (tmp_path / "conftest.py").write_text(
+        "from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n"
+    )
+    (tmp_path / "test_sharing.py").write_text(SHARING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(plugin)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "--dist", "loadgroup",
+         "-p", "group_probe", str(tmp_path)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "groups.txt").read_text().splitlines() == [
+        "test_one ['test_sharing.py']",
+        "test_two ['test_sharing.py']",
+        "test_own_group ['torchrun']",
+        "test_alone []",
+    ]

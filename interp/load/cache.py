@@ -8,27 +8,33 @@ in the header) and read back as the same view, so the model takes the tensors ov
 Hashing 100 MB takes a fraction of a second, still too long to repeat on each load, so digests are
 remembered by (path, size, mtime). Files are written under a temporary name and renamed, so a reader never
 sees half an entry; a damaged entry is deleted and rebuilt; a cache that cannot be written only warns.
+Processes that load the same file at once convert it once: :func:`converted` converts under a file lock beside
+the entry, and the others wait for it, then read the entry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from interp.atomic import write_atomic
+from interp.atomic import locked, write_atomic
 from interp.config import TransformerConfig
 from interp.load.assign import inverse_order, storage_order
 from interp.tokens import Tokenizer
 
 FORMAT = "3"  # 2: tensors stored in their memory order, so loading assigns them without a copy; 3: the chat template
 _CHUNK = 1 << 20
+
+Entry = tuple[TransformerConfig, dict[str, torch.Tensor], Tokenizer]
 
 
 def cache_dir() -> Path:
@@ -53,11 +59,13 @@ def file_sha256(path: Path) -> str:
     with path.open("rb") as f:
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
-    digests[key] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest.hexdigest()}
     try:
-        _write_atomic(
-            digests_path, lambda tmp: tmp.write_text(json.dumps(digests, indent=1), encoding="utf-8")
-        )
+        with locked(digests_path.with_name(digests_path.name + ".lock")):  # no process's digests lost
+            digests = _read_digests(digests_path)
+            digests[key] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest.hexdigest()}
+            _write_atomic(
+                digests_path, lambda tmp: tmp.write_text(json.dumps(digests, indent=1), encoding="utf-8")
+            )
     except OSError as err:
         warnings.warn(f"could not record a file digest in {digests_path}: {err}", stacklevel=2)
     return digest.hexdigest()
@@ -68,7 +76,32 @@ def entry_path(digest: str) -> Path:
     return cache_dir() / "checkpoints" / f"{digest}-v{FORMAT}.safetensors"
 
 
-def read_entry(digest: str) -> tuple[TransformerConfig, dict[str, torch.Tensor], Tokenizer] | None:
+def converted(digest: str, convert: Callable[[], Entry]) -> Entry:
+    """The entry of ``digest``: read from the cache, else ``convert()``-ed and stored.
+
+    The conversion runs under the lock ``ENTRY.lock``: a process that asks meanwhile waits, then reads what the
+    first one stored, instead of converting the same file again. Where the lock cannot be taken (a read-only
+    cache) it converts without one, and warns.
+    """
+    if (cached := read_entry(digest)) is not None:
+        return cached
+    path = entry_path(digest)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(locked(path.with_name(path.name + ".lock")))
+        except OSError as err:
+            warnings.warn(
+                f"could not lock the checkpoint cache {path}: {err}; converting unlocked", stacklevel=2
+            )
+            return convert()
+        if (cached := read_entry(digest)) is not None:
+            return cached
+        entry = convert()
+        write_entry(digest, *entry)
+        return entry
+
+
+def read_entry(digest: str) -> Entry | None:
     """The cached ``(config, state dict, tokenizer)``, or ``None`` if absent (or damaged, then deleted)."""
     path = entry_path(digest)
     if not path.is_file():

@@ -104,11 +104,14 @@ def _from_folder(folder: Path) -> Checkpoint:
 
 
 def _from_gguf(path: Path, use_cache: bool) -> Checkpoint:
-    digest = cache.file_sha256(path) if use_cache else None
-    if digest is not None and (cached := cache.read_entry(digest)) is not None:
-        cfg, state, tokenizer = cached
-        tokenizer.name = str(path)
-        return cfg, state, tokenizer
+    if not use_cache:
+        return _convert_gguf(path)
+    cfg, state, tokenizer = cache.converted(cache.file_sha256(path), lambda: _convert_gguf(path))
+    tokenizer.name = str(path)
+    return cfg, state, tokenizer
+
+
+def _convert_gguf(path: Path) -> Checkpoint:
     file = GGUFFile(path)
     hf, tensors = gguf_family_for(file.architecture, str(path)).from_gguf(file)
     family = family_for(hf.model_type, hf.source)  # a llama file with experts is a Mixtral
@@ -116,8 +119,6 @@ def _from_gguf(path: Path, use_cache: bool) -> Checkpoint:
     check_state_dict(state, cfg, str(path))
     tokenizer = gguf_tokenizer(file, n_ctx=cfg.n_ctx)
     _check_vocab(tokenizer, cfg, str(path))
-    if digest is not None:
-        cache.write_entry(digest, cfg, state, tokenizer)
     return cfg, state, tokenizer
 
 

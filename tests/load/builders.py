@@ -8,8 +8,10 @@ sentences.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import gguf
@@ -241,3 +243,35 @@ def hf_from_gguf(path: Path) -> torch.nn.Module:
     assert set(result.missing_keys) <= {"lm_head.weight"} and not result.unexpected_keys, result
     model.tie_weights()
     return model.eval()
+
+
+def hf_from_gguf_cached(path: Path) -> torch.nn.Module:
+    """:func:`hf_from_gguf`, whose dequantization of a packaged model takes 20 s of CPU, read once and kept in
+    the tests' cache (:func:`transformers_reading`)."""
+    from safetensors.torch import load_model, save_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    def read(folder: Path) -> None:
+        model = hf_from_gguf(path)
+        model.config.save_pretrained(folder)
+        save_model(model, str(folder / "model.safetensors"))
+
+    target = transformers_reading(path, "model", read)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(target))
+    load_model(model, str(target / "model.safetensors"))
+    return model.eval()
+
+
+def transformers_reading(path: Path, what: str, write: Callable[[Path], object]) -> Path:
+    """A folder in the tests' cache that ``write(folder)`` fills with ``transformers``' reading of the GGUF file
+    ``path`` (``what``: its model, its tokenizer), keyed by the file's bytes and by the ``transformers`` and
+    ``gguf`` versions that read it, and written once however many test processes ask at once
+    (:func:`interp.atomic.built_once`): a 49,152-token vocabulary takes ``transformers`` many seconds to read."""
+    from interp.atomic import built_once
+    from interp.load.cache import file_sha256
+    from tests.load.llama_cpp import cache_root
+
+    versions = (
+        f"transformers-{importlib.metadata.version('transformers')}-gguf-{importlib.metadata.version('gguf')}"
+    )
+    return built_once(cache_root() / f"hf-{what}-{path.stem}-{file_sha256(path)[:10]}-{versions}", write)

@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from interp.atomic import COMPLETE
 from tests.load import families
-from tests.load.builders import CORPUS, mxfp4_experts
+from tests.load.builders import CORPUS, mxfp4_experts, transformers_reading
 
 transformers = pytest.importorskip("transformers")
 
@@ -89,13 +90,20 @@ def reference(name: str, built: torch.nn.Module, folder: Path) -> torch.nn.Modul
 
 
 def smollm_tokenizer(folder: Path) -> Path:
-    """SmolLM2's tokenizer as ``transformers`` reads it from the packaged GGUF, saved to ``folder``."""
+    """SmolLM2's tokenizer as ``transformers`` reads it from the packaged GGUF, saved to ``folder`` (the reading
+    is kept in the tests' cache: :func:`tests.load.builders.transformers_reading`)."""
     from interp.load.packaged import packaged_path
 
     path = packaged_path("smollm2-135m")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    tokenizer.save_pretrained(folder)
-    (folder / "chat_template.jinja").unlink(missing_ok=True)
+
+    def read(into: Path) -> None:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        tokenizer.save_pretrained(into)
+        (into / "chat_template.jinja").unlink(missing_ok=True)
+
+    shutil.copytree(
+        transformers_reading(path, "tokenizer", read), folder, ignore=shutil.ignore_patterns(COMPLETE)
+    )
     return folder
 
 

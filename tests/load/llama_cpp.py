@@ -3,8 +3,10 @@
 The converter (``convert_hf_to_gguf.py`` with its ``conversion/`` package and its own ``gguf-py``) ships inside
 the llama-cpp-python source distribution. :func:`converter_dir` fetches the pinned release once with pip
 (checked against its sha256), keeps only those three parts in a cache folder, and returns it; later runs find
-it there and need no network. ``scripts/run_tests.sh`` runs this module first (``python -m tests.load.llama_cpp``)
-so that the suite itself runs offline; under CI a fetch that fails fails the run rather than skipping.
+it there and need no network. Test processes that ask at once fetch it once, under a file lock, into a temporary
+folder renamed into place when complete (:func:`interp.atomic.built_once`). ``scripts/run_tests.sh`` runs this
+module first (``python -m tests.load.llama_cpp``) so that the suite itself runs offline; under CI a fetch that
+fails fails the run rather than skipping.
 
 Where: ``$INTERP_TEST_CACHE``, else ``$XDG_CACHE_HOME/interp-tests``, else ``~/.cache/interp-tests``. A copy of
 the sdist already on disk can be named with ``INTERP_LLAMA_CPP_SDIST`` instead of fetching it.
@@ -17,12 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
+
+from interp.atomic import built_once
 
 VERSION = "0.3.36"
 SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
@@ -49,20 +52,13 @@ def converter_dir() -> Path:
         Unavailable: it is not cached and cannot be fetched.
     """
     target = cache_root() / f"llama-cpp-python-{VERSION}"
-    if (target / ".complete").is_file():
-        return target
+    record = f"llama-cpp-python {VERSION} sha256 {SHA256}\n"
+    return built_once(target, _fetch, record=record)  # one fetch, however many test processes ask at once
+
+
+def _fetch(into: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        sdist = _sdist(Path(tmp))
-        staging = Path(tempfile.mkdtemp(dir=_parent(target), prefix=".staging-"))
-        try:
-            _extract(sdist, staging)
-            (staging / ".complete").write_text(f"llama-cpp-python {VERSION} sha256 {SHA256}\n")
-            if not (target / ".complete").is_file():
-                shutil.rmtree(target, ignore_errors=True)
-                os.replace(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
+        _extract(_sdist(Path(tmp)), into)
 
 
 def convert(pairs: list[tuple[Path, Path]], timeout: float = 900) -> None:
@@ -84,11 +80,6 @@ def convert(pairs: list[tuple[Path, Path]], timeout: float = 900) -> None:
     )
     if result.returncode != 0:
         raise RuntimeError(f"llama.cpp's converter failed ({result.returncode}):\n{result.stderr[-4000:]}")
-
-
-def _parent(target: Path) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return target.parent
 
 
 def _sdist(tmp: Path) -> Path:

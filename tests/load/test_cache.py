@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 import torch
@@ -97,3 +99,36 @@ def test_cached_tensors_keep_their_memory_layout(cache_dir, gguf_path):
     for name, tensor in state.items():
         assert cached[name].stride() == tensor.stride(), name
         assert torch.equal(cached[name], tensor), name
+
+
+def test_two_loads_at_once_convert_once(cache_dir, gguf_path, monkeypatch):
+    """Two callers (threads here; pytest's workers are processes, and the lock is the kernel's either way) load
+    one GGUF file at the same moment into an empty cache: one converts, the other waits and reads its entry."""
+    conversions, both_asked = [], threading.Barrier(2)
+    convert = checkpoint._convert_gguf
+
+    def slow_convert(path):
+        conversions.append(path)
+        time.sleep(0.5)  # the other caller asks while this one converts
+        return convert(path)
+
+    monkeypatch.setattr(checkpoint, "_convert_gguf", slow_convert)
+    cache.file_sha256(gguf_path)  # remembered first, so both callers reach the entry at once
+    loaded = {}
+
+    def load(name):
+        both_asked.wait(timeout=30)
+        loaded[name] = load_checkpoint(gguf_path)
+
+    callers = [threading.Thread(target=load, args=(name,)) for name in ("a", "b")]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(timeout=60)
+    assert len(conversions) == 1
+    (a_cfg, a_state, _), (b_cfg, b_state, _) = loaded["a"], loaded["b"]
+    assert a_cfg == b_cfg and a_state.keys() == b_state.keys()
+    for name in a_state:
+        assert torch.equal(a_state[name], b_state[name]), name
+    entry = cache.entry_path(cache.file_sha256(gguf_path))
+    assert sorted(p.name for p in entry.parent.iterdir()) == [entry.name, entry.name + ".lock"]

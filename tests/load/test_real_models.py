@@ -14,7 +14,7 @@ import torch
 from interp.load import load, load_checkpoint
 from interp.load.gguf_hf import permute_rotary_rows
 from interp.load.packaged import packaged_path
-from tests.load.builders import SEED, hf_from_gguf, needs_minilm, needs_smollm
+from tests.load.builders import SEED, hf_from_gguf_cached, needs_minilm, needs_smollm
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,7 @@ def smollm():
 
 @pytest.fixture(scope="module")
 def hf_smollm():
-    return hf_from_gguf(packaged_path("smollm2-135m"))
+    return hf_from_gguf_cached(packaged_path("smollm2-135m"))
 
 
 @pytest.fixture(scope="module")

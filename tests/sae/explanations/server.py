@@ -5,8 +5,9 @@ transformers will not save a GGUF-quantized model), so the file is written out o
 with interp's own GGUF reader: the ``config.json`` and tensors in Hugging Face's names that
 :func:`interp.load` reads them through, the tokenizer as ``tokenizer.json`` with the file's chat template. The
 folder is kept in the tests' cache, named by the GGUF file's hash. Test processes running at once (pytest's
-workers) share it: :func:`built_once` writes it under a file lock, into a temporary folder beside it that is
-renamed into place when complete, so a process never sees a half-written folder nor has one removed under it.
+workers) share it: :func:`interp.atomic.built_once` writes it under a file lock, into a temporary folder beside
+it that is renamed into place when complete, so a process never sees a half-written folder nor has one removed
+under it.
 
 The server runs as a child process bound to ``127.0.0.1`` on a free port, offline, with the model preloaded;
 :func:`serve` waits for its health check, yields its URL, and stops it (terminate, then kill) at the end.
@@ -15,20 +16,18 @@ The server runs as a child process bound to ``127.0.0.1`` on a free port, offlin
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
+from interp.atomic import built_once
 from interp.load.cache import file_sha256
 from interp.load.families import gguf_family_for
 from interp.load.gguf_file import GGUFFile
@@ -45,33 +44,6 @@ def hf_folder(name: str = "smollm2-135m") -> Path:
     gguf = packaged_path(name)
     target = cache_root() / f"hf-{name}-{file_sha256(gguf)[:10]}"
     return built_once(target, lambda folder: _write_hf_folder(gguf, folder))
-
-
-def built_once(target: Path, write: Callable[[Path], object]) -> Path:
-    """``target``, written by ``write(folder)`` once however many processes ask at the same time.
-
-    A complete folder holds a ``.complete`` file and is never written again. Otherwise the caller takes the lock
-    ``TARGET.lock`` (waiting while another process writes), looks again, and writes into a new temporary folder
-    beside ``target``, which it renames to ``target`` once complete; a folder left incomplete by a killed writer
-    is replaced, and the temporary folder of a failed write removed.
-    """
-    if (target / ".complete").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.with_name(target.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if (target / ".complete").is_file():
-            return target
-        building = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-        try:
-            write(building)
-            (building / ".complete").write_text("")
-            if target.exists():
-                shutil.rmtree(target)  # left incomplete by a writer that was killed
-            building.rename(target)
-        finally:
-            shutil.rmtree(building, ignore_errors=True)
-    return target
 
 
 def _write_hf_folder(gguf: Path, target: Path) -> None:

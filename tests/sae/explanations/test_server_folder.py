@@ -75,23 +75,3 @@ def test_two_callers_at_once_build_the_folder_once_and_never_see_it_half_written
         "tokenizer_config.json",
     ]  # fmt: skip
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name, target.name + ".lock"]
-
-
-def test_a_folder_left_incomplete_is_replaced_and_a_failed_write_leaves_nothing(tmp_path):
-    target = tmp_path / "folder"
-    target.mkdir()
-    (target / "half.bin").write_text("x")  # a writer killed before it finished (the layout older runs left)
-    assert server.built_once(target, lambda folder: (folder / "whole.bin").write_text("y")) == target
-    assert sorted(p.name for p in target.iterdir()) == [".complete", "whole.bin"]
-    assert (
-        server.built_once(target, lambda folder: pytest.fail("a complete folder is written again")) == target
-    )
-
-    def failing(folder):
-        (folder / "part.bin").write_text("z")
-        raise OSError("disk full")
-
-    other = tmp_path / "other"
-    with pytest.raises(OSError, match="disk full"):
-        server.built_once(other, failing)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "folder.lock", "other.lock"]
