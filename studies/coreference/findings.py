@@ -1,6 +1,7 @@
 """What the coreference report leads with: one line per question the study asks, linked to its evidence.
 
-For each data set: does the model resolve the pronoun (the primary metric, partial scoring, against chance),
+For each data set: is the model's preference moved by the switch word (switch sensitivity, with its bias
+apart: the primary measure), does it resolve the pronoun (partial scoring's accuracy, against chance),
 which heads carry the referent on held-out schemas, what patching them recovers, and where a probe reads the
 referent; then what was not found. Each line comes from the same tables the sections show, so the summary
 cannot say more than the sections do.
@@ -19,6 +20,8 @@ def add_findings(report: Report, model: str, results: Sequence[Any], causal: boo
     """Add the report's "What we found" lines (see the module docstring)."""
     for result in results:
         a, label = result.analysis, result.name
+        if a.get("switch"):
+            report.add_finding(_switch(a["switch"], model, label, result.kind), f"Behaviour: {label}")
         if "behaviour" in a:
             report.add_finding(_behaviour(a["behaviour"], model, label, result.kind), f"Behaviour: {label}")
         heads = a.get("heads")
@@ -49,6 +52,14 @@ def add_findings(report: Report, model: str, results: Sequence[Any], causal: boo
             "model's activations are identical across twins, so nothing there can carry the referent.",
             "The seed's picture",
         )
+
+
+def _switch(summaries: dict, model: str, label: str, kind: str) -> str:
+    """The primary line: the switch sensitivity and bias of the primary scoring (resolution) or of all prompts
+    (agreement), in the words of :meth:`~studies.data.switch.SwitchSummary.verdict`."""
+    name = LABELS[PRIMARY] if kind == "resolution" else next(iter(summaries))
+    summary = summaries.get(name) or next(iter(summaries.values()))
+    return f"{label} ({name}): {summary.verdict(model)}"
 
 
 def _behaviour(table: Any, model: str, label: str, kind: str) -> str:

@@ -191,6 +191,8 @@ def summarise(
         raise ValueError("no twin pairs to summarise; switch sensitivity needs at least one pair")
     if groups is not None and len(groups) != len(pairs):
         raise ValueError(f"groups has {len(groups)} labels for {len(pairs)} pairs; give one per pair")
+    if groups is not None and len(set(map(str, groups))) == len(groups):
+        groups = None  # one pair per group: the same test, counted in pairs
     sens = np.array([p.sensitivity for p in pairs])  # [pair]
     bias = np.array([p.bias for p in pairs])
     both = sum(p.right_both for p in pairs)
