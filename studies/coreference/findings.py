@@ -26,7 +26,9 @@ def add_findings(report: Report, model: str, results: Sequence[Any], causal: boo
             report.add_finding(_behaviour(a["behaviour"], model, label, result.kind), f"Behaviour: {label}")
         heads = a.get("heads")
         if heads is not None and len(heads):
-            report.add_finding(_heads(heads, label, blind_queries(a.get("twins"))), f"Attention: {label}")
+            line = _heads(heads, label, blind_queries(a.get("twins")))
+            extra = sensitivity_line(heads)
+            report.add_finding(line + (" " + extra if extra else ""), f"Attention: {label}")
         exact = a.get("z_exact")
         if exact is not None and len(exact):
             top = exact.iloc[0]
@@ -97,6 +99,25 @@ def _heads(heads: Any, label: str, blind: Sequence[str] = ()) -> str:
 
 
 INTERVAL = "interval over held-out schemas, twins together"
+
+
+def sensitivity_line(heads: Any) -> str:
+    """The selected heads' switch sensitivity in words, as the summary and the section say it: how many tests
+    are sensitive after Holm, and the most sensitive head (empty without the columns: no twin pairs)."""
+    if "sens_p_holm" not in heads:
+        return ""
+    tested = heads[heads["sens_p_holm"].notna()]
+    if not len(tested):
+        return ""
+    sensitive = tested[tested["sensitive"].astype(bool)]
+    top = tested.loc[tested["sens"].idxmax()]
+    return (
+        f"Switch sensitivity of the same heads' attention on the held-out twin pairs (mass on each twin's "
+        f"referent minus mass on the other candidate, summed over a pair; 0 is none): {len(sensitive)} of "
+        f"{len(tested)} tests sensitive (Holm p < 0.05 over them and the interval above 0); the largest, "
+        f"{head_name(top)} from {top['query']} ({top['by']}), {top['sens']:+.3f} [{top['sens_low']:+.3f}, "
+        f"{top['sens_high']:+.3f}] over {int(top['sens_pairs'])} pairs (Holm p = {top['sens_p_holm']:.2g})."
+    )
 
 
 def head_counts(heads: Any) -> str:

@@ -16,6 +16,7 @@ from studies.coreference.findings import (
     head_counts,
     head_name,
     lead_head,
+    sensitivity_line,
 )
 from studies.coreference.measure import BY
 from studies.coreference.picture import SEED
@@ -229,9 +230,11 @@ def _attention_section(report: Report, result, out: dict) -> None:
     if a.get("heads_skipped"):
         report.add_text(f"No held-out head test: {a['heads_skipped']}.")
     if len(heads):
-        report.add_text(
-            _heads_text(heads, blind_queries(a.get("twins")), result.measured and "final" in result.queries)
+        text = _heads_text(
+            heads, blind_queries(a.get("twins")), result.measured and "final" in result.queries
         )
+        extra = sensitivity_line(heads)
+        report.add_text(text + ("\n\n" + extra if extra else ""))
     if "twins" in a:
         lines = []
         for query, d in a["twins"].items():

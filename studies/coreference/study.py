@@ -254,7 +254,9 @@ def analyse(
     right, margin = attention.picks(measured, targets)
     out["head_accuracy"] = attention.head_accuracy(right)
     with step(f"{label}: testing heads on held-out schemas", study="coreference", enabled=progress):
-        out["heads"], out["heads_skipped"] = held_out_heads(items, right, margin, queries, config)
+        out["heads"], out["heads_skipped"] = held_out_heads(
+            items, right, margin, queries, config, pairing.comparable if kind == "resolution" else ()
+        )  # agreement twins share the antecedent's position: no referent to switch between
     if kind == "resolution":
         out["twins"] = {
             q: attention.twin_difference(measured, pairing.comparable, pairing.aligned, qi, q)
