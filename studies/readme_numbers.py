@@ -9,10 +9,10 @@ The convention, in the README's Markdown (HTML comments, so a rendered page show
   (``0.72 [0.67, 0.77]``) or an interval alone (``[0.67, 0.77]``).
 - ``POINTER`` is a path into the file: keys separated by ``/`` (``results/winograd/switch/partial
   scoring/sensitivity``), a list index (``heads/0``), ``[field=value]`` for the first row of a list whose
-  ``field`` is ``value`` (``behaviour[method=partial scoring]``), and a last part ``{a,b,c}`` for several keys
-  of one row (``{accuracy,ci_low,ci_high}``); a key's own ``/`` is written ``~1`` (and ``~`` as ``~0``), as
-  in a JSON pointer. A test result (``estimate`` and ``interval.ci``) and an interval
-  (``mean`` and ``ci``) stand for their three numbers.
+  ``field`` is ``value`` (``behaviour[method=partial scoring]``; several, ``[d_k=1024][scaled=True]``), and a
+  last part ``{a,b,c}`` for several keys of one row (``{accuracy,ci_low,ci_high}``); a key's own ``/`` is
+  written ``~1`` (and ``~`` as ``~0``), as in a JSON pointer. A test result (``estimate`` and ``interval.ci``)
+  and an interval (``mean`` and ``ci``) stand for their three numbers.
 
 A written number matches when it is the value rounded to the digits written (a percentage is the value times
 100). Inside a results region every number with a decimal point must carry a pointer (integers and percentages
@@ -38,7 +38,8 @@ FILE = re.compile(r"<!--\s*results:\s*(.*?)\s*-->")
 END = re.compile(r"<!--\s*/results\s*-->")
 DECIMAL = re.compile(rf"(?<![\w.]){NUMBER}(?![\w])")
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
-ROW = re.compile(r"^(\w+)\[(\w+)=(.*)\]$")
+ROW = re.compile(r"^([^\[]+)((?:\[[^\]=]+=[^\]]*\])+)$")
+CONDITION = re.compile(r"\[([^\]=]+)=([^\]]*)\]")
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ def resolve(data: Any, pointer: str) -> list[Any]:
 
     >>> resolve({"t": [{"m": "x", "a": 1, "b": 2}]}, "t[m=x]/{a,b}")
     [1, 2]
+    >>> resolve({"t": [{"d": 4, "s": False, "a": 1}, {"d": 4, "s": True, "a": 2}]}, "t[d=4][s=True]/a")
+    [2]
 
     Raises:
         KeyError: a part of the pointer is not there (the message says which).
@@ -71,11 +74,13 @@ def resolve(data: Any, pointer: str) -> list[Any]:
         where = "/".join(parts[: i + 1])
         row = ROW.match(part)
         if row is not None:
-            key, field, value = row.groups()
-            rows = _step(node, key, where)
-            found = [r for r in rows if isinstance(r, dict) and str(r.get(field)) == value]
+            rows = _step(node, row.group(1), where)
+            conditions = CONDITION.findall(row.group(2))
+            found = [
+                r for r in rows if isinstance(r, dict) and all(str(r.get(f)) == v for f, v in conditions)
+            ]
             if not found:
-                raise KeyError(f"{where}: no row with {field} = {value!r}")
+                raise KeyError(f"{where}: no row with {' and '.join(f'{f} = {v!r}' for f, v in conditions)}")
             node = found[0]
         else:
             node = _step(node, part, where)
