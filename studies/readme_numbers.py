@@ -67,8 +67,11 @@ def resolve(data: Any, pointer: str) -> list[Any]:
     """
     parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.strip("/").split("/") if p]
     if parts and parts[-1].startswith("{") and parts[-1].endswith("}"):
-        last = [k.strip() for k in parts[-1][1:-1].split(",")]
-        return [resolve(data, "/".join([*parts[:-1], k]))[0] for k in last]
+        return [_walk(data, [*parts[:-1], k.strip()]) for k in parts[-1][1:-1].split(",")]
+    return [_walk(data, parts)]
+
+
+def _walk(data: Any, parts: list[str]) -> Any:
     node = data
     for i, part in enumerate(parts):
         where = "/".join(parts[: i + 1])
@@ -84,7 +87,7 @@ def resolve(data: Any, pointer: str) -> list[Any]:
             node = found[0]
         else:
             node = _step(node, part, where)
-    return [node]
+    return node
 
 
 def _step(node: Any, part: str, where: str) -> Any:
