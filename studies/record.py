@@ -28,7 +28,8 @@ from interp.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent
 MAX_LIST = 64
-"""Lists longer than this (per-item records, per-layer curves, whole tables) are left out of the file."""
+"""Lists longer than this (per-item records, per-layer curves, whole tables), and arrays of more numbers, are left
+out of the file."""
 MAX_BYTES = 400_000
 """A results file larger than this is refused: the numbers a README cites fit in far less."""
 PLACEHOLDERS = {"--out": "DIR", "--work": "CACHE"}
@@ -66,7 +67,7 @@ def pruned(value: Any, where: str = "") -> Any:
     if isinstance(value, dict):
         out = {}
         for key, member in value.items():
-            if isinstance(member, list) and len(member) > MAX_LIST:
+            if _long(member):
                 continue
             out[key] = pruned(member, f"{where}/{key}")
         return out
@@ -81,7 +82,16 @@ def pruned(value: Any, where: str = "") -> Any:
 
 
 def _long(value: Any) -> bool:
-    return isinstance(value, list) and len(value) > MAX_LIST
+    """A list of more than :data:`MAX_LIST` members, or an array (lists in a list) of more numbers than that."""
+    if not isinstance(value, list):
+        return False
+    if len(value) > MAX_LIST:
+        return True
+    return any(isinstance(x, list) for x in value) and _leaves(value) > MAX_LIST
+
+
+def _leaves(value: Any) -> int:
+    return sum(_leaves(x) for x in value) if isinstance(value, list) else 1
 
 
 def results_file(report: Path | str) -> dict[str, Any]:
