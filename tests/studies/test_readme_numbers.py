@@ -68,6 +68,7 @@ RESULTS = {
         "edges": 1349,
         "gap": 3.31e-6,
         "ratio / 2": 0.5,
+        "a/b": {"x": 1.5, "low": 1.25, "high": 2.5},
     },
 }
 
@@ -88,7 +89,7 @@ GOOD = (
     "0.72 [0.67, 0.77]<!--= results/winograd/behaviour[method=partial scoring]/{accuracy,ci_low,ci_high} -->; "
     "share 33% [24%, 42%]<!--= results/share -->, its interval alone [0.245, 0.418]<!--= results/share -->; "
     "1,349<!--= results/edges --> edges; a gap of 3.3e-6<!--= results/gap -->; half 0.5<!--= results/ratio ~1 2 -->;"
-    " 183<!--= wall_time_s --> s.\n\n| method | accuracy |\n|---|---|\n"
+    " 183<!--= wall_time_s --> s; 1.5 [1.25, 2.5]<!--= results/a~1b/{x,low,high} -->.\n\n| method | accuracy |\n|---|---|\n"
     "| full | 0.66<!--= results/winograd/behaviour[method=full scoring]/accuracy --> |\n"
 )
 
@@ -150,6 +151,8 @@ def test_record_keeps_the_numbers_and_the_run_and_no_machine_paths(tmp_path):
     results = {
         "items": [{"id": i} for i in range(100)],
         "heads": {"L1H0": {"p": 0.01, "curve": list(range(70))}},
+        "grid": [[0.0] * 9] * 30,  # an array of 270 numbers
+        "small": [[1, 2], [3, 4]],
     }
     command = ["/venv/bin/interp", "study", "qk", "--out", "/tmp/x/qk", "--work=/root/cache", "--pairs", "8"]
     report = _report(tmp_path / "report", command, results)
@@ -164,7 +167,10 @@ def test_record_keeps_the_numbers_and_the_run_and_no_machine_paths(tmp_path):
         0,
         12.5,
     )
-    assert found["results"] == {"heads": {"L1H0": {"p": 0.01}}}  # long lists stay in the report
+    assert found["results"] == {
+        "heads": {"L1H0": {"p": 0.01}},
+        "small": [[1, 2], [3, 4]],
+    }  # long lists stay out
     assert found["headline"] == {"a": {"value": 1.0}}
 
 
