@@ -89,7 +89,8 @@ GOOD = (
     "0.72 [0.67, 0.77]<!--= results/winograd/behaviour[method=partial scoring]/{accuracy,ci_low,ci_high} -->; "
     "share 33% [24%, 42%]<!--= results/share -->, its interval alone [0.245, 0.418]<!--= results/share -->; "
     "1,349<!--= results/edges --> edges; a gap of 3.3e-6<!--= results/gap -->; half 0.5<!--= results/ratio ~1 2 -->;"
-    " 183<!--= wall_time_s --> s; 1.5 [1.25, 2.5]<!--= results/a~1b/{x,low,high} -->.\n\n| method | accuracy |\n|---|---|\n"
+    " 183<!--= wall_time_s --> s; 1.5 [1.25, 2.5]<!--= results/a~1b/{x,low,high} -->.\n\n"
+    "| method | accuracy |\n|---|---|\n"
     "| full | 0.66<!--= results/winograd/behaviour[method=full scoring]/accuracy --> |\n"
 )
 
