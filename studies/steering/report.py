@@ -74,6 +74,7 @@ def write_report(report: Report, result, seconds: float) -> None:
             "stream_flips": result.stream_summary.to_dict(orient="records"),
             "comparisons": result.comparisons.to_dict(orient="records"),
             "corrections": {u: c.to_json() for u, c in result.corrections.items()},
+            "profile": _profile(result),
         }
     )
     report.add_section("Run", f"Measured in {seconds:.0f} s wall (this run), on one thread.")
@@ -253,6 +254,26 @@ def _stream_section(report: Report, result) -> None:
         part = compared[compared.units == units]
         lines.append(f"- In units of {UNITS[units]}: {correction.label}; {_rejected_layers(part)}.")
     report.add_text("\n".join(lines))
+
+
+def _profile(result) -> dict:
+    """Per unit and kind, the corrected comparisons in brief: how many were made and rejected, and the layers
+    where the direction beats random at some scale and at every scale (the numbers the README cites)."""
+    out: dict = {}
+    for units, correction in result.corrections.items():
+        part = result.comparisons[result.comparisons.units == units]
+        out[units] = {"tests": correction.size, "rejected": int(sum(correction.rejected)), "kinds": {}}
+        for kind, rows in part.groupby("kind", sort=False):
+            beats = rows.rejected & (rows["diff"] > 0)
+            out[units]["kinds"][kind] = {
+                "tests": len(rows),
+                "beats_random": int(beats.sum()),
+                "layers": sorted({int(layer) for layer in rows[beats].layer}),
+                "layers_every_scale": sorted(
+                    int(layer) for layer, g in rows.groupby("layer") if (g.rejected & (g["diff"] > 0)).all()
+                ),
+            }
+    return out
 
 
 def _rejected_layers(part: pd.DataFrame) -> str:

@@ -162,6 +162,13 @@ def test_the_report_is_written_and_valid(planted, tmp_path):
     validate_results(results)
     validate_manifest(json.loads((tmp_path / "report" / "manifest.json").read_text()))
     assert results["results"]["best_layer"] == {"gender": 1}
+    profile = results["results"]["profile"]  # the corrected comparisons in brief
+    assert profile["direction"]["tests"] == 6 and profile["stream"]["tests"] == 3
+    assert (
+        1 in profile["direction"]["kinds"]["gender"]["layers"]
+        and 0 not in profile["direction"]["kinds"]["gender"]["layers"]
+    )
+    assert profile["stream"]["kinds"]["gender"]["layers_every_scale"] == [1]
     assert results["headline"]["she − he flips at L1"]["value"] == 1.0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "Where patching found the signal" in page and "What is and is not found" in page
