@@ -8,7 +8,7 @@ from hooks.attention_spec import AttentionSpec
 from hooks.cache import ActivationCache
 from hooks.module import HookedModule
 from hooks.names import UnknownHookError, resolve_names
-from hooks.point import HookEditError, HookPoint
+from hooks.point import HookEditError, HookPoint, listeners, listening
 
 __all__ = [
     "ActivationCache",
@@ -17,6 +17,8 @@ __all__ = [
     "HookEditError",
     "HookPoint",
     "HookedModule",
+    "listeners",
+    "listening",
     "UnknownHookError",
     "resolve_names",
 ]

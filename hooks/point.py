@@ -6,11 +6,17 @@ at each of the hundreds of points a forward pass (or each step of a generation) 
 are kept in plain lists on the point rather than in torch's module hook dicts: the point can then say cheaply
 whether anything is listening (``active``), which is how attention decides between the fused kernel and the
 explicit computation, and every replacement can be checked.
+
+Whether calling a point would run anything at all (:func:`listening`) is one question with one answer: its own
+functions, torch's module hooks registered on it, or torch's global module hooks. The containers that hold those
+are gathered once per point (:func:`listeners`; they are mutated in place as hooks come and go, never replaced),
+so the test is ``any()`` over them, cheap enough for the identity path, and a module that owns many points (the
+routed experts of a mixture-of-experts layer) gathers theirs once and asks the same question of all of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -18,6 +24,15 @@ from torch import nn
 from torch.nn.modules import module as _torch_module
 
 HookFn = Callable[[torch.Tensor, "HookPoint"], Any]
+
+GLOBAL_HOOKS: tuple[dict, ...] = (
+    _torch_module._global_forward_hooks,
+    _torch_module._global_forward_pre_hooks,
+    _torch_module._global_backward_hooks,
+    _torch_module._global_backward_pre_hooks,
+)
+"""torch's global module hooks (``register_module_forward_hook``...): set, they run at every module call. torch
+mutates these dicts in place and never rebinds them."""
 
 
 class HookEditError(RuntimeError):
@@ -47,6 +62,7 @@ class HookPoint(nn.Module):
         self.bwd_fns: list[HookFn] = []
         self.pinned: dict[int, str] = {}  # id(fn) -> "first" | "last", for functions attached with an order
         self.persistent: list[tuple[str, HookFn, bool]] = []  # what add_hook attached: (dir, fn, permanent)
+        self._listeners = listeners([self])
 
     def add_hook(
         self, fn: HookFn, dir: str = "fwd", is_permanent: bool = False, prepend: bool = False
@@ -85,35 +101,13 @@ class HookPoint(nn.Module):
 
     @property
     def idle(self) -> bool:
-        """Whether calling the point returns its input without running anything: no function of its own and
-        no torch module hook. A caller may then skip forming a tensor that only the point would read."""
-        return not (
-            self.fwd_fns
-            or self.bwd_fns
-            or self._forward_hooks
-            or self._forward_pre_hooks
-            or self._backward_hooks
-            or self._backward_pre_hooks
-            or _torch_module._global_forward_hooks
-            or _torch_module._global_forward_pre_hooks
-            or _torch_module._global_backward_hooks
-            or _torch_module._global_backward_pre_hooks
-        )
+        """Whether calling the point returns its input without running anything (not :func:`listening`). A
+        caller may then skip forming a tensor that only the point would read."""
+        return not listening(self._listeners)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        # The test of `idle`, written out: a property call here would cost more than the identity itself.
-        if (
-            self.fwd_fns
-            or self.bwd_fns
-            or self._forward_hooks
-            or self._forward_pre_hooks
-            or self._backward_hooks
-            or self._backward_pre_hooks
-            or _torch_module._global_forward_hooks
-            or _torch_module._global_forward_pre_hooks
-            or _torch_module._global_backward_hooks
-            or _torch_module._global_backward_pre_hooks
-        ):
+        # listening(self._listeners), written out: a function call here would cost more than the identity.
+        if any(self._listeners) or any(GLOBAL_HOOKS):
             return super().__call__(x)
         return x  # nothing listens: the identity, without nn.Module.__call__
 
@@ -157,3 +151,39 @@ class HookPoint(nn.Module):
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}"
+
+
+def listeners(points: Iterable[HookPoint]) -> tuple[list | dict, ...]:
+    """The containers whose contents make calling any of ``points`` run something of the point's own: its
+    functions and torch's module hooks registered on it (the global ones are :data:`GLOBAL_HOOKS`). They are
+    the points' own lists and dicts, mutated in place, so a tuple gathered once stays true; pass it to
+    :func:`listening`."""
+    return tuple(
+        container
+        for point in points
+        for container in (
+            point.fwd_fns,
+            point.bwd_fns,
+            point._forward_hooks,
+            point._forward_pre_hooks,
+            point._backward_hooks,
+            point._backward_pre_hooks,
+        )
+    )
+
+
+def listening(gathered: tuple[list | dict, ...]) -> bool:
+    """Whether calling any of the points whose :func:`listeners` were ``gathered`` would run a function: one
+    attached to it (``model.hooks``, ``add_hook``), a torch module hook registered on it, or a global module
+    hook.
+
+    >>> point = HookPoint()
+    >>> gathered = listeners([point])
+    >>> listening(gathered), point.idle
+    (False, True)
+    >>> handle = point.register_forward_hook(lambda module, args, out: None)
+    >>> listening(gathered), point.idle
+    (True, False)
+    >>> handle.remove()
+    """
+    return any(gathered) or any(GLOBAL_HOOKS)

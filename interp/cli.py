@@ -26,9 +26,20 @@ import sys
 from collections.abc import Sequence
 
 from interp.arguments import ArgumentParser, HelpFormatter
-from interp.commands import attribute, autointerp, cache, dashboards, explain, generate, models, sae, study
+from interp.commands import (
+    attribute,
+    autointerp,
+    cache,
+    dashboards,
+    explain,
+    generate,
+    models,
+    sae,
+    serve,
+    study,
+)
 
-COMMANDS = (models, study, explain, cache, sae, generate, attribute, dashboards, autointerp)
+COMMANDS = (models, study, explain, cache, sae, generate, attribute, dashboards, autointerp, serve)
 """The subcommands' modules, in the order ``interp --help`` lists them."""
 
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM}

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import os
 import sys
 import traceback
@@ -195,6 +196,10 @@ def session(backend: str | None = None, timeout: datetime.timedelta = DEFAULT_TI
         barrier()
     # Reached only on success: after an error, fail_fast has ended the process (see the module docstring).
     if owned and is_distributed():
+        # A DistributedDataParallel wrapper left in a reference cycle can hold the group's gloo threads until the
+        # interpreter's last collection, after the group is gone; a rank has aborted at exit ("terminate called
+        # without an active exception") with its work done. Collect it while the group still exists.
+        gc.collect()
         dist.destroy_process_group()
 
 

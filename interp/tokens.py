@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import tokenizers
 import torch
@@ -136,6 +136,7 @@ class Tokenizer:
         padding_side: default side for padding a batch.
         n_ctx: the model's context; longer texts raise instead of being cut.
         name: a label for messages (e.g. the checkpoint's path).
+        chat_template: the checkpoint's chat template (Jinja source), or ``None``; see :meth:`chat_tokens`.
     """
 
     def __init__(
@@ -149,6 +150,7 @@ class Tokenizer:
         padding_side: PaddingSide = "right",
         n_ctx: int | None = None,
         name: str | None = None,
+        chat_template: str | None = None,
     ) -> None:
         backend.no_padding()
         backend.no_truncation()
@@ -160,6 +162,7 @@ class Tokenizer:
         self.padding_side: PaddingSide = _check_side(padding_side)
         self.n_ctx = n_ctx
         self.name = name
+        self.chat_template = chat_template
         for label, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", self.pad_id)):
             if value is not None and not 0 <= value < backend.get_vocab_size(with_added_tokens=True):
                 raise ValueError(
@@ -225,6 +228,49 @@ class Tokenizer:
             special[b, cols] = torch.tensor(spec, dtype=torch.bool)
         return Tokens(out_ids, mask, offsets, special, texts, side)
 
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """The ids of the vocabulary's special tokens (BOS, EOS, padding, chat turn markers...), wherever they
+        occur: a special token written in the text is one too."""
+        return frozenset(i for i, t in self.backend.get_added_tokens_decoder().items() if t.special)
+
+    def chat_text(self, messages: Sequence[Any], *, add_generation_prompt: bool = True) -> str:
+        """The prompt text the checkpoint's chat template makes of ``messages`` (mappings with ``role`` and
+        ``content``), as ``transformers``' ``apply_chat_template`` renders it (:mod:`interp.chat_template`).
+
+        Raises:
+            ValueError: the tokenizer has no chat template, or the template refuses the messages.
+        """
+        if self.chat_template is None:
+            raise ValueError(
+                f"{self._label()} has no chat template, so it cannot turn messages into a prompt; give the "
+                "prompt as text"
+            )
+        from interp.chat_template import render_chat
+
+        names = {"bos": self.bos_id, "eos": self.eos_id, "pad": self.pad_id}
+        special = {f"{k}_token": None if i is None else self.backend.id_to_token(i) for k, i in names.items()}
+        return render_chat(
+            self.chat_template, messages, add_generation_prompt=add_generation_prompt, special_tokens=special
+        )
+
+    def chat_tokens(self, messages: Sequence[Any], *, add_generation_prompt: bool = True) -> Tokens:
+        """:meth:`chat_text` encoded as the template wrote it: no special token added, the template's own kept
+        (as ``apply_chat_template(..., tokenize=True)``), a batch of one."""
+        text = self.chat_text(messages, add_generation_prompt=add_generation_prompt)
+        encoding = self.backend.encode(text, add_special_tokens=False)
+        self._check_length(0, text, len(encoding.ids))
+        special = self.special_ids
+        ids = torch.tensor([encoding.ids], dtype=torch.long)  # [1, pos]
+        return Tokens(
+            ids,
+            torch.ones_like(ids),
+            torch.tensor([encoding.offsets], dtype=torch.long).reshape(1, -1, 2),
+            torch.tensor([[i in special for i in encoding.ids]], dtype=torch.bool),
+            (text,),
+            "right",
+        )
+
     def to_str_tokens(
         self, text: str | Sequence[str] | Sequence[int] | torch.Tensor, *, prepend_bos: bool | None = None
     ) -> list[str] | list[list[str]]:
@@ -288,6 +334,7 @@ class Tokenizer:
             "padding_side": self.padding_side,
             "n_ctx": self.n_ctx,
             "name": self.name,
+            "chat_template": self.chat_template,
         }
         return json.dumps({"backend": json.loads(self.backend.to_str()), **fields})
 

@@ -35,6 +35,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("package root", ("interp", "interp.__main__")),
     ("cli", ("interp.cli",)),
     ("commands", ("interp.commands.*",)),
+    # interp serve's app calls every package below it and computes nothing of its own.
+    ("serve", ("interp.serve.*",)),
     ("study scaffold", ("interp.study",)),
     ("compat", ("interp.compat.*",)),
     ("circuits", ("interp.circuits.*",)),
@@ -54,6 +56,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "interp.config",
             "interp.tokens",
+            "interp.chat_template",
             "interp.atomic",
             "interp.distributed",
             "interp.registry",

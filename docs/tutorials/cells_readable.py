@@ -32,6 +32,7 @@ import torch
 
 import interp
 from interp.circuits import attribute
+from interp.circuits.features import add_labels
 from interp.sae import train_transcoders
 from interp.sae.dashboards import write_dashboards
 from interp.sae.explanations import (
@@ -43,7 +44,6 @@ from interp.sae.explanations import (
     ResponseCache,
     SentenceEmbedder,
     Settings,
-    add_labels,
     autointerp,
     chat_template_of,
     examples_of,

@@ -154,7 +154,7 @@ print(explained)
 for head, versus in zip(explained.heads, explained.differences, strict=True):
     print(f"L{head.layer}H{head.head}: loading {head.loading:+.3f}, weight on the animal {head.pattern:.3f}, "
           f"score {head.score:.3f}; animal minus street {versus.difference:+.3f}")
-    for query_node, key_node, value in head.terms(4):
+    for query_node, key_node, value in head.top(4):
         print(f"    {query_node:>14} x {key_node:<14} {value:+.3f}")
     assert abs(float(head.matrix.sum()) - head.score) < 1e-4 * max(1.0, abs(head.score))
     assert abs(float(versus.matrix.sum()) - versus.difference) < 1e-4 * max(1.0, abs(versus.difference))
@@ -181,19 +181,12 @@ intervals over twin pairs, in [its README](../../studies/attribution/README.md).
     (
         "code",
         """
-from interp.analysis.node import Node
-
-
-def position(name: str) -> int | None:
-    return None if name == "bias" else Node.parse(name).position
-
-
-for head in explained.heads:
-    query_parts = dict(zip(head.query_nodes, head.matrix.sum(1).abs().tolist(), strict=True))
-    key_parts = dict(zip(head.key_nodes, head.matrix.sum(0).abs().tolist(), strict=True))
-    pronoun_and_adjective = sum(v for n, v in query_parts.items() if position(n) in (9, 12))
+for head in explained.heads:  # the nodes are values: each knows its position (None for the bias)
+    query_parts = dict(zip(head.query_components, head.matrix.sum(1).abs().tolist(), strict=True))
+    key_parts = dict(zip(head.key_components, head.matrix.sum(0).abs().tolist(), strict=True))
+    pronoun_and_adjective = sum(v for n, v in query_parts.items() if n.position in (9, 12))
     pronoun_and_adjective /= sum(query_parts.values())
-    at_the_animal = sum(v for n, v in key_parts.items() if position(n) == at_animal) / sum(key_parts.values())
+    at_the_animal = sum(v for n, v in key_parts.items() if n.position == at_animal) / sum(key_parts.values())
     print(f"L{head.layer}H{head.head}: query side from 'it' and 'tired' {pronoun_and_adjective:.2f}, "
           f"key side from the animal {at_the_animal:.2f}")
     assert pronoun_and_adjective < 0.1 and at_the_animal < 0.5

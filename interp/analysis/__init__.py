@@ -19,7 +19,8 @@ from interp.analysis.attribution_patching import attribution_patch, verify_top_k
 from interp.analysis.checks import MissingHooksError
 from interp.analysis.decompose import decompose_names, decompose_resid, decompose_stream
 from interp.analysis.effect import normalised_effect
-from interp.analysis.expert_attribution import expert_logit_attribution, expert_names, expert_writes
+from interp.analysis.expert_attribution import expert_logit_attribution, expert_names
+from interp.analysis.expert_writes import expert_writes
 from interp.analysis.head_scores import (
     duplicate_token_scores,
     first_token_scores,

@@ -1,14 +1,13 @@
-"""Each expert's write into the stream, and its direct effect on the logits, token by token.
+"""Each expert's direct effect on the logits, token by token.
 
-A mixture-of-experts layer writes ``hook_mlp_out = sum over the chosen experts of weight * expert_out`` (plus
-the gated shared expert, where the family has one), so its output splits exactly into one term per expert:
-expert ``e``'s term is its weighted output at the tokens routed to it and 0 elsewhere (:func:`expert_writes`).
-In a pre-norm block those terms are terms of the stream. Direct logit attribution
-(:mod:`interp.analysis.logit_attribution`) freezes the final norm's scale at the run's value, which makes the
-path stream -> norm -> unembedding linear; :func:`expert_logit_attribution` pushes each expert's term through
-that same frozen norm and onto the logit direction, so a layer's experts' values sum to the ``L{l}_mlp`` term
-of :func:`~interp.analysis.direct_logit_attribution` at the same token. Like every direct attribution it leaves
-out what an expert does through later layers.
+A mixture-of-experts layer's output splits exactly into one term per expert
+(:func:`~interp.analysis.expert_writes.expert_writes`: expert ``e``'s weighted output at the tokens routed to
+it, the gated shared expert's at every token). In a pre-norm block those terms are terms of the stream. Direct
+logit attribution (:mod:`interp.analysis.logit_attribution`) freezes the final norm's scale at the run's value,
+which makes the path stream -> norm -> unembedding linear; :func:`expert_logit_attribution` pushes each
+expert's term through that same frozen norm and onto the logit direction, so a layer's experts' values sum to
+the ``L{l}_mlp`` term of :func:`~interp.analysis.direct_logit_attribution` at the same token. Like every direct
+attribution it leaves out what an expert does through later layers.
 """
 
 from __future__ import annotations
@@ -21,28 +20,19 @@ from torch import nn
 
 from hooks import ActivationCache
 from interp.analysis.checks import require_hooks
-from interp.analysis.logit_attribution import _direction
+from interp.analysis.expert_writes import expert_write_names, expert_writes
+from interp.analysis.logit_attribution import logit_direction
 from interp.analysis.norms import linearise_norm
 from interp.analysis.routing import check_expert, check_moe_layer, moe_layers
 from interp.model.moe import expert_tokens
 
 
 def expert_names(model: nn.Module, layers: Sequence[int] | None = None) -> list[str]:
-    """The hooks :func:`expert_writes` and :func:`expert_logit_attribution` read (pass as ``names_filter``)."""
+    """The hooks :func:`~interp.analysis.expert_writes.expert_writes` and :func:`expert_logit_attribution` read
+    (pass as ``names_filter``): each layer's routing and expert outputs, and the final norm's scale."""
     layers = moe_layers(model) if layers is None else [check_moe_layer(model, l) for l in layers]
-    names = [name for l in layers for name in _layer_names(model, l)]
+    names = [name for l in layers for name in expert_write_names(model, l)]
     return names + (["ln_final.hook_scale"] if model.ln_final is not None else [])
-
-
-def _layer_names(model: nn.Module, layer: int) -> list[str]:
-    mlp = f"blocks.{layer}.mlp"
-    names = [f"{mlp}.hook_expert_indices", f"{mlp}.hook_expert_weights"]
-    names += [f"{mlp}.experts.{e}.hook_out" for e in range(model.cfg.n_experts)]
-    if model.cfg.d_shared_expert is not None:
-        names.append(f"{mlp}.shared_expert.hook_out")
-        if model.cfg.shared_expert_gate:
-            names.append(f"{mlp}.hook_shared_expert_weight")
-    return names
 
 
 def _check_pre_norm(model: nn.Module) -> None:
@@ -53,42 +43,6 @@ def _check_pre_norm(model: nn.Module) -> None:
         )
 
 
-@torch.no_grad()
-def expert_writes(
-    model: nn.Module, cache: ActivationCache, layer: int
-) -> tuple[list[int | None], torch.Tensor]:
-    """Layer ``layer``'s output split into one term per expert.
-
-    Args:
-        cache: holds :func:`expert_names` ``(model, [layer])``.
-
-    Returns:
-        ``(experts, writes)``: the expert of each term (``None`` for the shared expert, last) and
-        ``writes [term, batch, pos, d_model]`` in float32, ``weight * expert_out`` at the tokens routed to the
-        expert and 0 elsewhere (the gated shared expert at every token); ``writes.sum(0)`` is the layer's
-        ``hook_mlp_out``.
-    """
-    layer = check_moe_layer(model, layer)
-    fix = "names_filter=expert_names(model)"
-    require_hooks(cache, _layer_names(model, layer), f"expert_writes(layer={layer})", fix)
-    mlp = f"blocks.{layer}.mlp"
-    indices, weights = cache[f"{mlp}.hook_expert_indices"], cache[f"{mlp}.hook_expert_weights"]
-    batch, pos, _ = indices.shape
-    experts: list[int | None] = list(range(model.cfg.n_experts))
-    writes = torch.zeros(len(experts), batch, pos, model.cfg.d_model, device=indices.device)
-    for e in experts:
-        rows, at = expert_tokens(indices, e)  # the tokens of expert e's rows, in their order
-        weight = weights[indices == e].float()  # [n_routed]: one slot per token, in the same flat order
-        writes[e, rows, at] = cache[f"{mlp}.experts.{e}.hook_out"].float() * weight[:, None]
-    if model.cfg.d_shared_expert is not None:
-        shared = cache[f"{mlp}.shared_expert.hook_out"].float()  # [batch, pos, d_model]
-        if model.cfg.shared_expert_gate:
-            shared = shared * cache[f"{mlp}.hook_shared_expert_weight"].float()
-        experts.append(None)
-        writes = torch.cat([writes, shared[None]])
-    return experts, writes
-
-
 def _directions(model: nn.Module, target, batch: int, pos: int) -> torch.Tensor:
     """``[batch, pos, d_model]`` logit directions: per token for ``[batch, pos]`` ids, else one per row."""
     if isinstance(target, torch.Tensor) and not target.is_floating_point() and target.ndim == 2:
@@ -96,9 +50,9 @@ def _directions(model: nn.Module, target, batch: int, pos: int) -> torch.Tensor:
             raise ValueError(
                 f"per-token targets must be [batch, pos] = [{batch}, {pos}] token ids, got {list(target.shape)}"
             )
-        rows = _direction(model, target.reshape(-1), batch * pos)[0]  # [batch * pos, d_model]
+        rows = logit_direction(model, target.reshape(-1), batch * pos)[0]  # [batch * pos, d_model]
         return rows.view(batch, pos, -1)
-    return _direction(model, target, batch)[0][:, None].expand(batch, pos, -1)
+    return logit_direction(model, target, batch)[0][:, None].expand(batch, pos, -1)
 
 
 @torch.no_grad()

@@ -42,8 +42,10 @@ def component_table(labels: list[str]) -> pd.DataFrame:
     )
 
 
-def _direction(model: nn.Module, target, batch: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(direction [batch, d], logit bias [batch] or None)`` for a token, a token pair, or a direction."""
+def logit_direction(model: nn.Module, target, batch: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(direction [batch, d], logit bias [batch] or None)`` for a token, a token pair, or a direction: what
+    ``tokens_or_direction`` of :func:`direct_logit_attribution` (and of expert attribution) reads in the final
+    stream."""
     d_vocab = model.cfg.d_vocab
     if isinstance(target, torch.Tensor) and target.is_floating_point():
         direction = target.detach().float()
@@ -115,7 +117,7 @@ def direct_logit_attribution(
     require_hooks(cache, z_ok, "direct_logit_attribution", "names_filter=dla_names(model)")
     labels, parts = decompose_resid(model, cache, model.cfg.n_layers, "pre")
     parts = _at_position(parts, position)  # [component, batch, d_model]
-    direction, bias = _direction(model, tokens_or_direction, parts.shape[1])
+    direction, bias = logit_direction(model, tokens_or_direction, parts.shape[1])
     direction = direction.to(parts.device)
     if model.ln_final is not None:
         scale = _at_position(cache["ln_final.hook_scale"][None], position)[0]  # [batch, 1]

@@ -40,6 +40,9 @@ kind           text                            label                    what
                ``b_Q``                                                  head's query or key (no layer: the head's)
 ``logit``      ``logit.0``                     ``logit.0``              attribution target 0 (a token's de-meaned
                                                                         logit or a direction)
+``rest``       ``bias``                        ``bias``                 what no node of an attribution graph writes
+                                                                        (biases, position embeddings, pruned
+                                                                        features...; graph files call it ``bias``)
 =============  ==============================  =======================  ===========================================
 
 The label is for people: it shows the token a node was written at (a head's part from one key shows that
@@ -81,12 +84,13 @@ Kind = Literal[
     "pos_embed",
     "bias",
     "logit",
+    "rest",
 ]
 _FIELDS = ("layer", "head", "group", "position", "source", "feature", "target", "expert", "name")
 
 # the one pattern: every name a Node formats, and nothing else
 _PATTERN = re.compile(
-    r"(?P<input>input)|(?P<output>logits)|logit\.(?P<logit>\d+)"
+    r"(?P<input>input)|(?P<output>logits)|logit\.(?P<logit>\d+)|(?P<rest>bias)"
     r"|(?P<token>token)(?:@(?P<token_pos>\d+))?|(?P<pos>pos)(?:@(?P<pos_pos>\d+))?"
     r"|(?:L(?P<bias_layer>\d+)\.)?(?P<bias>\w+\.b|b_[QK])"
     r"|L(?P<layer>\d+)\.(?:MLP(?:@(?P<mlp_pos>\d+))?|E(?P<expert>\d+)|(?P<shared>SE)"
@@ -267,6 +271,10 @@ class Node(str):
     def logit(cls, target: int) -> Node:
         return cls(f"logit.{target}", "logit", target=target)
 
+    @classmethod
+    def rest(cls) -> Node:
+        return cls("bias", "rest")
+
     # -- parsing: the only place that reads a node's text -----------------------------------------------
 
     @classmethod
@@ -280,7 +288,7 @@ class Node(str):
                 f"{text!r} names no node; nodes are 'input', 'logits', 'L3.H2' ('L3.H2@5', 'L3.H2@5<-1'), "
                 "'L3.b_O', 'L3.MLP' ('L3.MLP@5'), 'L3.E5', 'L3.SE', 'L3.H2.q', 'L3.KV1.k', 'L3.KV1.v', 'L3.F417@5', "
                 "'L3.error@5', 'L3.b_dec', 'L3.skip@5', 'token' ('token@5'), 'pos' ('pos@5'), 'L3.ln1.b', "
-                "'b_Q' and 'logit.0'"
+                "'b_Q', 'logit.0' and 'bias'"
             )
         g = {k: (int(v) if v and v.isdigit() else v) for k, v in m.groupdict().items()}
         if g["input"]:
@@ -289,6 +297,8 @@ class Node(str):
             return cls.output()
         if g["logit"] is not None:
             return cls.logit(g["logit"])
+        if g["rest"]:
+            return cls.rest()
         if g["token"]:
             return cls.token(g["token_pos"])
         if g["pos"]:

@@ -109,7 +109,7 @@ class Differences:
     """
 
     def __init__(self, model, graph: Graph, store: torch.Tensor, positions: torch.Tensor | None = None):
-        self.store, self.positions = store, positions
+        self.model, self.store, self.positions = model, store, positions
         self.corrupt_z: dict[str, torch.Tensor] = {}
         # The attention module, not its W_O: under a device map with offloading, weights are real only while
         # their block runs, so W_O is read in the hook.
@@ -128,7 +128,7 @@ class Differences:
 
     def _hooks(self, spec, attn, *, clean: bool) -> list:
         if attn is None:  # the input, an MLP, a mixture of experts' experts: rows [rows, batch, pos, d_model]
-            return source_recorders(spec, self._record_rows(spec, clean=clean))
+            return source_recorders(self.model, spec, self._record_rows(spec, clean=clean))
         # heads are read at blocks.L.attn.hook_z, not at hook_result
         return [(spec.name.rpartition(".")[0] + ".hook_z", self._record(spec, attn, clean=clean))]
 

@@ -46,8 +46,8 @@ def _batch_exact(model, graph, batch: Pairs, metric: Metric, edges: list[tuple[i
     clean, corrupt = new_store(graph, batch, model), new_store(graph, batch, model)
     with split(model), torch.no_grad():
         args = (batch.attention_mask, batch.positions)
-        clean_logits = forward(model, batch.clean, *args, fwd_hooks=record_sources(graph, clean))
-        forward(model, batch.corrupt, *args, fwd_hooks=record_sources(graph, corrupt))
+        clean_logits = forward(model, batch.clean, *args, fwd_hooks=record_sources(model, graph, clean))
+        forward(model, batch.corrupt, *args, fwd_hooks=record_sources(model, graph, corrupt))
         clean_metric = check_metric(metric(clean_logits, batch), batch, "on the clean inputs")
         diff = clean - corrupt  # [sources, batch, pos, d_model]
         specs = input_hooks(graph)

@@ -68,7 +68,11 @@ def check_graph(model, graph: Graph | None) -> Graph:
 
 
 def record_sources(
-    graph: Graph, store: torch.Tensor, minus: torch.Tensor | None = None, only: torch.Tensor | None = None
+    model,
+    graph: Graph,
+    store: torch.Tensor,
+    minus: torch.Tensor | None = None,
+    only: torch.Tensor | None = None,
 ) -> list:
     """Forward hooks writing every source's output (minus ``minus``, when given) into ``store``'s rows; with
     ``only`` (``[n_sources]`` bool), just the hooks holding some of those sources (a hook's every source is
@@ -82,7 +86,7 @@ def record_sources(
 
         return record
 
-    return [hook for spec in _recorded(graph, only) for hook in source_recorders(spec, recorder(spec))]
+    return [hook for spec in _recorded(graph, only) for hook in source_recorders(model, spec, recorder(spec))]
 
 
 def _recorded(graph: Graph, only: torch.Tensor | None) -> list[SourceHook]:
@@ -137,7 +141,7 @@ def corrupt_run(
             batch.corrupt,
             batch.attention_mask,
             batch.positions,
-            fwd_hooks=[*record_sources(graph, outputs, only=sources), (names, keep)],
+            fwd_hooks=[*record_sources(model, graph, outputs, only=sources), (names, keep)],
         )
     return CorruptRun(outputs, streams, logits, recorded_rows(graph, sources))
 
@@ -212,7 +216,7 @@ def _patch_input(spec: InputHook, kept: torch.Tensor, delta: torch.Tensor | None
     return patch
 
 
-def circuit_hooks(circuit: Circuit, corrupt: CorruptRun) -> list:
+def circuit_hooks(model, circuit: Circuit, corrupt: CorruptRun) -> list:
     """Forward hooks that run ``circuit`` against ``corrupt``.
 
     The sources' differences (``[n_sources, batch, pos, d_model]`` float32) are stored and recorded only when
@@ -237,7 +241,7 @@ def circuit_hooks(circuit: Circuit, corrupt: CorruptRun) -> list:
         fn = _patch_input(spec, kept, delta, corrupt)
         if fn is not None:
             hooks.append((spec.name, fn))
-    return (record_sources(graph, delta, corrupt.outputs, only=read) if reads else []) + hooks
+    return (record_sources(model, graph, delta, corrupt.outputs, only=read) if reads else []) + hooks
 
 
 @torch.no_grad()
@@ -263,5 +267,5 @@ def run_circuit(model, circuit: Circuit, batch: Pairs, corrupt: CorruptRun | Non
             batch.clean,
             batch.attention_mask,
             batch.positions,
-            fwd_hooks=circuit_hooks(circuit, corrupt),
+            fwd_hooks=circuit_hooks(model, circuit, corrupt),
         )

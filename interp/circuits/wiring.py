@@ -10,9 +10,10 @@ kv_head, d_model]``, ``hook_mlp_in`` and, for the logits, the final stream ``blo
 graph's matrices; that block, and how many sources its inputs read, is all the scoring and patching code needs.
 
 A mixture-of-experts layer's sources are its experts: no single hook holds them, so :func:`source_recorders`
-gathers them from the layer's routing hooks and each expert's ``hook_out`` (which makes the experts run one by
-one, each on its own tokens) and hands them over, weighted and put back at their tokens, when the forward
-reaches ``hook_mlp_out``; a shared expert's row is the rest of ``hook_mlp_out``.
+gathers the hooks their writes are made from (the routing, each expert's ``hook_out``, which makes the experts
+run one by one, each on its own tokens, and the shared expert's output and gate) and, when the forward reaches
+``hook_mlp_out``, hands over the writes :func:`~interp.analysis.expert_writes.expert_writes` makes of them, the
+one computation of an expert's write that expert attribution uses too.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from interp.analysis.expert_writes import expert_write_names, expert_writes
 from interp.circuits.graph import Graph
-from interp.model.moe import expert_tokens
 
 
 @dataclass(frozen=True)
@@ -64,36 +65,25 @@ def source_hooks(graph: Graph) -> list[SourceHook]:
     return hooks
 
 
-def source_recorders(spec: SourceHook, record: Callable[[torch.Tensor], None]) -> list:
+def source_recorders(model, spec: SourceHook, record: Callable[[torch.Tensor], None]) -> list:
     """Forward hooks that call ``record(rows)`` with ``spec``'s sources, ``[rows, batch, pos, d_model]``
     (detached), as the forward pass reaches them; for a mixture of experts, each expert's weighted write at its
     tokens (see the module docstring)."""
     if not spec.experts:
         return [(spec.name, lambda x, hook: record(as_rows(x.detach(), spec.heads)))]
-    mlp = spec.name.rpartition(".")[0] + ".mlp"
-    n_rows = spec.rows.stop - spec.rows.start
+    layer = int(spec.name.split(".")[1])
+    names = expert_write_names(model, layer)
     seen: dict[str, torch.Tensor] = {}
 
     def keep(x: torch.Tensor, hook) -> None:
-        seen[hook.name.rpartition(".")[2] if hook.name.endswith(("indices", "weights")) else hook.name] = (
-            x.detach()
-        )
+        seen[hook.name] = x.detach()
 
     def finish(x: torch.Tensor, hook) -> None:
-        indices, weights = seen.pop("hook_expert_indices"), seen.pop("hook_expert_weights")
-        rows = x.new_zeros((n_rows, *x.shape), dtype=torch.float32)  # [rows, batch, pos, d_model]
-        for e in range(spec.experts):
-            out = seen.pop(f"{mlp}.experts.{e}.hook_out")  # [n_routed, d_model], the tokens' flat order
-            batch, pos = expert_tokens(indices, e)
-            rows[e, batch, pos] = out.float() * weights[indices == e].float()[:, None]
-        if n_rows > spec.experts:  # the shared expert: the rest of the layer's output
-            rows[-1] = x.detach().float() - rows[:-1].sum(0)
+        _, rows = expert_writes(model, seen, layer)  # [rows, batch, pos, d_model]
+        seen.clear()
         record(rows)
 
-    routed = [f"{mlp}.experts.{e}.hook_out" for e in range(spec.experts)]
-    return [(f"{mlp}.hook_expert_indices", keep), (f"{mlp}.hook_expert_weights", keep), (routed, keep)] + [
-        (spec.name, finish)
-    ]
+    return [(names, keep), (spec.name, finish)]
 
 
 def input_hooks(graph: Graph) -> list[InputHook]:

@@ -5,8 +5,9 @@ what it takes), the folder must hold feature files (and the features asked for),
 writable, the embedding model found; an explainer URL must answer as an OpenAI-compatible chat endpoint (its
 model list, then a one-token request, each within a short limit of its own), and an explainer model must be
 found. Then :func:`interp.sae.explanations.autointerp` runs, and the explanations become the ``clerp`` labels of
-the graph files in the folder. What fails for one feature is printed in one line and written in its row; a rerun
-continues where the last one stopped and asks nothing that it already has an answer to.
+the graph files in the folder (:func:`interp.circuits.features.labels.add_labels`). What fails for one feature
+is printed in one line and written in its row; a rerun continues where the last one stopped and asks nothing
+that it already has an answer to.
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ def feature_list(text: str) -> list:
 def run(args: argparse.Namespace) -> int:
     """Check everything, then explain, score and label."""
     plan = preflight(args)
-    from interp.sae.explanations import CachedBackend, ResponseCache, add_labels, autointerp, read_rows
+    from interp.circuits.features.labels import add_labels
+    from interp.sae.explanations import CachedBackend, ResponseCache, autointerp, read_rows
 
     embedding = _embedding(args) if plan["encoder"] else None
     backend = CachedBackend(_backend(args, plan), ResponseCache(plan["cache"]))

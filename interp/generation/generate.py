@@ -50,6 +50,7 @@ def generate(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | Sequence[int] | None = None,
+    frequency_penalty: float = 0.0,
     stop_at_eos: bool = True,
     eos_token_id: int | Sequence[int] | None = None,
     stop_strings: str | Sequence[str] | None = None,
@@ -75,6 +76,8 @@ def generate(
         temperature, top_k, top_p: the sampling distribution (temperature first, then top-k, then top-p).
         seed: row ``r`` samples with its own generator seeded ``seed + r`` (or ``seed[r]``), so a row's
             sample does not depend on the others; ``None`` draws seeds from torch's global RNG.
+        frequency_penalty: when sampling, lower each token's score (after the temperature) by this much per
+            occurrence in its row so far, prompt included (TransformerLens's ``freq_penalty``).
         stop_at_eos: stop a row at its end-of-sequence token.
         eos_token_id: the id(s) that end a sequence; default the tokenizer's EOS.
         stop_strings: stop a row when its decoded new text contains one of these (matched across token
@@ -111,7 +114,13 @@ def generate(
     prompt = make_prompt(model, input, attention_mask=attention_mask, prepend_bos=prepend_bos)
     _check_context(model, prompt, max_new_tokens)
     chooser = TokenChooser(
-        do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, batch=prompt.batch
+        do_sample=do_sample,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        batch=prompt.batch,
+        frequency_penalty=frequency_penalty,
     )
     cache_names = model.resolve(names_filter) if return_cache else None
     loop = Loop(model, prompt, max_new_tokens, chooser, eos, stops, stream, use_kv_cache, return_logits)

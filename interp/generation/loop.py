@@ -88,7 +88,8 @@ class Loop:
                 last = logits[:, -1]  # [batch, d_vocab]: left padding puts every row's newest token last
                 if self.logits is not None:
                     self.logits.append(last.float().clone())
-                chosen = torch.where(self.finished, self.pad, self.chooser(last))
+                choice = self.chooser(last, self.tokens[:, :end], self.mask[:, :end])
+                chosen = torch.where(self.finished, self.pad, choice)
                 self.tokens[:, end] = chosen
                 self.mask[:, end] = ~self.finished
                 self.steps = step + 1

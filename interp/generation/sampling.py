@@ -1,10 +1,15 @@
-"""Choosing the next token: greedy, or sampling with temperature, top-k and top-p, one generator per row.
+"""Choosing the next token: greedy, or sampling with temperature, a frequency penalty, top-k and top-p, one
+generator per row.
 
 Each row draws from its own ``torch.Generator``, seeded with ``seed + row`` (or ``seed[row]``), and consumes
 exactly one uniform number per step. A row's sample therefore depends only on its own logits and its own seed:
 a prompt sampled alone with seed ``s`` gives the same text as the same prompt in row ``r`` of a batch sampled
 with seed ``s - r``, whatever the other rows hold. The generators live on the CPU and the draw is an inverse
 CDF over the filtered distribution, so the choice does not depend on the device's random number stream either.
+
+The frequency penalty is TransformerLens's: after the temperature, each token's score is lowered by the penalty
+times the number of times the token occurs in the row so far (prompt included), so a token said often becomes
+less likely; Neuronpedia's steering endpoints pass it through as ``freq_penalty``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ def check_sampling(
     top_k: int | None,
     top_p: float | None,
     seed: int | Sequence[int] | None,
+    frequency_penalty: float = 0.0,
 ) -> None:
     """Raise ``ValueError`` for sampling settings that cannot be used, before anything runs."""
     if not do_sample:
@@ -30,6 +36,7 @@ def check_sampling(
                 ("top_k", top_k, None),
                 ("top_p", top_p, None),
                 ("seed", seed, None),
+                ("frequency_penalty", frequency_penalty, 0.0),
             )
             if value != default
         ]
@@ -47,6 +54,15 @@ def check_sampling(
         isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1
     ):
         raise ValueError(f"top_p={top_p!r} is outside (0, 1]; e.g. 0.9 keeps the most likely 90% of mass")
+    if (
+        isinstance(frequency_penalty, bool)
+        or not isinstance(frequency_penalty, (int, float))
+        or not 0 <= frequency_penalty < float("inf")
+    ):
+        raise ValueError(
+            f"frequency_penalty={frequency_penalty!r}; give a finite number >= 0 (0: no penalty, 1: each "
+            "earlier occurrence lowers a token's score by 1)"
+        )
 
 
 def row_seeds(seed: int | Sequence[int] | None, batch: int) -> list[int]:
@@ -73,6 +89,7 @@ class TokenChooser:
         top_p: keep the smallest set of most likely tokens whose probability reaches ``top_p``.
         seed: an int (row ``r`` uses ``seed + r``), one int per row, or ``None``.
         batch: rows.
+        frequency_penalty: subtracted from a token's score (after the temperature) per occurrence in the row.
     """
 
     def __init__(
@@ -84,9 +101,11 @@ class TokenChooser:
         top_p: float | None,
         seed: int | Sequence[int] | None,
         batch: int,
+        frequency_penalty: float = 0.0,
     ) -> None:
-        check_sampling(do_sample, temperature, top_k, top_p, seed)
+        check_sampling(do_sample, temperature, top_k, top_p, seed, frequency_penalty)
         self.do_sample = do_sample
+        self.frequency_penalty = float(frequency_penalty)
         self.temperature = float(temperature)
         self.top_k = top_k
         self.top_p = top_p
@@ -94,11 +113,14 @@ class TokenChooser:
             [torch.Generator().manual_seed(s) for s in row_seeds(seed, batch)] if do_sample else []
         )
 
-    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
-        """The chosen token of each row, LongTensor ``[batch]`` on the logits' device."""
+    def __call__(
+        self, logits: torch.Tensor, tokens: torch.Tensor | None = None, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The chosen token of each row, LongTensor ``[batch]`` on the logits' device; ``tokens`` and ``mask``
+        (``[batch, pos]``) are each row so far, which the frequency penalty counts."""
         if not self.do_sample:
             return logits.argmax(dim=-1)
-        probs = self.probabilities(logits).double()  # [batch, d_vocab]
+        probs = self.probabilities(logits, tokens, mask).double()  # [batch, d_vocab]
         uniforms = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])
         cdf = probs.cumsum(dim=-1)
         target = (uniforms.to(cdf.device) * cdf[:, -1])[:, None]  # [batch, 1]
@@ -106,9 +128,18 @@ class TokenChooser:
         chosen = torch.searchsorted(cdf, target, right=True)[:, 0]
         return chosen.clamp(max=probs.shape[-1] - 1)
 
-    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
-        """The distribution sampled from ``[batch, d_vocab]``: temperature, then top-k, then top-p."""
+    def probabilities(
+        self, logits: torch.Tensor, tokens: torch.Tensor | None = None, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The distribution sampled from ``[batch, d_vocab]``: temperature, the frequency penalty over
+        ``tokens`` (where ``mask`` is set), then top-k, then top-p."""
         scores = logits.float() / self.temperature
+        if self.frequency_penalty:
+            if tokens is None:
+                raise ValueError("a frequency penalty counts the tokens so far; pass them with the logits")
+            weights = torch.ones_like(tokens, dtype=torch.float32) if mask is None else mask.float()
+            counts = torch.zeros_like(scores).scatter_add_(-1, tokens, weights)  # [batch, d_vocab]
+            scores = scores - self.frequency_penalty * counts
         if self.top_k is not None and self.top_k < scores.shape[-1]:
             kth = scores.topk(self.top_k, dim=-1).values[:, -1:]  # [batch, 1]
             scores = scores.masked_fill(scores < kth, float("-inf"))

@@ -27,7 +27,7 @@ from interp.config import TransformerConfig
 from interp.load.assign import inverse_order, storage_order
 from interp.tokens import Tokenizer
 
-FORMAT = "2"  # 2: tensors stored in their memory order, so loading assigns them without a copy
+FORMAT = "3"  # 2: tensors stored in their memory order, so loading assigns them without a copy; 3: the chat template
 _CHUNK = 1 << 20
 
 

@@ -84,8 +84,15 @@ def gguf_tokenizer(file: GGUFFile, n_ctx: int | None = None) -> Tokenizer:
         bos if file.get("tokenizer.ggml.add_bos_token", kind == "llama") else None,
         eos if file.get("tokenizer.ggml.add_eos_token", False) else None,
     )
+    template = file.get("tokenizer.chat_template", None)
     return Tokenizer(
-        backend, bos_id=bos, eos_id=eos, pad_id=specials["padding"], n_ctx=n_ctx, name=str(file.path)
+        backend,
+        bos_id=bos,
+        eos_id=eos,
+        pad_id=specials["padding"],
+        n_ctx=n_ctx,
+        name=str(file.path),
+        chat_template=template if isinstance(template, str) else None,
     )
 
 

@@ -59,7 +59,21 @@ def folder_tokenizer(folder: Path, hf: HFConfig, n_ctx: int | None = None) -> To
         prepend_bos=True if add_bos is True else None,
         n_ctx=n_ctx,
         name=str(folder),
+        chat_template=_chat_template(folder, settings),
     )
+
+
+def _chat_template(folder: Path, settings: dict[str, Any]) -> str | None:
+    """The folder's chat template: ``chat_template.jinja``, else ``tokenizer_config.json``'s ``chat_template``
+    (a template, or a list of named ones of which ``default`` is the chat's)."""
+    path = folder / "chat_template.jinja"
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    template = settings.get("chat_template")
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    return template if isinstance(template, str) else None
 
 
 def _read_json(path: Path) -> dict[str, Any]:

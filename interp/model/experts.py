@@ -21,9 +21,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.modules import module as _torch_module
 
-from hooks import HookPoint
+from hooks import HookPoint, listeners, listening
 from interp.config import TransformerConfig
 from interp.model.layout import param_in_layout
 from interp.model.mlp import ACTIVATIONS
@@ -66,33 +65,16 @@ class RoutedExperts(nn.Module):
         self.b_out = bias(n, d)
 
     def _expert_hooks(self, n: int, gated: bool) -> nn.ModuleList:
-        """``n`` experts' hook points, and what makes any of them listen, gathered once: these lists and dicts
-        are the points' own, mutated in place as hooks come and go, so one ``any()`` tells whether any expert's
-        point would run a function."""
+        """``n`` experts' hook points, and what makes any of them listen, gathered once
+        (:func:`hooks.listeners`), so that one test per forward pass tells whether any expert's point
+        would run a function."""
         hooks = nn.ModuleList(ExpertHooks(gated) for _ in range(n))
-        self._listeners = tuple(
-            container
-            for point in hooks.modules()
-            if isinstance(point, HookPoint)
-            for container in (
-                point.fwd_fns,
-                point.bwd_fns,
-                point._forward_hooks,
-                point._forward_pre_hooks,
-                point._backward_hooks,
-                point._backward_pre_hooks,
-            )
-        )
+        self._listeners = listeners(p for p in hooks.modules() if isinstance(p, HookPoint))
         return hooks
 
     def experts_hooked(self) -> bool:
-        """Whether any expert's hook point has a function attached (or torch's global module hooks are set)."""
-        return any(self._listeners) or bool(
-            _torch_module._global_forward_hooks
-            or _torch_module._global_forward_pre_hooks
-            or _torch_module._global_backward_hooks
-            or _torch_module._global_backward_pre_hooks
-        )
+        """Whether any expert's hook point would run a function (:func:`hooks.listening`)."""
+        return listening(self._listeners)
 
     def run_experts(self, x: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Each token through its chosen experts, weighted and summed.

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from interp.analysis.node import Node
+from interp.analysis.qk.matrix import top_entries
 from interp.circuits.features import FeatureEdit, intervene
 from interp.circuits.features.attention import BIAS, head_scores, key_difference
 from interp.circuits.features.heads import edges_head_loadings
@@ -91,7 +92,7 @@ def side_parts(score: Any, side: str) -> list[tuple[str, float]]:
     """Each node's part of a :class:`HeadScore`'s score on one side (query: row sums ``q_n . k``; key: column
     sums ``q . k_m``), largest first; the parts sum to the score."""
     m = score.matrix.double()  # [query node, key node]
-    sums, names = (m.sum(1), score.query_nodes) if side == "query" else (m.sum(0), score.key_nodes)
+    sums, names = (m.sum(1), score.query_components) if side == "query" else (m.sum(0), score.key_components)
     return sorted(zip(names, sums.tolist(), strict=True), key=lambda x: -x[1])
 
 
@@ -194,12 +195,12 @@ def _name(t: Triple) -> str:
 class Explained:
     """The referent's edge explained: its head loadings (of the difference target: those of its first token
     minus its second's) and, for each top head, its :class:`HeadScore` at the referent and, with another
-    candidate, the :class:`KeyDifference` of the two keys."""
+    candidate, the :class:`QKDifference` of the two keys."""
 
     edge: float
     direct: float
     heads: tuple  # of HeadScore, loading set
-    differences: tuple  # of KeyDifference or None, one per head
+    differences: tuple  # of QKDifference or None, one per head
 
 
 def explain_edge(
@@ -210,10 +211,7 @@ def explain_edge(
     the ``top_heads`` heads by absolute loading, each one's score split into query-node x key-node terms."""
     first, second = edges_head_loadings(model, tc, graph, [("logit.1", source), ("logit.2", source)])
     loads = first.heads - second.heads  # [layer, head]
-    n_heads = loads.shape[1]
-    flat = loads.flatten()
-    order = [j for j in flat.abs().argsort(descending=True)[:top_heads].tolist() if float(flat[j]) != 0.0]
-    chosen = [(j // n_heads, j % n_heads) for j in order]
+    chosen = [(layer, head) for layer, head, value in top_entries(loads, top_heads) if value != 0.0]
     query, key = graph.n_pos - 1, Node.parse(source).position
     keys = (key,) if other_key is None else (key, other_key)
     scores = head_scores(model, tc, graph, [(lay, h, query, k) for lay, h in chosen for k in keys])
@@ -262,7 +260,7 @@ def _head_record(h: Any, difference: Any, s: SeedSettings) -> dict:
         "loading": h.loading,
         "score": h.score,
         "pattern": h.pattern,
-        "terms": [list(t) for t in h.terms(s.terms)],
+        "terms": [list(t) for t in h.top(s.terms)],
         "query_parts": [list(p) for p in side_parts(h, "query")[: s.terms]],
         "key_parts": [list(p) for p in side_parts(h, "key")[: s.terms]],
     }
@@ -271,7 +269,7 @@ def _head_record(h: Any, difference: Any, s: SeedSettings) -> dict:
             difference=difference.difference,
             other_score=difference.second.score,
             other_pattern=difference.second.pattern,
-            difference_terms=[list(t) for t in difference.terms(s.terms)],
+            difference_terms=[list(t) for t in difference.top(s.terms)],
         )
     return record
 

@@ -336,7 +336,7 @@ def explain_features(model, config: AttributionConfig, out: dict, progress: bool
 def write_graph_files(results: dict, model, out: Path) -> list[Path]:
     """Every graph in ``OUT/graphs/PROMPT/`` (with its supernodes, its dashboards linked and the explanations as
     its feature nodes' ``clerp``), once the report is written."""
-    from interp.sae.explanations import add_labels
+    from interp.circuits.features.labels import add_labels
 
     tc = results["trained"].transcoders
     scan = (

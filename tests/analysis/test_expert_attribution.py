@@ -8,10 +8,12 @@ import pandas as pd
 import pytest
 import torch
 
+from interp import HookedTransformer
 from interp.analysis import direct_logit_attribution, dla_names
 from interp.analysis.checks import MissingHooksError
 from interp.analysis.expert_attribution import expert_logit_attribution, expert_names, expert_writes
 from tests.analysis.moe_models import naive_moe_writes, pair, tokens
+from tests.model.variants import tiny_config
 
 
 def _reference_inputs(reference, ids: torch.Tensor, layers: list[int]):
@@ -98,3 +100,14 @@ def test_bad_input():
         _, partial = model.run_with_cache(ids, names_filter="blocks.0.mlp.hook_expert_*")
     with pytest.raises(MissingHooksError, match="names_filter=expert_names"):
         expert_writes(model, partial, 0)
+
+
+def test_a_norm_after_the_experts_is_refused():
+    """With a norm on the MLP's output (Gemma's sandwich), ``hook_mlp_out`` is the normed sum of the experts'
+    writes, so they are not its terms."""
+    cfg = tiny_config(n_experts=4, experts_per_token=2, d_expert=16, mlp="gated", norm_placement="sandwich")
+    model = HookedTransformer(cfg).eval()
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.tensor([[3, 5, 7]]), names_filter=expert_names(model))
+    with pytest.raises(ValueError, match=r"layer 0 norms its MLP's output \(norm_placement='sandwich'\)"):
+        expert_writes(model, cache, 0)

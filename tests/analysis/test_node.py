@@ -42,6 +42,7 @@ EXAMPLES = [
     (Node.bias("embed_ln.b"), "embed_ln.b", {"kind": "bias", "layer": None, "name": "embed_ln.b"}),
     (Node.bias("b_Q"), "b_Q", {"kind": "bias", "name": "b_Q"}),
     (Node.logit(2), "logit.2", {"kind": "logit", "target": 2}),
+    (Node.rest(), "bias", {"kind": "rest", "layer": None, "name": None}),
 ]
 
 
@@ -79,6 +80,7 @@ LABELS = [
     (Node.bias("b_K"), "b_K"),
     (Node.key(2, 1), "L2.KV1.k"),
     (Node.logit(0), "logit.0"),
+    (Node.rest(), "bias"),
 ]
 
 

@@ -12,6 +12,8 @@ import pytest
 import torch
 
 import interp
+from interp.analysis.node import Node
+from interp.analysis.qk import QKDifference, QKMatrix
 from interp.circuits import attribute
 from interp.circuits.features.attention import (
     BIAS,
@@ -77,16 +79,17 @@ def test_terms_sum_to_the_score_transformers_computes(name):
         bound = stages(layer + 1) * EPS32 * float(inner) * found.scale
         assert abs(float(matrix.sum()) - want) <= bound, (layer, head, query, key, float(matrix.sum()), want)
         assert abs(found.score - want) <= bound
-        assert found.query_nodes[-1] == found.key_nodes[-1] == BIAS
+        assert found.query_components[-1] == found.key_components[-1] == BIAS
         nodes = set(map(str, graph.nodes))
-        assert set(found.query_nodes[:-1]) <= nodes and set(found.key_nodes[:-1]) <= nodes
+        assert set(found.query_components[:-1]) <= nodes and set(found.key_components[:-1]) <= nodes
         # a causal query is made of nodes at its position and before, never after
         positions = [
-            graph.nodes[graph.index(n)].position for n in (*found.query_nodes[:-1], *found.key_nodes[:-1])
+            graph.nodes[graph.index(n)].position
+            for n in (*found.query_components[:-1], *found.key_components[:-1])
         ]
         assert max(positions) <= query
         if layer > 0:  # later layers read features from the transcoders, not only tokens
-            kinds = {graph.nodes[graph.index(n)].kind for n in found.query_nodes[:-1]}
+            kinds = {graph.nodes[graph.index(n)].kind for n in found.query_components[:-1]}
             assert "feature" in kinds and "error" in kinds and "token" in kinds, kinds
 
 
@@ -128,7 +131,7 @@ def test_each_part_is_what_removing_the_node_removes(family, kind):
         ]  # per source node (column order), [n_sources, d_head]
     model.float(), tc.float()
     for i, (nodes, parts) in enumerate(
-        ((found.query_nodes, found.query_parts), (found.key_nodes, found.key_parts))
+        ((found.query_components, found.query_parts), (found.key_components, found.key_parts))
     ):
         columns = [graph.index(n) for n in nodes[:-1]]
         ref64, plain32 = moved[torch.float64][i], moved[torch.float32][i]
@@ -178,8 +181,8 @@ def test_an_edge_is_explained_by_its_top_heads_and_two_keys_by_their_difference(
         # the difference is the two matrices on the union of their key nodes
         again = key_difference(h, diff.second)
         assert torch.equal(again.matrix, diff.matrix)
-        assert diff.terms(1)[0][2] == pytest.approx(
-            float(diff.matrix.abs().max()) * (1 if diff.terms(1)[0][2] > 0 else -1)
+        assert diff.top(1)[0][2] == pytest.approx(
+            float(diff.matrix.abs().max()) * (1 if diff.top(1)[0][2] > 0 else -1)
         )
     via = graph.explain_attention(model, tc, edges[0], top_heads=2, other_key=1)
     assert [h.score for h in via.heads] == [h.score for h in explained.heads]
@@ -195,6 +198,38 @@ def test_an_edge_is_explained_by_its_top_heads_and_two_keys_by_their_difference(
         != (graph.n_pos - 1 if node.startswith("logit") else graph.nodes[graph.index(node)].position)
     ]
     assert graph.index(src) == max(others, key=lambda i: abs(float(row[i])))
+
+
+def test_a_heads_score_reads_like_a_qk_attribution():
+    """A score in graph nodes is the matrix type QK attribution returns: the same top terms, tables and
+    marginals, with the graph's nodes (values) as its parts, and its key difference the same difference type."""
+    _, model = _family("llama3-rope")
+    tc = tiny_transcoders(model.cfg, kind="skip", seed=3, input_site=input_site(model))
+    graph = attribute(model, tc, _tokens(), max_logits=1, progress=False)
+    cases = [(1, 2, N_POS - 1, 3), (1, 2, N_POS - 1, 5)]
+    first, second = (head_scores(model, tc, graph, cases)[c] for c in cases)
+    assert isinstance(first, QKMatrix) and all(isinstance(n, Node) for n in first.query_components)
+    matrix = first.matrix
+    top = first.top(5)
+    flat = sorted(matrix.flatten().tolist(), key=abs, reverse=True)[:5]
+    assert [t.value for t in top] == flat
+    for t in top:
+        i, j = first.query_components.index(t.query), first.key_components.index(t.key)
+        assert float(matrix[i, j]) == t.value
+    table = first.table(5)
+    assert table["query"].tolist() == [t.query.label for t in top] and table["value"].tolist() == flat
+    assert first.query_marginal()["value"].sum() == pytest.approx(first.score, rel=1e-5)
+    assert BIAS in first.key_components and first.key_marginal()["kind"].tolist().count("rest") == 1
+    diff = key_difference(first, second)
+    assert isinstance(diff, QKDifference) and diff.query_components == first.query_components
+    expected = torch.zeros(len(diff.query_components), len(diff.key_components), dtype=torch.float64)
+    for score, sign in ((first, 1.0), (second, -1.0)):
+        columns = [diff.key_components.index(n) for n in score.key_components]
+        expected[:, columns] += sign * score.matrix.double()
+    assert torch.equal(diff.matrix, expected.float())
+    assert diff.total == pytest.approx(first.score - second.score, rel=1e-5, abs=1e-6)
+    with pytest.raises(ValueError, match="top must be a positive integer, got 0"):
+        first.top(0)
 
 
 def test_bad_requests_are_refused_before_any_work():
@@ -242,7 +277,9 @@ def test_explained_edges_are_saved_in_the_extension(tmp_path):
                 head.layer, head.head, head.query, head.key
             )  # fmt: skip
             terms = [(saved["query_nodes"][i], saved["key_nodes"][j], v) for i, j, v in saved["terms"]]
-            assert terms == head.terms(40)
-            assert saved["query_ids"][: len(head.query_nodes) - 1] == [ids[n] for n in head.query_nodes[:-1]]
+            assert terms == head.top(40)
+            assert saved["query_ids"][: len(head.query_components) - 1] == [
+                ids[n] for n in head.query_components[:-1]
+            ]
             assert sum(v for _, _, v in terms) + saved["rest"] == pytest.approx(head.score, rel=1e-6)
         assert [d["second_key"] for d in record["differences"]] == [1] * len(found.heads)

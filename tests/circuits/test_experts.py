@@ -11,9 +11,12 @@ import functools
 
 import pytest
 import torch
+import torch.nn.functional as F
 
+from interp.analysis.expert_writes import expert_write_names, expert_writes
 from interp.circuits import Circuit, Graph, Node, Pairs, eap, eap_ig, exact_edge_scores, logit_difference
 from interp.circuits.run import run_circuit
+from interp.circuits.wiring import source_hooks, source_recorders
 from tests.analysis.moe_models import naive_moe_writes, pair, tokens
 
 N_POS = 6
@@ -163,6 +166,49 @@ def test_the_graph_has_experts_as_nodes():
     assert graph.n_readable(graph.input_index("L1.H0.q")) == 14  # input, layer 0's heads and experts
     assert Graph.from_dict(graph.to_dict()) == graph
     assert graph.experts == (8, 0, 8) and graph.shared_expert
+
+
+def test_the_shared_experts_row_is_its_own_write_not_the_layers_rest():
+    """In bfloat16, with routed writes 64 times larger than usual, the shared expert's row (the one circuits
+    record, and expert attribution's term) is its gated output, computed here in float64 from the same bfloat16
+    weights and input. Each rounding of the shared path (its two projections, the unit, the output projection,
+    the gate's projection and sigmoid: bfloat16 keeps 8 bits) errs by at most eps / 2 of what it rounds and
+    reaches the write through the output projection's terms ``gate |h_i| |W_out[i]|``: 4 eps of those terms
+    bound them all. The layer's output less its routed rows errs by the rounding of the whole output instead,
+    about eps of the routed writes, some hundred times that bound here."""
+    model = copy.deepcopy(pair("qwen2-moe")[1])
+    with torch.no_grad():
+        for layer in (0, 2):
+            model.blocks[layer].mlp.W_out.mul_(64)  # a power of two: exact in any precision
+    model = model.to(torch.bfloat16)
+    eps = torch.finfo(torch.bfloat16).eps
+    spec = {s.name: s for s in source_hooks(Graph.from_model(model))}
+    ids = tokens(3, N_POS)
+    for layer in (0, 2):
+        name = f"blocks.{layer}.hook_mlp_out"
+        recorded: list[torch.Tensor] = []
+        inputs: list[torch.Tensor] = []
+        handle = model.blocks[layer].mlp.register_forward_pre_hook(
+            lambda m, args, seen=inputs: seen.append(args[0])
+        )
+        try:
+            with torch.no_grad():
+                hooks = source_recorders(model, spec[name], recorded.append)
+                _, cache = model.run_with_cache(
+                    ids, names_filter=expert_write_names(model, layer), fwd_hooks=hooks
+                )
+        finally:
+            handle.remove()
+        (rows,) = recorded
+        x = inputs[0].double()
+        expected = naive_moe_writes(model, layer, x)  # [expert + shared, batch, pos, d_model]
+        shared = model.blocks[layer].mlp.shared_expert
+        hidden = F.silu(x @ shared.W_gate.double()) * (x @ shared.W_in.double())
+        gate = torch.sigmoid(x @ model.blocks[layer].mlp.W_shared_gate.double())
+        bound = 4 * eps * gate * (hidden.abs() @ shared.W_out.double().abs())
+        assert ((rows[-1].double() - expected[-1]).abs() <= bound).all()
+        assert ((expert_writes(model, cache, layer)[1][-1].double() - expected[-1]).abs() <= bound).all()
+        assert float(expected[:-1].abs().max()) > 30 * float(expected[-1].abs().max())  # the routed writes
 
 
 def test_eap_scores_expert_edges_as_the_gradient_and_finite_differences_say():

@@ -49,6 +49,19 @@ def golden_case(name: str):
     return model, tc, tensors, meta
 
 
+def golden_graph(ref: dict, n_layers: int) -> AttributionGraph:
+    """circuit-tracer's graph of a golden case, as interp's type."""
+    return AttributionGraph(
+        adjacency=ref["adjacency"],
+        features=ref["active_features"][ref["selected_features"]],
+        activations=ref["activation_values"][ref["selected_features"]],
+        input_tokens=ref["input_tokens"],
+        logit_tokens=ref["logit_tokens"],
+        logit_probabilities=ref["logit_probabilities"],
+        n_layers=n_layers,
+    )
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_same_graph_as_circuit_tracer(name):
     model, tc, ref, meta = golden_case(name)
@@ -84,15 +97,7 @@ def test_prune_and_scores_as_circuit_tracer(name):
     model, _, ref, meta = golden_case(name)
     n = ref["adjacency"].shape[0]
     n_pos, n_logits = len(ref["input_tokens"]), len(ref["logit_tokens"])
-    graph = AttributionGraph(
-        adjacency=ref["adjacency"],
-        features=ref["active_features"][ref["selected_features"]],
-        activations=ref["activation_values"][ref["selected_features"]],
-        input_tokens=ref["input_tokens"],
-        logit_tokens=ref["logit_tokens"],
-        logit_probabilities=ref["logit_probabilities"],
-        n_layers=model.cfg.n_layers,
-    )
+    graph = golden_graph(ref, model.cfg.n_layers)
     assert len(graph.nodes) == n and graph.n_pos == n_pos and graph.n_logits == n_logits
     pruned = graph.prune(0.8, 0.98)
     assert torch.equal(pruned.node_mask, ref["node_mask"])

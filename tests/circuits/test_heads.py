@@ -56,6 +56,17 @@ def test_loadings_sum_to_the_edge(family, kind):
         assert through_heads > 10 * bound
 
 
+def test_an_error_at_the_first_position_writes_nothing_as_in_the_graph():
+    """Nothing is attributed at the first position: the graph's error there is zero, and so is every share of
+    an edge from it (the error the transcoder makes there is real, but no node carries it)."""
+    model = family_model("llama3-rope")
+    tc = tiny_transcoders(model.cfg, kind="skip", seed=3, input_site=input_site(model))
+    graph = attribute(model, tc, torch.tensor([0, 5, 17, 9, 33, 2, 41]), max_logits=1, progress=False)
+    for layer in range(model.cfg.n_layers):
+        loads = head_loadings(model, tc, graph, "logit.0", f"L{layer}.error@0")
+        assert loads.edge == 0.0 and loads.direct == 0.0 and not bool(loads.heads.any())
+
+
 def _rounding(model, tc, graph, target: str) -> float:
     """``stages * eps * sum_i |w_i| |x_i|`` for the target's read of the stream: a feature's encoder row and
     its input at the target's position, or a logit's de-meaned unembedding column and the final stream at the

@@ -51,8 +51,9 @@ def test_constrained_edit_moves_targets_by_the_graph(setup):
     assert (expected != 0).any()
 
 
-def _by_hand_hooks(tc, edits):
-    """Plain-model hooks adding each edit's change of activation times its decoder rows where it writes."""
+def _by_hand_hooks(tc, edits, first: int = 0):
+    """Plain-model hooks adding each edit's change of activation times its decoder rows where it writes; an
+    edit without a position acts at every position from ``first`` on."""
     inputs = {}
 
     def read(layer):
@@ -67,11 +68,10 @@ def _by_hand_hooks(tc, edits):
             for layer, feat, pos, value in edits:
                 if out not in tc.output_layers(layer):
                     continue
-                act = tc.encode(inputs[layer], layer)[1][..., feat]  # [batch, pos]
-                delta = (value - act) if pos is None else (value - act[:, pos : pos + 1])
+                where = slice(first, None) if pos is None else slice(pos, pos + 1)
+                act = tc.encode(inputs[layer], layer)[1][:, where, feat]  # [batch, n]
                 row = tc.decoder(layer)[feat, tc.output_layers(layer).index(out)]
-                where = slice(None) if pos is None else slice(pos, pos + 1)
-                x[:, where] += (delta[..., None] * row).to(x.dtype)
+                x[:, where] += ((value - act)[..., None] * row).to(x.dtype)
             return x
 
         return fn

@@ -85,8 +85,8 @@ def test_only_a_partly_kept_circuit_records_the_sources():
     graph = Graph.from_model(model)
     corrupt = corrupt_run(model, pairs)
     # every edge kept: the clean forward, untouched; none kept: each input replaced by the corrupted stream
-    assert circuit_hooks(Circuit.full(graph), corrupt) == []
-    empty = circuit_hooks(Circuit.empty(graph), corrupt)
+    assert circuit_hooks(model, Circuit.full(graph), corrupt) == []
+    empty = circuit_hooks(model, Circuit.empty(graph), corrupt)
     assert [name for name, _ in empty] == [spec.name for spec in input_hooks(graph)]
     one = graph.allowed.clone()
     u, v = graph.allowed.nonzero()[-1].tolist()  # the last edge: a late source into a late input
@@ -94,7 +94,7 @@ def test_only_a_partly_kept_circuit_records_the_sources():
     read = sources_read([Circuit(graph, one)])
     assert read.nonzero().flatten().tolist() == [u]
     holding = [spec.name for spec in source_hooks(graph) if spec.rows.start <= u < spec.rows.stop]
-    names = [name for name, _ in circuit_hooks(Circuit(graph, one), corrupt)]
+    names = [name for name, _ in circuit_hooks(model, Circuit(graph, one), corrupt)]
     assert [n for n in names if n in {spec.name for spec in source_hooks(graph)}] == holding
     assert len(names) == len(holding) + 1  # and the one input it patches
 

@@ -75,7 +75,7 @@ def test_click_an_edge_then_a_head_then_a_node(browser, saved):  # noqa: F811
         ".map(r => [...r.children].map(c => c.textContent));"
     )
     head = first.heads[0]
-    expected = head.terms(len(rows))
+    expected = head.top(len(rows))
     assert [(q, k) for q, k, _ in rows] == [(q, k) for q, k, _ in expected]
     assert [float(v) for _, _, v in rows] == pytest.approx(
         [v for _, _, v in expected], rel=5e-3

@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from interp.circuits import attribute
+from interp.circuits.features.labels import add_labels
+from interp.circuits.features.neuronpedia import FEATURE
+from interp.circuits.features.viewer import DATA_ID
 from interp.report.embedded import embedded_json, replace_embedded_json
-from interp.sae.explanations import add_labels
 from tests.circuits.models import tiny
 from tests.circuits.transcoders import tiny_transcoders
 from tests.report.conftest import PAYLOAD, _chromium, browser  # noqa: F401  (fixtures)
@@ -29,7 +31,7 @@ def folder(tmp_path):
 
 def _features(folder):
     doc = json.loads((folder / "labelled.json").read_text())
-    return [n for n in doc["nodes"] if n["feature_type"] == "cross layer transcoder"]
+    return [n for n in doc["nodes"] if n["feature_type"] == FEATURE]
 
 
 def _strip_labels(data):
@@ -42,18 +44,18 @@ def test_labels_added_after_the_page_was_built_show_in_it(browser, folder):  # n
     first, *rest = _features(folder)
     second = next(n for n in rest if n["feature"] != first["feature"])  # another feature: left unlabelled
     html = (folder / "index.html").read_text()
-    before = embedded_json(html, "graph-data")
+    before = embedded_json(html, DATA_ID)
     # a page in the folder built from another graph is left alone
     other = json.loads(json.dumps(before))
     other["metadata"]["slug"] = "another"
-    (folder / "another.html").write_text(replace_embedded_json(html, "graph-data", other))
+    (folder / "another.html").write_text(replace_embedded_json(html, DATA_ID, other))
     untouched = (folder / "another.html").read_text()
 
     results = add_labels(folder, {first["feature"]: PAYLOAD}, "scan")
     (result,) = [r for r in results if r.path.name == "labelled.json"]
     assert result.pages == (folder / "index.html",) and result.labelled >= 1
     assert (folder / "another.html").read_text() == untouched
-    after = embedded_json((folder / "index.html").read_text(), "graph-data")
+    after = embedded_json((folder / "index.html").read_text(), DATA_ID)
     assert _strip_labels(json.loads(json.dumps(after))) == _strip_labels(json.loads(json.dumps(before)))
     labelled = [n["uid"] for n in after["nodes"] if n.get("clerp") == PAYLOAD]
     assert labelled == [n["uid"] for n in _features(folder) if n["feature"] == first["feature"]]

@@ -85,7 +85,10 @@ def test_terms_sum_to_the_score_the_model_computes(setup):
         )
         # the named nodes: feature nodes with the largest positive part of the score, on each side
         m = h.matrix.double()
-        for side, names, parts in (("query", h.query_nodes, m.sum(1)), ("key", h.key_nodes, m.sum(0))):
+        for side, names, parts in (
+            ("query", h.query_components, m.sum(1)),
+            ("key", h.key_components, m.sum(0)),
+        ):
             ranked = sorted((v, n) for n, v in zip(names, parts.tolist(), strict=True) if ".F" in n and v > 0)
             nodes = [Node.parse(n) for _, n in ranked[::-1][:50]]
             assert seed.named_nodes(h, side, 50) == [(n.layer, n.position, n.feature) for n in nodes]

@@ -11,19 +11,23 @@ in the order a score is computed:
   and rotary;
 - :mod:`~interp.analysis.qk.score`: the matrix of pairwise products for one score (:func:`qk_attribution`);
 - :mod:`~interp.analysis.qk.difference`: the same for the difference of two scores (two keys, twin prompts);
-- :mod:`~interp.analysis.qk.matrix`: the matrix type both return, and its tables.
+- :mod:`~interp.analysis.qk.matrix`: the matrix type both return (and attention explained in a graph's nodes
+  too), its top terms and its tables.
 """
 
 from interp.analysis.qk.difference import QKDifference, qk_key_difference, qk_twin_difference
-from interp.analysis.qk.matrix import QKMatrix
+from interp.analysis.qk.matrix import QKMatrix, QKScore, Term, top_entries
 from interp.analysis.qk.score import QKAttribution, qk_attribution, qk_names
 
 __all__ = [
     "QKAttribution",
     "QKDifference",
     "QKMatrix",
+    "QKScore",
+    "Term",
     "qk_attribution",
     "qk_key_difference",
     "qk_names",
     "qk_twin_difference",
+    "top_entries",
 ]

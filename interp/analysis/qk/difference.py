@@ -17,7 +17,7 @@ The differing words in the middle map to nothing; their components appear on the
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,19 +33,40 @@ from interp.dictionary import SparseDictionary
 
 @dataclass(frozen=True, kw_only=True)
 class QKDifference(QKMatrix):
-    """``first.score - second.score`` split into query-role x key-role terms; ``matrix.sum()`` is it.
+    """``first.score - second.score`` split into query x key terms; ``matrix.sum()`` is it. Each score's parts
+    sit at given rows and columns of the difference's; a part one score lacks counts as zero there.
 
     Attributes:
-        first, second: the two attributions.
+        first, second: the two scores (:class:`~interp.analysis.qk.score.QKAttribution`, or a graph's
+            :class:`~interp.circuits.features.attention.HeadScore`).
+        rows, columns: for each score, the row (column) of the difference each of its query (key) parts is at.
     """
 
-    first: QKAttribution
-    second: QKAttribution
+    first: QKMatrix = field(repr=False)
+    second: QKMatrix = field(repr=False)
+    rows: tuple[tuple[int, ...], tuple[int, ...]] = field(repr=False)
+    columns: tuple[tuple[int, ...], tuple[int, ...]] = field(repr=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"QKDifference({len(self.query_components)} x {len(self.key_components)} terms: difference "
+            f"{self.difference:.4g})"
+        )
+
+    @property
+    def matrix(self) -> torch.Tensor:
+        """The first score's matrix minus the second's, each placed at its rows and columns (in float64)."""
+        out = torch.zeros(len(self.query_components), len(self.key_components), dtype=torch.float64)
+        sides = ((self.first, 0, 1.0), (self.second, 1, -1.0))
+        for score, side, sign in sides:
+            r, c = torch.tensor(self.rows[side]), torch.tensor(self.columns[side])
+            out.index_put_((r[:, None], c[None, :]), sign * score.matrix.double(), accumulate=True)
+        return out.float()
 
     @property
     def difference(self) -> float:
         """``first.score - second.score``."""
-        return self.first.score - self.second.score
+        return self.first.score - self.second.score  # type: ignore[attr-defined]
 
 
 @torch.no_grad()
@@ -184,19 +205,13 @@ def _difference(first: QKAttribution, second: QKAttribution, sources: dict[int, 
     cols, col_labels = _union(
         first.key_components, first.key, second.key_components, second.key, identity, sources
     )
-    matrix = torch.zeros(len(row_labels), len(col_labels), dtype=torch.float64)
-    for attribution, (r, c), sign in ((first, (rows[0], cols[0]), 1.0), (second, (rows[1], cols[1]), -1.0)):
-        matrix.index_put_(
-            (torch.tensor(r)[:, None], torch.tensor(c)[None, :]),
-            sign * attribution.matrix.double(),
-            accumulate=True,
-        )
     return QKDifference(
-        matrix=matrix.float(),
         query_components=tuple(row_labels),
         key_components=tuple(col_labels),
         first=first,
         second=second,
+        rows=(tuple(rows[0]), tuple(rows[1])),
+        columns=(tuple(cols[0]), tuple(cols[1])),
     )
 
 

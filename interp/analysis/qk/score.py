@@ -28,15 +28,16 @@ from hooks import ActivationCache
 from interp.analysis.checks import check_index, check_layer, require_hooks
 from interp.analysis.decompose import Heads, decompose_names, decompose_stream
 from interp.analysis.feature_writes import check_transcoders, feature_names
-from interp.analysis.qk.matrix import QKMatrix
+from interp.analysis.qk.matrix import QKScore
 from interp.analysis.qk.project import project, projection_names
 from interp.analysis.qk.prompt import Prompt, as_prompt
 from interp.dictionary import SparseDictionary
 
 
 @dataclass(frozen=True, kw_only=True)
-class QKAttribution(QKMatrix):
-    """One attention score of one head, split into query-component x key-component terms.
+class QKAttribution(QKScore):
+    """One attention score of one head, split into query-component x key-component terms (the parts, each
+    component's query or key vector, float32).
 
     Attributes:
         layer, head: the head (``head`` is the query head; under grouped-query attention the key side is
@@ -164,17 +165,21 @@ def qk_attribution(
         rotary = prompt.rotary(model, layer, pos)
         sides.append(project(model, cache, layer, head, pos, rotary, components, parts, side))
     (q_components, q_parts), (k_components, k_parts) = sides
-    matrix = (q_parts @ k_parts.T) * model.blocks[layer].attn.scale  # [query component, key component]
-    observed = cache[f"blocks.{layer}.attn.hook_attn_scores"][0, head, query, key]
-    return QKAttribution(
-        matrix=matrix.cpu(),
+    terms = dict(
         query_components=tuple(q_components),
         key_components=tuple(k_components),
+        query_parts=q_parts.cpu(),
+        key_parts=k_parts.cpu(),
+        scale=model.blocks[layer].attn.scale,
+    )
+    observed = cache[f"blocks.{layer}.attn.hook_attn_scores"][0, head, query, key]
+    return QKAttribution(
+        **terms,
         layer=layer,
         head=head,
         query=query,
         key=key,
-        score=float(matrix.double().sum()),
+        score=QKScore(**terms).total,
         model_score=float(observed),
         softcap=model.blocks[layer].attn.softcap,
         prompt=prompt,

@@ -11,7 +11,9 @@
 - :mod:`~interp.circuits.features.held`: the model held at a clean run's values;
 - :mod:`~interp.circuits.features.intervene`: constrained and free feature interventions, generation with clamps;
 - :mod:`~interp.circuits.features.heads`: an edge split exactly into the attention heads it passes through;
-- :mod:`~interp.circuits.features.neuronpedia`: ``graph.json`` in Neuronpedia's schema.
+- :mod:`~interp.circuits.features.neuronpedia`: ``graph.json`` in Neuronpedia's schema;
+- :mod:`~interp.circuits.features.labels`: labels (explanations) written into graph files' feature nodes and the
+  viewer pages built from them.
 """
 
 from interp.circuits.features.direct_effects import attribute
@@ -19,6 +21,7 @@ from interp.circuits.features.graph import AttributionGraph
 from interp.circuits.features.heads import HeadLoadings, head_loadings
 from interp.circuits.features.influence import Pruned
 from interp.circuits.features.intervene import FeatureEdit, Intervened, generate_with_features, intervene
+from interp.circuits.features.labels import Labelled, add_labels
 from interp.circuits.features.targets import Target
 
 __all__ = [
@@ -26,8 +29,10 @@ __all__ = [
     "FeatureEdit",
     "HeadLoadings",
     "Intervened",
+    "Labelled",
     "Pruned",
     "Target",
+    "add_labels",
     "attribute",
     "generate_with_features",
     "head_loadings",

@@ -5,16 +5,17 @@ at the prompt's values. :func:`~interp.circuits.features.heads.head_loadings` sp
 heads; this module then asks why each of the top heads attends from the edge's target position (the query) to
 its source position (the key).
 
-In the frozen model (patterns and every norm's divisor held, the MLPs' writes replaced by the graph's feature
-and error writes) a head's query ``q`` at one position and key ``k`` at another (after any q/k norm and rotary)
-are affine in the writes of the graph's nodes: each feature's activation times its decoder rows, each error
-vector, each token embedding. So ``q = sum_n q_n + q_bias`` over the nodes ``n`` of the graph (at the query's
-position and, through earlier heads, at any position it reads), where ``q_n`` is node ``n``'s write pushed
-through the frozen model to the query, and ``q_bias`` is what no node writes: biases, position embeddings, the
-transcoders' decoder biases, the first position's MLP writes (attributed to nothing, as in circuit-tracer) and
-active features the graph left out. The score ``q . k * scale`` is then the sum of the query-node x key-node
-matrix ``q_n . k_m * scale``, exactly. For two keys the query parts are the same, so the difference of the
-two scores is ``q_n . (k_m - k'_m) * scale`` over the graph's nodes.
+In the held model (:mod:`.held`: patterns and every norm's divisor held at the prompt's values, the MLPs'
+writes replaced by the graph's feature and error writes) a head's query ``q`` at one position and key ``k`` at
+another (after any q/k norm and rotary) are affine in the writes of the graph's nodes: each feature's
+activation times its decoder rows, each error vector, each token embedding. So ``q = sum_n q_n + q_bias`` over
+the nodes ``n`` of the graph (at the query's position and, through earlier heads, at any position it reads),
+where ``q_n`` is node ``n``'s write pushed through the held model to the query, and ``q_bias`` is what no node
+writes: biases, position embeddings, the transcoders' decoder biases, the first position's MLP writes
+(attributed to nothing, as in circuit-tracer) and active features the graph left out. The score
+``q . k * scale`` is then the sum of the query-node x key-node matrix ``q_n . k_m * scale``, exactly. For two
+keys the query parts are the same, so the difference of the two scores is ``q_n . (k_m - k'_m) * scale`` over
+the graph's nodes.
 
 The parts come from batched backward passes: one row per query (key) dimension of each head asked for, the
 gradient contracted with each node's write where it writes, as
@@ -25,22 +26,28 @@ recomputed; one forward pass of the prompt serves every head.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from interp.analysis.node import Node
+from interp.analysis.qk.difference import QKDifference
+from interp.analysis.qk.matrix import QKScore
 from interp.circuits.features.heads import HeadLoadings, edges_head_loadings
 from interp.circuits.features.held import Held
+from interp.circuits.features.node_vectors import held_node_writes
 from interp.dictionary import SparseDictionary
 
-BIAS = "bias"  # the row and column of what no node of the graph writes
+BIAS = Node.rest()  # the row and column of what no node of the graph writes ("bias" in graph files)
 
 
-@dataclass(frozen=True)
-class HeadScore:
-    """One head's score from ``query`` to ``key``, split into the graph's nodes on both sides.
+@dataclass(frozen=True, kw_only=True)
+class HeadScore(QKScore):
+    """One head's score from ``query`` to ``key``, split into the graph's nodes on both sides: a
+    :class:`~interp.analysis.qk.matrix.QKScore` whose parts are the graph's nodes whose parts are not zero,
+    then :data:`BIAS` (``query_parts``, ``key_parts``: ``[n, d_head]`` each node's part of ``q`` and ``k``,
+    float32 values held in float64).
 
     Attributes:
         layer, head: the head (``head`` counts query heads; the key side is its key/value head).
@@ -48,9 +55,6 @@ class HeadScore:
         loading: the head's share of the edge explained (:class:`HeadLoadings`), ``nan`` when asked directly.
         score: ``q . k * scale`` before any soft-cap; equals ``matrix.sum()``.
         pattern: the attention weight the prompt's run gave ``key`` from ``query``.
-        scale: the layer's score scale.
-        query_nodes, key_nodes: the graph nodes (their names) whose parts are not zero, then ``"bias"``.
-        query_parts, key_parts: ``[n, d_head]`` each node's part of ``q`` (``k``), float32.
     """
 
     layer: int
@@ -60,40 +64,6 @@ class HeadScore:
     loading: float
     score: float
     pattern: float
-    scale: float
-    query_nodes: tuple[str, ...]
-    key_nodes: tuple[str, ...]
-    query_parts: torch.Tensor = field(repr=False)
-    key_parts: torch.Tensor = field(repr=False)
-
-    @property
-    def matrix(self) -> torch.Tensor:
-        """``[n_query_nodes, n_key_nodes]``: ``q_n . k_m * scale``; sums to :attr:`score`."""
-        return (self.query_parts.double() @ self.key_parts.double().T * self.scale).float()
-
-    def terms(self, top: int = 20) -> list[tuple[str, str, float]]:
-        """The ``top`` (query node, key node, value) terms by absolute value, largest first."""
-        return top_terms(self.matrix, self.query_nodes, self.key_nodes, top)
-
-
-@dataclass(frozen=True)
-class KeyDifference:
-    """``first.score - second.score`` for one head and query at two keys, split into query-node x key-node terms
-    over the union of the two keys' nodes (a node one key lacks counts as zero there)."""
-
-    first: HeadScore
-    second: HeadScore
-    query_nodes: tuple[str, ...]
-    key_nodes: tuple[str, ...]
-    matrix: torch.Tensor = field(repr=False)
-
-    @property
-    def difference(self) -> float:
-        return self.first.score - self.second.score
-
-    def terms(self, top: int = 20) -> list[tuple[str, str, float]]:
-        """The ``top`` terms of the difference by absolute value, largest first."""
-        return top_terms(self.matrix, self.query_nodes, self.key_nodes, top)
 
 
 @dataclass(frozen=True)
@@ -105,23 +75,11 @@ class AttentionExplanation:
     source: str
     loadings: HeadLoadings
     heads: tuple[HeadScore, ...]
-    differences: tuple[KeyDifference, ...] = ()
+    differences: tuple[QKDifference, ...] = ()
 
     def __repr__(self) -> str:
         shown = ", ".join(f"L{h.layer}H{h.head} {h.loading:+.3g}" for h in self.heads)
         return f"AttentionExplanation({self.source} -> {self.target}: edge {self.loadings.edge:.4g}; {shown})"
-
-
-def top_terms(
-    matrix: torch.Tensor, rows: Sequence[str], cols: Sequence[str], top: int
-) -> list[tuple[str, str, float]]:
-    """The ``top`` entries of ``matrix`` by absolute value as ``(row, column, value)``."""
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise ValueError(f"top must be a positive integer, got {top!r}")
-    flat = matrix.flatten()
-    order = flat.abs().argsort(descending=True)[:top].tolist()
-    n = matrix.shape[1]
-    return [(rows[i // n], cols[i % n], float(flat[i])) for i in order]
 
 
 def edge_positions(graph: Any, target: str, source: str) -> tuple[int, int]:
@@ -200,10 +158,7 @@ def explain_edges(
         edges_head_loadings(model, transcoders, graph, [(t, s) for t, s, _, _ in chosen]) if chosen else []
     )
     for i, (loads, (t, s, query, key)) in enumerate(zip(loadings, chosen, strict=True)):
-        order = loads.heads.flatten().abs().argsort(descending=True)[:top_heads].tolist()
-        n_heads = loads.heads.shape[1]
-        heads = [(j // n_heads, j % n_heads) for j in order if float(loads.heads.flatten()[j]) != 0.0]
-        chosen[i] = (t, s, query, key, loads, heads)
+        chosen[i] = (t, s, query, key, loads, [(layer, head) for layer, head, _ in loads.top(top_heads)])
     wanted = {}
     for _, _, query, key, _, heads in chosen:
         for layer, head in heads:
@@ -226,17 +181,22 @@ def _with_loading(score: HeadScore, loading: float) -> HeadScore:
     return replace(score, loading=loading)
 
 
-def key_difference(first: HeadScore, second: HeadScore) -> KeyDifference:
-    """``first - second`` of one head and query at two keys (see :class:`KeyDifference`)."""
+def key_difference(first: HeadScore, second: HeadScore) -> QKDifference:
+    """``first - second`` of one head and query at two keys, over the union of the two keys' nodes (a node one
+    key lacks counts as zero there); the query's nodes are the same on both sides."""
     if (first.layer, first.head, first.query) != (second.layer, second.head, second.query):
         raise ValueError("a key difference compares one head and query at two keys")
-    keys = list(dict.fromkeys([*first.key_nodes, *second.key_nodes]))
+    keys = tuple(dict.fromkeys([*first.key_components, *second.key_components]))
     index = {n: i for i, n in enumerate(keys)}
-    k = torch.zeros(len(keys), first.key_parts.shape[1], dtype=torch.float64)
-    k.index_add_(0, torch.tensor([index[n] for n in first.key_nodes]), first.key_parts.double())
-    k.index_add_(0, torch.tensor([index[n] for n in second.key_nodes]), -second.key_parts.double())
-    matrix = (first.query_parts.double() @ k.T * first.scale).float()
-    return KeyDifference(first, second, first.query_nodes, tuple(keys), matrix)
+    queries = tuple(range(len(first.query_components)))
+    return QKDifference(
+        query_components=first.query_components,
+        key_components=keys,
+        first=first,
+        second=second,
+        rows=(queries, queries),
+        columns=tuple(tuple(index[n] for n in side.key_components) for side in (first, second)),  # type: ignore[arg-type]
+    )
 
 
 def head_scores(
@@ -270,7 +230,7 @@ def head_scores(
     requests = list(sides)
     tokens = graph.input_tokens.to(model.embed.W_E.device)
     held = Held.run(model, transcoders, tokens)
-    writes = node_writes(graph, transcoders, held.clean)
+    writes = held_node_writes(graph, transcoders, held.clean).by_hook(transcoders)
     parts, totals = _parts(model, transcoders, tokens, held, writes, requests, batch_size)
     patterns = {
         layer: held.clean[f"blocks.{layer}.attn.hook_pattern"][0] for layer in {c[0] for c in cases}
@@ -293,66 +253,21 @@ def head_scores(
             score=score,
             pattern=float(patterns[layer][head, query, key]),
             scale=scale,
-            query_nodes=qn,
-            key_nodes=kn,
+            query_components=qn,
+            key_components=kn,
             query_parts=qp,
             key_parts=kp,
         )
     return out
 
 
-def _with_bias(graph: Any, parts: torch.Tensor, total: torch.Tensor) -> tuple[tuple[str, ...], torch.Tensor]:
-    """The nodes with a part that is not zero, then the bias (the total less every node's part)."""
+def _with_bias(graph: Any, parts: torch.Tensor, total: torch.Tensor) -> tuple[tuple[Node, ...], torch.Tensor]:
+    """The nodes with a part that is not zero, then the bias (the total less every node's part); the parts in
+    float64 (float32 values)."""
     keep = parts.abs().sum(1).nonzero().flatten()
     bias = total.double() - parts.double().sum(0)
-    names = tuple(str(graph.nodes[i]) for i in keep.tolist()) + (BIAS,)
-    return names, torch.cat([parts[keep], bias.float()[None]])
-
-
-@dataclass
-class NodeWrites:
-    """Where each node of a graph writes in the frozen model: per hook, ``(position, vector, column)`` runs.
-
-    ``by_hook[name]`` holds ``positions [m]``, ``vectors [m, d_model]`` and ``columns [m]`` (the node's index
-    in the graph); a cross-layer feature appears once per layer it writes to.
-    """
-
-    by_hook: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
-
-
-def node_writes(graph: Any, transcoders: SparseDictionary, clean: Any) -> NodeWrites:
-    """Every node's write (a feature's activation times its decoder rows, an error vector, a token's
-    embedding) from the prompt's clean run ``clean`` (the cache of :class:`Held`)."""
-    tc = transcoders
-    found: dict[str, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
-
-    def add(name: str, positions: torch.Tensor, vectors: torch.Tensor, columns: torch.Tensor) -> None:
-        found.setdefault(name, []).append((positions.cpu(), vectors.float(), columns.cpu()))
-
-    with torch.no_grad():
-        feats = graph.features
-        for layer in feats[:, 0].unique().tolist():
-            rows = (feats[:, 0] == layer).nonzero().flatten()
-            dec = tc.decoder(layer, feats[rows, 2]).float()  # [n, n_out, d_model]
-            dec = dec * graph.activations[rows].float().to(dec.device)[:, None, None]
-            for j, out in enumerate(tc.output_layers(layer)):
-                add(tc.output_hook(out), feats[rows, 1], dec[:, j], rows)
-        inputs = {layer: clean[tc.input_hook(layer)][0] for layer in tc.layers}
-        recon = tc.reconstruct(inputs)
-        n_pos, start = graph.n_pos, graph.n_features
-        positions = torch.arange(n_pos)
-        for layer in range(graph.n_layers):
-            error = clean[tc.output_hook(layer)][0].float() - recon[layer].float()  # [pos, d_model]
-            error[0] = 0  # nothing is attributed at the first position, as in the graph
-            add(tc.output_hook(layer), positions, error, start + layer * n_pos + positions)
-        tokens = start + graph.n_layers * n_pos + positions
-        add("hook_embed", positions, clean["hook_embed"][0].float(), tokens)
-    return NodeWrites(
-        {
-            name: tuple(torch.cat([r[i] for r in runs]) for i in range(3))  # type: ignore[misc]
-            for name, runs in found.items()
-        }
-    )
+    nodes = tuple(graph.nodes[i] for i in keep.tolist()) + (BIAS,)
+    return nodes, torch.cat([parts[keep], bias.float()[None]]).double()
 
 
 def _side_hook(model: Any, side: str, layer: int) -> str:
@@ -366,11 +281,12 @@ def _parts(
     transcoders: SparseDictionary,
     tokens: torch.Tensor,
     held: Held,
-    writes: NodeWrites,
+    writes: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
     requests: list[tuple[str, int, int, int]],
     batch_size: int,
 ) -> tuple[dict, dict]:
-    """Per request ``(side, layer, head, position)``: ``[n_nodes, d_head]`` each node's part, and the total."""
+    """Per request ``(side, layer, head, position)``: ``[n_nodes, d_head]`` each node's part, and the total;
+    ``writes``: every node's writes by hook (:meth:`~interp.circuits.features.node_vectors.NodeWrites.by_hook`)."""
     leaves: dict[str, torch.Tensor] = {}
     seen: dict[str, torch.Tensor] = {}
 
@@ -386,8 +302,8 @@ def _parts(
     hooks = [*held.hooks(transcoders, leaves), ("hook_embed", embed_leaf), *((n, keep) for n in names)]
     with torch.enable_grad(), model.hooks(hooks):
         model(tokens[None], stop_at_layer=last + 1)
-        leaf_names = [n for n in writes.by_hook if n in leaves]
-        n_nodes = 1 + max(int(cols.max()) for _, _, cols in writes.by_hook.values())
+        leaf_names = [n for n in writes if n in leaves]
+        n_nodes = 1 + max(int(cols.max()) for _, _, cols in writes.values())
         d_head = model.cfg.d_head
         rows = [(r, e) for r in requests for e in range(d_head)]  # one backward row per dimension
         parts = torch.zeros(len(rows), n_nodes)
@@ -408,7 +324,7 @@ def _parts(
             block = parts[start : start + len(chunk)]
             for name, g in zip(leaf_names, grads, strict=True):
                 if g is not None:
-                    _contract(block, g[:, 0].float(), *writes.by_hook[name])
+                    _contract(block, g[:, 0].float(), *writes[name])
     totals, out = {}, {}
     for i, request in enumerate(requests):
         side, layer, head, pos = request

@@ -15,7 +15,7 @@ within the budget (the memory model is in :mod:`.memory_budget`); the re-ranking
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -47,7 +47,7 @@ def attribute(
     update_interval: int = 4,
     max_memory_gb: float | None = None,
     keep: Sequence[str] = (),
-    progress: bool = True,
+    progress: bool | Callable[[int, int], Any] = True,
 ) -> AttributionGraph:
     """The attribution graph of ``prompt`` (see the module docstring and :class:`AttributionGraph`).
 
@@ -67,7 +67,9 @@ def attribute(
             where it can tell) when one read per pass does not fit. ``None``: ``batch_size`` reads per pass.
         keep: feature nodes (``"L3.F417@5"``) kept whatever ``max_feature_nodes`` (pinned nodes: see
             :mod:`~interp.circuits.features.pins`); each must be active, and they count towards the cap.
-        progress: show a progress bar.
+        progress: show a progress bar; or a function ``(feature rows done, in all)`` called once the forward
+            pass is done and after each backward pass over features: a server's progress report, and where it
+            stops the work (an exception it raises ends the attribution there and propagates).
     """
     tokens = _check(model, transcoders, prompt, max_feature_nodes, batch_size, max_logits, max_memory_gb)
     if targets is not None:
@@ -127,7 +129,7 @@ def _adjacency(
     max_feature_nodes: int | None,
     batch_sizes: tuple[int, int],
     update_interval: int,
-    progress: bool,
+    progress: bool | Callable[[int, int], Any],
     budgeted: bool = False,
     keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -140,9 +142,7 @@ def _adjacency(
     n_active = len(sources.features)
     capped = max_feature_nodes is not None and max_feature_nodes < n_active
     reads = _Reads(run, sources, transcoders, chosen, *batch_sizes, budgeted=budgeted)
-    bar = tqdm(
-        total=max_feature_nodes if capped else n_active, desc="attribution", disable=not progress, leave=False
-    )
+    bar = _Progress(progress, max_feature_nodes if capped else n_active)
     try:
         if not capped:
             return _every_feature(reads, bar), torch.arange(n_active)
@@ -153,6 +153,28 @@ def _adjacency(
         return _compacted(rows, row_nodes, selected, reads), selected
     finally:
         bar.close()
+
+
+class _Progress:
+    """Rows done: a tqdm bar, or the caller's function ``(done, total)`` (see :func:`attribute`)."""
+
+    def __init__(self, progress: bool | Callable[[int, int], Any], total: int) -> None:
+        self.report = progress if callable(progress) else None
+        self.done, self.total = 0, total
+        self.bar = tqdm(
+            total=total, desc="attribution", disable=self.report is not None or not progress, leave=False
+        )
+        if self.report is not None:
+            self.report(0, total)
+
+    def update(self, n: int) -> None:
+        self.done += n
+        self.bar.update(n)
+        if self.report is not None:
+            self.report(self.done, self.total)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 class _Reads:

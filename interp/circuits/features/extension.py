@@ -34,7 +34,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from interp.circuits.features.attention import BIAS, AttentionExplanation, HeadScore, KeyDifference
+from interp.analysis.qk.difference import QKDifference
+from interp.analysis.qk.matrix import QKMatrix, top_entries
+from interp.circuits.features.attention import BIAS, AttentionExplanation, HeadScore
 from interp.circuits.features.subgraph import Subgraph
 
 VERSION = 1
@@ -74,9 +76,6 @@ def extend(
 def attention_json(explained: AttentionExplanation, ids: dict[str, str], top_terms: int) -> dict[str, Any]:
     """The record of one explained edge (see the module docstring)."""
     loads = explained.loadings
-    flat = loads.heads.flatten()
-    n_heads = loads.heads.shape[1]
-    order = flat.abs().argsort(descending=True)[:TOP_LOADINGS].tolist()
     return {
         "target": explained.target,
         "source": explained.source,
@@ -84,23 +83,21 @@ def attention_json(explained: AttentionExplanation, ids: dict[str, str], top_ter
         "source_id": ids[explained.source],
         "edge": loads.edge,
         "direct": loads.direct,
-        "loadings": [[i // n_heads, i % n_heads, float(flat[i])] for i in order if float(flat[i]) != 0.0],
+        "loadings": [list(top) for top in loads.top(TOP_LOADINGS)],
         "heads": [_head_json(h, ids, top_terms) for h in explained.heads],
         "differences": [_difference_json(d, ids, top_terms) for d in explained.differences],
     }
 
 
-def _terms(matrix, rows, cols, ids, top) -> dict[str, Any]:
-    flat = matrix.flatten()
-    order = flat.abs().argsort(descending=True)[:top].tolist()
-    n = matrix.shape[1]
-    picked = [(i // n, i % n, float(flat[i])) for i in order]
+def _terms(terms: QKMatrix, ids: dict[str, str], top: int) -> dict[str, Any]:
+    matrix = terms.matrix  # formed once for the terms and the rest
+    picked = top_entries(matrix, top)
     return {
-        "query_nodes": list(rows),
-        "key_nodes": list(cols),
-        "query_ids": [_id(n, ids) for n in rows],
-        "key_ids": [_id(n, ids) for n in cols],
-        "terms": [[i, j, v] for i, j, v in picked],
+        "query_nodes": list(terms.query_components),
+        "key_nodes": list(terms.key_components),
+        "query_ids": [_id(n, ids) for n in terms.query_components],
+        "key_ids": [_id(n, ids) for n in terms.key_components],
+        "terms": [list(entry) for entry in picked],
         "rest": float(matrix.double().sum()) - sum(v for _, _, v in picked),
     }
 
@@ -118,11 +115,11 @@ def _head_json(h: HeadScore, ids: dict[str, str], top: int) -> dict[str, Any]:
         "loading": h.loading,
         "score": h.score,
         "pattern": h.pattern,
-        **_terms(h.matrix, h.query_nodes, h.key_nodes, ids, top),
+        **_terms(h, ids, top),
     }
 
 
-def _difference_json(d: KeyDifference, ids: dict[str, str], top: int) -> dict[str, Any]:
+def _difference_json(d: QKDifference, ids: dict[str, str], top: int) -> dict[str, Any]:
     return {
         "layer": d.first.layer,
         "head": d.first.head,
@@ -130,5 +127,5 @@ def _difference_json(d: KeyDifference, ids: dict[str, str], top: int) -> dict[st
         "first_key": d.first.key,
         "second_key": d.second.key,
         "difference": d.difference,
-        **_terms(d.matrix, d.query_nodes, d.key_nodes, ids, top),
+        **_terms(d, ids, top),
     }

@@ -1,12 +1,14 @@
 """Head loadings: an edge of an attribution graph split exactly into the attention heads it passes through.
 
-In the frozen model an edge ``A[t, s]`` sums the paths from the source's write to the target's read. Group the
-paths by the *last* attention head they pass through: the paths through none (the stream and skip connections
-only) give ``direct``, and those whose last hop is head ``(l, h)`` give ``heads[l, h]``. The share of a head is
-the direct (attention-free) derivative of the target's read with respect to that head's write
-(``hook_result``), contracted with the head's whole change of write when the source is added (which counts
-every earlier hop). The shares sum to the edge exactly: the target reads the stream, and in the frozen model
-the only writes that change are the source's own, the skip connections' and the heads'.
+An edge ``A[t, s]`` sums the paths from the source's write to the target's read in the model whose patterns,
+norm divisors and MLP writes are held at the prompt's values (the held model, :mod:`.held`: the same linear map
+the frozen pass differentiates). Group the paths by the *last* attention head they pass through: the paths
+through none (the stream and skip connections only) give ``direct``, and those whose last hop is head
+``(l, h)`` give ``heads[l, h]``. The share of a head is the direct (attention-free) derivative of the target's
+read with respect to that head's write (``hook_result``), contracted with the head's whole change of write when
+the source is added (which counts every earlier hop). The shares sum to the edge exactly: the target reads the
+stream, and in the held model the only writes that change are the source's own, the skip connections' and the
+heads'.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any
 import torch
 
 from interp.analysis.node import Node
+from interp.analysis.qk.matrix import top_entries
 from interp.circuits.features.held import Held
+from interp.circuits.features.node_vectors import held_node_writes
 from interp.dictionary import SparseDictionary
 
 
@@ -33,6 +37,11 @@ class HeadLoadings:
     @property
     def total(self) -> float:
         return self.direct + float(self.heads.sum())
+
+    def top(self, n: int) -> list[tuple[int, int, float]]:
+        """``(layer, head, loading)`` of the ``n`` heads with the largest absolute loadings, largest first;
+        heads whose loading is zero are left out."""
+        return [(layer, head, v) for layer, head, v in top_entries(self.heads, n) if v != 0.0]
 
 
 def head_loadings(
@@ -61,8 +70,9 @@ def edges_head_loadings(
     results = [f"blocks.{layer}.attn.hook_result" for layer in range(model.cfg.n_layers)]
     sources = list(dict.fromkeys(s for _, s in parsed))
     targets = list(dict.fromkeys(t for t, _ in parsed))
+    writes = held_node_writes(graph, tc, held.clean)
+    pushes = [writes.of(graph.index(s), tc) for s in sources]
     with torch.no_grad():
-        pushes = [_source_writes(graph, tc, held.clean, s) for s in sources]
         moved = _pushed(model, tc, tokens, held, pushes, record=results)
     grads = _direct_gradients(model, tc, tokens, held, results, graph, targets)
     out = []
@@ -73,24 +83,6 @@ def edges_head_loadings(
         direct = sum(float((g[name][pos] * vec).sum()) for name, pos, vec in pushes[row - 1])
         out.append(HeadLoadings(edge=graph.edge(t, s), direct=direct, heads=heads.cpu()))
     return out
-
-
-def _source_writes(
-    graph: Any, tc: SparseDictionary, clean: Any, s: Node
-) -> list[tuple[str, int, torch.Tensor]]:
-    """Where the source writes: ``(hook, position, vector)``."""
-    if s.kind == "token":
-        return [("hook_embed", s.position, clean["hook_embed"][0, s.position].float())]
-    if s.kind == "error":
-        inputs = {layer: clean[tc.input_hook(layer)][0] for layer in tc.layers}
-        recon = tc.reconstruct(inputs)[s.layer].float()
-        out = clean[tc.output_hook(s.layer)][0].float()
-        return [(tc.output_hook(s.layer), s.position, (out - recon)[s.position])]
-    act = float(graph.activations[graph.index(s)])
-    rows = tc.decoder(s.layer, torch.tensor([s.feature]))[0].float()  # [n_out, d_model]
-    return [
-        (tc.output_hook(out), s.position, act * rows[j]) for j, out in enumerate(tc.output_layers(s.layer))
-    ]
 
 
 def _pushed(model, tc, tokens, held, pushes, record):
@@ -117,7 +109,7 @@ def _pushed(model, tc, tokens, held, pushes, record):
 
 def _direct_gradients(model, tc, tokens, held, results, graph, targets):
     """Per target, the gradient of its read with respect to every head's write and every write site, with
-    every attention path blocked (``hook_z`` detached): the attention-free part of the frozen model. One
+    every attention path blocked (``hook_z`` detached): the attention-free part of the held model. One
     forward pass; the reads' backward passes run batched."""
     seen = held.seen
     leaves: dict[str, torch.Tensor] = {}

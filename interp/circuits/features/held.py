@@ -23,13 +23,14 @@ from interp.dictionary import SparseDictionary, written_layers
 class Held:
     """The model held at a clean run's values (see the module docstring).
 
-    ``clean`` caches every pattern, norm divisor and transcoder input and output of one clean forward;
-    :meth:`hooks` hold those at their clean values in later forwards, except that the skip connection follows
-    its (live) input. ``seen`` collects the live transcoder inputs; with ``leaves``, each held output is a
-    leaf tensor stored there, so gradients can be taken with respect to it.
+    ``constant_hooks`` are the patterns and norm divisors, constants of the held model; ``clean`` caches them
+    and every transcoder input and output of one clean forward; :meth:`hooks` hold those at their clean values
+    in later forwards, except that the skip connection follows its (live) input. ``seen`` collects the live
+    transcoder inputs; with ``leaves``, each held output is a leaf tensor stored there, so gradients can be
+    taken with respect to it.
     """
 
-    frozen: list[str]
+    constant_hooks: list[str]
     inputs: dict[str, int]
     outputs: dict[str, int]
     clean: Any = None
@@ -40,11 +41,11 @@ class Held:
         """Cache ``tokens [pos]``'s clean run."""
         tc = transcoders
         held = cls(
-            frozen=[n for n in model.hook_names() if n.endswith(FROZEN_SUFFIXES)],
+            constant_hooks=[n for n in model.hook_names() if n.endswith(FROZEN_SUFFIXES)],
             inputs={tc.input_hook(layer): layer for layer in tc.layers},
             outputs={tc.output_hook(out): out for out in written_layers(tc)},
         )
-        names = [*held.frozen, *held.inputs, *held.outputs, "hook_embed"]
+        names = [*held.constant_hooks, *held.inputs, *held.outputs, "hook_embed"]
         with torch.no_grad():
             _, held.clean = model.run_with_cache(tokens[None], names_filter=names)
         return held
@@ -57,7 +58,7 @@ class Held:
 
         def hook(x: torch.Tensor, hook: Any) -> torch.Tensor | None:
             name = hook.name
-            if name in self.frozen:
+            if name in self.constant_hooks:
                 return clean[name].expand_as(x).clone()
             if name in self.inputs:
                 self.seen[name] = x
@@ -72,4 +73,4 @@ class Held:
                 return out if live is None else out + (live - before).to(out.dtype)
             return None
 
-        return [(n, hook) for n in dict.fromkeys([*self.frozen, *self.inputs, *self.outputs])]
+        return [(n, hook) for n in dict.fromkeys([*self.constant_hooks, *self.inputs, *self.outputs])]

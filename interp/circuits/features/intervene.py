@@ -9,7 +9,11 @@ changes by ``sum_s (delta_s / a_s) A[t, s]``.
 *Free* (``constrained=False``): the model runs forward again with the transcoders spliced in (the error term
 kept, so an unedited run is the model's own) and the edited features clamped where they are computed: downstream
 attention, norms, MLPs and features all respond. :func:`generate_with_features` does the same while
-generating, the clamps applying at every step (a clamp without a position also at generated positions).
+generating, the clamps applying at every step (a clamp without a position also at generated positions, one
+with ``generated=True`` at generated positions only); with ``hold_attention=True`` the attention patterns of
+the prompt's positions are held at their values on the unedited prompt (circuit-tracer's ``freeze_attention``:
+an edit then reaches the prompt's later positions only through the MLPs and norms), while each generated
+position attends freely.
 """
 
 from __future__ import annotations
@@ -29,17 +33,23 @@ from interp.sae.transcoder import Transcoder, spliced_transcoders
 @dataclass(frozen=True)
 class FeatureEdit:
     """Set feature ``feature`` of ``layer`` to ``value``, or multiply it by ``scale``, at ``position``
-    (``None``: every position, generated ones included)."""
+    (``None``: every position, generated ones included), or with ``generated=True`` at every generated
+    position and at no position of the prompt (in :func:`generate_with_features`)."""
 
     layer: int
     feature: int
     position: int | None = None
     value: float | None = None
     scale: float | None = None
+    generated: bool = False
 
     def __post_init__(self) -> None:
         if (self.value is None) == (self.scale is None):
             raise ValueError(f"a FeatureEdit sets a value or a scale, exactly one; got {self}")
+        if self.generated and self.position is not None:
+            raise ValueError(
+                f"a FeatureEdit at the generated positions has no position of its own; got {self}"
+            )
 
     def applied(self, acts: torch.Tensor) -> torch.Tensor:
         """The edited activations ``[..., pos]`` of this feature, from the current ones."""
@@ -72,6 +82,10 @@ def intervene(
     """Run ``prompt`` with ``edits`` applied, constrained or free (see the module docstring)."""
     check_fit(model, transcoders)
     edits = _checked(edits, transcoders)
+    if any(e.generated for e in edits):
+        raise ValueError(
+            "an edit at the generated positions acts while generating: use generate_with_features"
+        )
     tokens = prompt_ids(model, prompt)
     with torch.no_grad():
         return (
@@ -87,16 +101,44 @@ def generate_with_features(
     prompt: str | torch.Tensor | Sequence[int],
     edits: Sequence[FeatureEdit],
     max_new_tokens: int,
+    *,
+    hold_attention: bool = False,
     **kwargs: Any,
 ) -> Any:
     """``model.generate`` on the replacement model with ``edits`` clamped at every step; keyword arguments go
-    to :func:`interp.generate` (the whole sequence is rerun each step, so positions are absolute)."""
+    to :func:`interp.generate` (the whole sequence is rerun each step, so positions are absolute). With
+    ``hold_attention``, the prompt's attention patterns are held at their unedited values (see the module
+    docstring; one prompt only)."""
     check_fit(model, transcoders)
     edits = _checked(edits, transcoders)
+    hooks = _clamps(transcoders, edits)
+    if hold_attention:
+        hooks += _held_prompt_attention(model, prompt, kwargs.get("prepend_bos"))
     with spliced_transcoders(model, transcoders, error=True):
-        return model.generate(
-            prompt, max_new_tokens, fwd_hooks=_clamps(transcoders, edits), use_kv_cache=False, **kwargs
-        )
+        return model.generate(prompt, max_new_tokens, fwd_hooks=hooks, use_kv_cache=False, **kwargs)
+
+
+def _held_prompt_attention(model: Any, prompt: Any, prepend_bos: bool | None) -> list[tuple[str, Any]]:
+    """Hooks holding every layer's attention pattern at the prompt's query positions at its value on the
+    unedited prompt (the rows of generated positions are left to attend freely)."""
+    from interp.generation.prompts import make_prompt
+
+    ids = make_prompt(model, prompt, attention_mask=None, prepend_bos=prepend_bos).ids
+    if ids.shape[0] != 1:
+        raise ValueError(f"hold_attention holds one prompt's patterns; got a batch of {ids.shape[0]}")
+    names = [n for n in model.hook_names() if n.endswith("attn.hook_pattern")]
+    with torch.no_grad():
+        _, clean = model.run_with_cache(ids, names_filter=names)
+
+    def hold(pattern: torch.Tensor, hook: Any) -> torch.Tensor:  # [batch, head, query, key]
+        held = clean[hook.name]  # [1, head, p, p]
+        p = held.shape[-1]
+        pattern = pattern.clone()
+        pattern[:, :, :p, :p] = held.to(pattern.dtype)
+        pattern[:, :, :p, p:] = 0.0  # causal: a prompt position never sees a generated one
+        return pattern
+
+    return [(name, hold) for name in names]
 
 
 def _checked(edits: Sequence[FeatureEdit], transcoders: SparseDictionary) -> list[FeatureEdit]:
@@ -124,6 +166,12 @@ def _clamps(transcoders: SparseDictionary, edits: list[FeatureEdit]) -> list[tup
         def clamp(acts: torch.Tensor, hook: Any) -> torch.Tensor:  # [batch, pos, d_transcoder]
             acts = acts.clone()
             for e in layer_edits:
+                if e.generated:
+                    state = getattr(hook, "generation", None)
+                    if state is not None:  # [batch, pos]: the generated positions of this pass
+                        column = acts[:, :, e.feature]
+                        acts[:, :, e.feature] = torch.where(state.generated, e.applied(column), column)
+                    continue
                 where = slice(None) if e.position is None else e.position
                 if e.position is not None and e.position >= acts.shape[1]:
                     continue

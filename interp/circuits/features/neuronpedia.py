@@ -17,6 +17,10 @@ from interp.analysis.node import Node
 from interp.feature_id import FeatureId
 
 SCHEMA_VERSION = 1
+FEATURE, ERROR, EMBEDDING, LOGIT = "cross layer transcoder", "mlp reconstruction error", "embedding", "logit"
+"""The ``feature_type`` of each kind of node, as circuit-tracer writes them."""
+NOT_FEATURES = (EMBEDDING, LOGIT, ERROR)
+"""The node types whose ``feature`` field is not a feature's index."""
 
 
 def default_vocab(graph: Any) -> int:
@@ -51,7 +55,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
             "feature": FeatureId(node.layer, node.feature).index,
             "layer": str(node.layer),
             "ctx_idx": node.position,
-            "feature_type": "cross layer transcoder",
+            "feature_type": FEATURE,
             "jsNodeId": f"{node.layer}_{node.feature}-0",
             "influence": influence,
             "activation": float(graph.activations[i]),
@@ -63,7 +67,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
             "feature": -1,
             "layer": str(node.layer),
             "ctx_idx": node.position,
-            "feature_type": "mlp reconstruction error",
+            "feature_type": ERROR,
             "jsNodeId": f"{node.layer}_{node.position}-0",
             "influence": influence,
             "activation": None,
@@ -76,7 +80,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
             "feature": node.position,
             "layer": "E",
             "ctx_idx": node.position,
-            "feature_type": "embedding",
+            "feature_type": EMBEDDING,
             "jsNodeId": f"E_{token}-{node.position}",
             "influence": influence,
             "activation": None,
@@ -90,7 +94,7 @@ def node_record(graph: Any, i: int, node: Node, influence: float, vocab: int) ->
         "feature": token,
         "layer": layer,
         "ctx_idx": pos,
-        "feature_type": "logit",
+        "feature_type": LOGIT,
         "token_prob": prob,
         "is_target_logit": node.target == 0,
         "jsNodeId": f"L_{token}-{pos}",
@@ -134,7 +138,7 @@ def shown_rows(
     return [
         i
         for i, r in records.items()
-        if i in touched or r["feature_type"] in ("embedding", "logit") or bool(pinned[i])
+        if i in touched or r["feature_type"] in (EMBEDDING, LOGIT) or bool(pinned[i])
     ]
 
 

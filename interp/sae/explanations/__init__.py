@@ -19,8 +19,9 @@ score with nothing to be computed from) is one :class:`Failure`, written in that
 Files: ``records.py`` (features and examples), ``folder.py`` (reading the feature files), ``prompts/`` and
 ``prompts.py``, ``failure.py``, ``chat.py`` (requests and replies), ``cache.py``, ``local.py``,
 ``endpoint.py``, ``explainer.py``, ``scorer.py`` (the protocol), ``classifier.py`` (detection and fuzzing),
-``embedding.py``, ``metrics.py``, ``registry.py`` (the scorers by name), ``settings.py``, ``run.py`` (the whole
-folder, resumable) and ``labels.py`` (explanations into graph files).
+``embedding.py``, ``metrics.py``, ``registry.py`` (the scorers by name), ``settings.py`` and ``run.py`` (the
+whole folder, resumable). The explanations become the labels of graphs' feature nodes through
+:func:`interp.circuits.features.labels.add_labels`, which the ``interp autointerp`` command calls.
 
 Example:
     >>> import interp  # doctest: +SKIP
@@ -39,7 +40,6 @@ from interp.sae.explanations.endpoint import EndpointBackend
 from interp.sae.explanations.explainer import Explainer
 from interp.sae.explanations.failure import Failure
 from interp.sae.explanations.folder import FeatureFileError, FeatureFiles, read_feature_file
-from interp.sae.explanations.labels import add_labels
 from interp.sae.explanations.local import LocalBackend, chat_template_of
 from interp.sae.explanations.metrics import ClassifierMetrics, auc
 from interp.sae.explanations.records import Example, FeatureId, FeatureRecord
@@ -71,7 +71,6 @@ __all__ = [
     "SentenceEmbedder",
     "Settings",
     "Summary",
-    "add_labels",
     "auc",
     "autointerp",
     "examples_of",

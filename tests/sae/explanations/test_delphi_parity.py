@@ -218,16 +218,16 @@ def test_smollm2_answers_are_unreadable_alike(delphi):
     assert len(runs) == 12
     for (case, scorer_name, _, answers, per_prompt, log_prob), theirs in runs:
         scorer = SCORERS[scorer_name](per_prompt=per_prompt, probabilities=log_prob)
-        key = case.feature.id.index
-        ours = scorer.score(Replay(answers), case.explanation, case.test, case.negatives, key=key)
+        judged, ours = _ours(scorer, case, answers)
         n = 2 * len(case.test)
-        assert [j.prediction for j in ours.judged] == [None] * n
+        assert [j.prediction for j in judged] == [None] * n
         assert [s["prediction"] for s in theirs["samples"]] == [None] * n
-        assert (ours.metrics.n_positive, ours.metrics.n_negative, ours.metrics.n_failed) == (0, 0, n)
+        assert isinstance(ours, Failure) and ours.reason.startswith("no answer")
+        assert (ours.recorded["n_positive"], ours.recorded["n_negative"]) == (0, 0)
         text = plain(case.test[0].text)
         planted = {**answers, text: {"text": "[1]", "tokens": None, "label": 1}}
-        again = scorer.score(Replay(planted), case.explanation, case.test, case.negatives, key=key)
-        assert [(plain(j.sample.text), j.prediction) for j in again.judged if j.prediction is not None] == [
+        again, _ = _ours(scorer, case, planted)
+        assert [(plain(j.sample.text), j.prediction) for j in again if j.prediction is not None] == [
             (text, True)
         ]
 

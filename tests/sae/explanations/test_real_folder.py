@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from interp.circuits.features.labels import add_labels
 from interp.cli import main
 from interp.sae import save_transcoders
 from interp.sae.explanations import (
@@ -16,7 +17,6 @@ from interp.sae.explanations import (
     FeatureId,
     ResponseCache,
     Settings,
-    add_labels,
     autointerp,
     read_rows,
 )

@@ -1,4 +1,5 @@
-"""The whole folder: rows, resuming, what one feature's failure does, and the labels in graph files."""
+"""The whole folder: rows, resuming, and what one feature's failure does (the labels in graph files are tested
+with them, in ``tests/circuits/test_labels.py``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from interp.sae.explanations import (
     FeatureFiles,
     ResponseCache,
     Settings,
-    add_labels,
     autointerp,
     read_rows,
 )
@@ -213,44 +213,3 @@ class NoEmbedder:
 
     def encode(self, texts):
         raise AssertionError(f"asked to embed {len(texts)} texts")
-
-
-def test_labels_go_into_the_graphs_feature_nodes(tmp_path):
-    nodes = [
-        {
-            "node_id": "0_5_1",
-            "feature": PLANTED[0].id.index,
-            "layer": "0",
-            "feature_type": "cross layer transcoder",
-        },
-        {
-            "node_id": "0_0_1",
-            "feature": PLANTED[0].id.index,
-            "layer": "0",
-            "feature_type": "mlp reconstruction error",
-        },
-        {"node_id": "E_9_5", "feature": PLANTED[0].id.index, "layer": "E", "feature_type": "embedding"},
-        {
-            "node_id": "1_9_1",
-            "feature": 999,
-            "layer": "1",
-            "feature_type": "cross layer transcoder",
-            "clerp": "kept",
-        },
-    ]
-    (tmp_path / "graph.json").write_text(
-        json.dumps({"metadata": {"scan": "tc/"}, "nodes": nodes, "links": []})
-    )
-    (tmp_path / "graph_data").mkdir()
-    other = {"metadata": {"scan": "./features/other"}, "nodes": [dict(nodes[0])], "links": []}
-    (tmp_path / "graph_data" / "g.json").write_text(json.dumps(other))
-    (tmp_path / "features" / "other").mkdir(parents=True)
-    (tmp_path / "graph-metadata.json").write_text(json.dumps({"graphs": []}))
-    results = add_labels(tmp_path, {PLANTED[0].id.index: "numbers"}, "planted")
-    assert [(r.path.name, r.labelled, r.skipped) for r in results] == [
-        ("graph.json", 1, None),
-        ("g.json", 0, "its metadata names scan './features/other', not 'planted'"),
-    ]
-    got = json.loads((tmp_path / "graph.json").read_text())["nodes"]
-    assert [n.get("clerp") for n in got] == ["numbers", None, None, "kept"]
-    assert json.loads((tmp_path / "graph_data" / "g.json").read_text()) == other

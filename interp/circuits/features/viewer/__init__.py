@@ -38,6 +38,9 @@ DASHBOARD_BYTES = 2_000_000
 MAX_CONTEXTS = 5
 MAX_CONTEXT_CHARS = 300
 N_PROMOTED = 6
+DATA_ID = "graph-data"
+"""The id of the script element in which the page embeds its data (what graph.js and attention.js read, and
+where :mod:`~interp.circuits.features.labels` relabels a page built before its labels)."""
 SCRIPTS = ("graph.js", "attention.js", "supernodes.js", "graphfile.js")
 """The page's scripts, in the order they run (each later one uses ``window.graphViewer``)."""
 
@@ -128,7 +131,7 @@ def render_viewer(data: dict[str, Any]) -> str:
         title=f"Attribution graph: {short}",
         body=fill(asset("graph.html"), {"prompt": escape(prompt)}),
         css=[asset("graph.css"), dashboard_asset("dashboard.css")],
-        data={"graph-data": json_for_script(data, digits=4)},
+        data={DATA_ID: json_for_script(data, digits=4)},
         scripts=[read_asset("svg.js"), dashboard_asset("dashboard.js"), *(asset(name) for name in SCRIPTS)],
         policy=POLICY,
     )

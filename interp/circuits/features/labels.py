@@ -1,4 +1,4 @@
-"""Explanations as the labels of a graph's feature nodes: the ``clerp`` field of Neuronpedia's graph schema.
+"""Labels on a graph's feature nodes: the ``clerp`` field of Neuronpedia's graph schema, where explanations go.
 
 Graph files (``graph.json`` from ``interp attribute``, ``<slug>.json`` from circuit-tracer's
 ``create_graph_files``, in the folder or its ``graph_data/``) number each feature node by ``featureIndex`` in its
@@ -13,6 +13,10 @@ A viewer page built from a graph file (``index.html`` beside ``<slug>.json``, wr
 whose embedded metadata names the graph's slug gets the same labels in that copy, rewritten the same way. Doing
 it here, where the labels are written, keeps the page true whether it is opened from a file or served: a page
 that fetched the graph file when served would still be stale when opened from disk, the common case.
+
+The labels come from anywhere (``interp autointerp`` passes the explanations it wrote); what a graph file is,
+which of its nodes are features and where a page embeds its graph are the graph files' own
+(:mod:`~interp.circuits.features.neuronpedia`, :mod:`~interp.circuits.features.graph`, the viewer).
 """
 
 from __future__ import annotations
@@ -23,12 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from interp.atomic import write_atomic
+from interp.circuits.features.graph_folder import METADATA_FILE
+from interp.circuits.features.neuronpedia import NOT_FEATURES
+from interp.circuits.features.viewer import DATA_ID
 from interp.report.embedded import embedded_json, replace_embedded_json
 
-NOT_FEATURES = ("embedding", "logit", "mlp reconstruction error")
-NOT_GRAPHS = ("index.json", "graph-metadata.json")
-PAGE_DATA = "graph-data"
-"""The id of the script element in which a viewer page embeds its graph."""
+GRAPH_DATA = "graph_data"
+"""The subfolder circuit-tracer's ``create_graph_files`` writes its graph files into."""
+NOT_GRAPHS = ("index.json", METADATA_FILE)
+"""JSON files beside the graphs that are not graphs: a dashboards folder's index, the graphs' list."""
 EXACT_DIGITS = 17
 """Significant digits that keep every float of a rewritten page as it was (a double needs at most 17)."""
 
@@ -47,7 +54,7 @@ class Labelled:
 def graph_files(root: Path) -> list[Path]:
     """The JSON files in ``root`` (and ``root/graph_data``) that hold a graph: a ``nodes`` list."""
     found = []
-    for folder in (root, root / "graph_data"):
+    for folder in (root, root / GRAPH_DATA):
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.json")):
@@ -100,7 +107,7 @@ def _pages_of(path: Path, graph: dict[str, Any]) -> list[Path]:
         return []
     found = []
     for page in sorted(path.parent.glob("*.html")):
-        data = embedded_json(page.read_text(encoding="utf-8"), PAGE_DATA)
+        data = embedded_json(page.read_text(encoding="utf-8"), DATA_ID)
         if isinstance(data, dict) and (data.get("metadata") or {}).get("slug") == slug:
             found.append(page)
     return found
@@ -109,12 +116,12 @@ def _pages_of(path: Path, graph: dict[str, Any]) -> list[Path]:
 def _label_page(page: Path, explanations: dict[int, str]) -> bool:
     """Relabel the feature nodes ``page`` embeds, rewriting it atomically if any changed; whether it did."""
     html = page.read_text(encoding="utf-8")
-    data = embedded_json(html, PAGE_DATA)
+    data = embedded_json(html, DATA_ID)
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         return False
     if not _label(data["nodes"], explanations)[1]:
         return False
-    text = replace_embedded_json(html, PAGE_DATA, data, digits=EXACT_DIGITS)
+    text = replace_embedded_json(html, DATA_ID, data, digits=EXACT_DIGITS)
     write_atomic(page, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return True
 
