@@ -150,10 +150,11 @@ def test_record_keeps_the_numbers_and_the_run_and_no_machine_paths(tmp_path):
     (root / "qk").mkdir(parents=True)
     (root / "qk" / "__init__.py").write_text("")
     results = {
-        "items": [{"id": i} for i in range(100)],
-        "heads": {"L1H0": {"p": 0.01, "curve": list(range(70))}},
+        "items": [{"id": i} for i in range(200)],
+        "heads": {"L1H0": {"p": 0.01, "curve": list(range(140))}},
         "grid": [[0.0] * 9] * 30,  # an array of 270 numbers
         "small": [[1, 2], [3, 4]],
+        "curve": [{"edges": i} for i in range(128)],  # a summary table stays
     }
     command = ["/venv/bin/interp", "study", "qk", "--out", "/tmp/x/qk", "--work=/root/cache", "--pairs", "8"]
     report = _report(tmp_path / "report", command, results)
@@ -171,6 +172,7 @@ def test_record_keeps_the_numbers_and_the_run_and_no_machine_paths(tmp_path):
     assert found["results"] == {
         "heads": {"L1H0": {"p": 0.01}},
         "small": [[1, 2], [3, 4]],
+        "curve": [{"edges": i} for i in range(128)],
     }  # long lists stay out
     assert found["headline"] == {"a": {"value": 1.0}}
 
