@@ -27,9 +27,10 @@ from typing import Any
 from interp.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent
-MAX_LIST = 128
+MAX_LIST = 200
 """Lists longer than this (per-item records, long tables), and arrays of more numbers, are left out of the file;
-a summary table (a faithfulness curve, a row per head of a small model, a value per layer) stays."""
+a summary table (a faithfulness curve, a row per head of a small model, a row per layer, scale and control)
+stays."""
 MAX_BYTES = 400_000
 """A results file larger than this is refused: the numbers a README cites fit in far less."""
 PLACEHOLDERS = {"--out": "DIR", "--work": "CACHE"}
