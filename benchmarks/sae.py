@@ -12,7 +12,7 @@ noise, made from a seed) are trained on for ``--steps`` steps of ``--batch-size`
   venv made with ``python -m venv VENV && VENV/bin/pip install sae-lens``): SAELens's own
   ``TopKTrainingSAE.training_forward_pass`` and Adam on the same batches (checked with sae-lens 6.54).
 
-- ``transcoder``: :func:`interp.sae.train_transcoders` on one layer of the same width (inputs the rows,
+- ``transcoder``: :func:`interp.sae.train` of a transcoder on one layer of the same width (inputs the rows,
   outputs another seed's rows), the transcoder row against the SAE trainer's;
 
 Cross-layer: over ``--tc-layers`` layers (``--tc-rows`` rows of width ``--tc-d-model`` per layer, ``--tc-d``
@@ -203,7 +203,7 @@ def worker(args: argparse.Namespace) -> None:
 def transcoder_worker(args: argparse.Namespace) -> None:
     """One transcoder training run in this process: ``transcoder`` (one layer, the SAE's width) or, over
     ``--tc-layers`` layers, ``per-layer`` or ``clt``."""
-    from interp.sae.training import train_transcoders
+    from interp.sae.training import train
 
     torch.set_num_threads(args.threads or torch.get_num_threads())
     if args.worker == "transcoder":
@@ -219,11 +219,11 @@ def transcoder_worker(args: argparse.Namespace) -> None:
     kind = "clt" if args.worker == "clt" else "transcoder"
     x = make_rows(rows * layers, d).reshape(rows, layers, d)
     y = make_rows(rows * layers, d, seed=2).reshape(rows, layers, d)
-    kw = dict(kind=kind, d_transcoder=features, k=args.k, batch_size=args.batch_size, progress=False)
-    train_transcoders((x[: 2 * args.batch_size], y[: 2 * args.batch_size]), tokens=2 * args.batch_size, **kw)
+    kw = dict(kind=kind, d_sae=features, k=args.k, batch_size=args.batch_size, progress=False)
+    train((x[: 2 * args.batch_size], y[: 2 * args.batch_size]), tokens=2 * args.batch_size, **kw)
     base = peak_rss_mib()
     start = time.perf_counter()
-    train_transcoders(
+    train(
         (x, y), tokens=steps * args.batch_size, buffer_rows=args.buffer_rows, init_rows=min(16384, rows), **kw
     )
     seconds = time.perf_counter() - start

@@ -8,7 +8,7 @@ run in the results:
 - ``sparsify``: a TopK transcoder (``--d`` in and out, ``--features``, ``--k``, batches of ``--batch-size``) on
   planted rows (:func:`planted`: sparse codes over ``--atoms`` directions write the input through one
   dictionary and the output through another, plus noise), ``--steps`` steps, each library with its own
-  defaults: :func:`interp.sae.train_transcoders` (Adam, AuxK, unit-norm decoders, warm-up and decay), timed as
+  defaults: :func:`interp.sae.train` of a transcoder (Adam, AuxK, unit-norm decoders, warm-up and decay), timed as
   the whole call; and sparsify's ``SparseCoder`` with ``transcode=True`` stepped by the loop of its
   ``Trainer.fit`` (its default optimizer, schedule-free sign SGD; its bias initialisation on the first batch;
   no AuxK, sparsify's default), timed from building the coder to the last step. sparsify runs in its own
@@ -17,10 +17,10 @@ run in the results:
   compared) and are scored on the same held-out rows (FVU: squared error over the outputs' variance). A third
   run per round trains interp for as many steps as fit in sparsify's time (its steps times sparsify's time
   over interp's): the loss after the same time.
-- ``sae``: :func:`interp.sae.train` (``--d`` to ``--features``) against ``train_transcoders`` at the same
+- ``sae``: :func:`interp.sae.train` (``--d`` to ``--features``) against ``train(kind="transcoder")`` at the same
   width, on the same inputs, the same steps.
 - ``clt``: a CLT over ``--clt-layers`` layers of width ``--clt-d`` with ``--clt-features`` features a layer,
-  its step time (the difference of two ``train_transcoders`` calls of ``2`` and ``2 + --clt-steps`` steps, so
+  its step time (the difference of two ``train`` calls of ``2`` and ``2 + --clt-steps`` steps, so
   set-up is left out; AuxK off, see below) over its cost model's, both measured in one process, round by round.
 
 The cost model of one TopK CLT step, for ``B`` rows, ``n`` layers, width ``d``, ``f`` features a layer, ``k``
@@ -158,8 +158,8 @@ def sparsify_worker(args: argparse.Namespace, steps: int) -> dict:
 
 
 def interp_worker(args: argparse.Namespace, steps: int, kind: str) -> dict:
-    """interp's ``train_transcoders`` (``kind="transcoder"``) or ``train`` (``kind="sae"``) on the pool."""
-    from interp.sae import train, train_transcoders
+    """interp's ``train`` of a transcoder (``kind="transcoder"``) or an SAE (``kind="sae"``) on the pool."""
+    from interp.sae import train
 
     x, y, xh, yh, digest = data(args)
     common = dict(batch_size=args.batch_size, k=args.k, progress=False, init_rows=min(16384, len(x)))
@@ -167,7 +167,7 @@ def interp_worker(args: argparse.Namespace, steps: int, kind: str) -> dict:
     def run(steps: int):
         if kind == "sae":
             return train(x, d_sae=args.features, tokens=steps * args.batch_size, **common)
-        return train_transcoders((x, y), d_transcoder=args.features, tokens=steps * args.batch_size, **common)
+        return train((x, y), kind="transcoder", d_sae=args.features, tokens=steps * args.batch_size, **common)
 
     run(2)
     with Clock() as clock:
@@ -182,17 +182,17 @@ def interp_worker(args: argparse.Namespace, steps: int, kind: str) -> dict:
 
 def clt_worker(args: argparse.Namespace) -> dict:
     """Rounds of (CLT step, cost model) in this process; the step from the difference of two calls."""
-    from interp.sae import train_transcoders
+    from interp.sae import train
 
     n, d, f, b = args.clt_layers, args.clt_d, args.clt_features, args.batch_size
     g = torch.Generator().manual_seed(0)
     rows = 4 * b
     x, y = torch.randn(rows, n, d, generator=g), torch.randn(rows, n, d, generator=g)
-    kw = dict(kind="clt", d_transcoder=f, k=args.k, batch_size=b, progress=False, dead_after_tokens=10**15)
+    kw = dict(kind="clt", d_sae=f, k=args.k, batch_size=b, progress=False, dead_after_tokens=10**15)
 
     def call(steps: int) -> float:
         with Clock() as clock:
-            train_transcoders((x, y), tokens=steps * b, **kw)
+            train((x, y), tokens=steps * b, **kw)
         return clock.seconds
 
     call(2)

@@ -39,9 +39,12 @@ def _spliced() -> Any:
 
 
 def _spliced_transcoders() -> Any:
-    from interp.sae import spliced_transcoders
+    from interp.sae import spliced
 
-    return spliced_transcoders
+    def transcoders(model: Any, tc: Any, *, error: bool = False) -> Any:
+        return spliced(model, tc, use_error_term=error)
+
+    return transcoders
 
 
 # The model's methods that packages above it implement (see interp.model.extensions).

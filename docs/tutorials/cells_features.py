@@ -91,7 +91,8 @@ with torch.enable_grad():  # training needs the gradients turned off above
         rows_26, hook_name=hook, d_sae=256, k=8, tokens=30_000, batch_size=256, progress=False
     )
 quality = interp.sae.evaluate(model, sae, model.to_tokens(prompts[:8]), skip_first=1)
-print(quality[["l0", "explained_variance", "ce_sae", "ce_clean", "ce_recovered_zero"]].round(3).to_string())
+columns = ["l0", "explained_variance", "ce_spliced", "ce_clean", "ce_recovered_zero"]
+print(quality[columns].round(3).to_string())
 assert quality["l0"][0] == 8 and abs(quality["explained_variance"][0] - 0.64) < 0.02
 assert abs(quality["ce_recovered_zero"][0] - 0.93) < 0.02
 """,

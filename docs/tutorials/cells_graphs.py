@@ -31,7 +31,7 @@ import torch
 import interp
 import studies
 from interp.circuits import FeatureEdit, Target, attribute, intervene
-from interp.sae import evaluate_transcoders, train_transcoders
+from interp.sae import evaluate, train
 
 torch.set_grad_enabled(False)  # forwards only; training and attribution turn gradients on themselves
 model = interp.load("smollm2-135m")
@@ -101,22 +101,22 @@ inputs, outputs = (  # each [row, layer, d_model]
 )
 del cache
 with torch.enable_grad():  # training needs the gradients turned off above
-    tc = train_transcoders(
+    tc = train(
         (inputs, outputs),
         kind="skip-transcoder",
-        d_transcoder=128,
+        d_sae=128,
         k=8,
         tokens=6_000,
         batch_size=256,
         progress=False,
     )
-quality = evaluate_transcoders(model, tc, model.to_tokens(aunt["prompt"], prepend_bos=True))
+quality = evaluate(model, tc, model.to_tokens(aunt["prompt"], prepend_bos=True))
 print(f"{len(inputs)} rows; {len(tc.layers)} layers of {tc.d_transcoder} features")
 print(quality[["explained_variance", "l0"]].describe().loc[["50%", "min", "max"]].round(2).to_string())
-print(quality[["ce_clean", "ce_replacement", "ce_zero", "ce_recovered"]].iloc[0].round(2).to_dict())
+print(quality[["ce_clean", "ce_spliced", "ce_zero", "ce_recovered_zero"]].iloc[0].round(2).to_dict())
 assert tc.layers == list(range(n_layers)) == list(range(30)) and (quality["l0"] == 8).all()
 assert abs(quality["explained_variance"].median() - 0.40) < 0.03  # about 40%
-assert abs(quality["ce_recovered"][0] - 0.60) < 0.03  # about 60%
+assert abs(quality["ce_recovered_zero"][0] - 0.60) < 0.03  # about 60%
 """,
     ),
     (

@@ -33,7 +33,7 @@ import torch
 import interp
 from interp.circuits import attribute
 from interp.circuits.features import add_labels
-from interp.sae import train_transcoders
+from interp.sae import train
 from interp.sae.dashboards import write_dashboards
 from interp.sae.explanations import (
     CachedBackend,
@@ -83,8 +83,8 @@ inputs, outputs = (  # each [row, layer, d_model]
 )
 del cache
 with torch.enable_grad():  # training needs the gradients turned off above
-    tc = train_transcoders(
-        (inputs, outputs), kind="skip-transcoder", d_transcoder=128, k=8, tokens=6_000, batch_size=256,
+    tc = train(
+        (inputs, outputs), kind="skip-transcoder", d_sae=128, k=8, tokens=6_000, batch_size=256,
         progress=False,
     )
 print(f"{len(inputs)} rows; {len(tc.layers)} layers of {tc.d_transcoder} features")

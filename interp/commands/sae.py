@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import re
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from interp.arguments import add_command, add_device_arguments, non_negative_int
 
 SETTING_FLAGS = {
     "d_sae": "--d-sae",
+    "architecture": "--architecture",
     "k": "--k",
     "lr": "--lr",
     "tokens": "--tokens",
@@ -36,8 +38,9 @@ SETTING_FLAGS = {
     "checkpoint_every": "--checkpoint-every",
     "buffer_rows": "--buffer-rows",
     "min_position": "--skip-first",
-    "architecture": "--architecture",
 }
+"""The flag that sets each :class:`~interp.sae.training.TrainSettings` field the command sets (a refusal names the
+field: :class:`~interp.sae.training.SettingError`)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -128,7 +131,7 @@ def preflight(args: argparse.Namespace) -> tuple[list[str], Any]:
         settings as ``run.json`` records them, and the earlier run in ``--out`` to resume, if any).
     """
     from interp.preflight import check_command, check_owned, check_placement
-    from interp.sae.training import TrainSettings
+    from interp.sae.training import SettingError, TrainSettings
     from interp.sae.training.run_folder import RECORD, RunFolder
     from interp.store import read_corpus
 
@@ -138,8 +141,8 @@ def preflight(args: argparse.Namespace) -> tuple[list[str], Any]:
     check_owned(out, None, (out / RECORD).is_file(), flag="--out", command="interp sae train", record=RECORD)
     try:
         TrainSettings(**training_settings(args))
-    except ValueError as err:
-        raise ValueError(_flag_message(str(err))) from None
+    except SettingError as err:
+        raise ValueError(f"{SETTING_FLAGS[err.name]} {err.value!r}{err.reason}") from None
     if args.skip_first >= args.context:
         raise ValueError(
             f"--skip-first {args.skip_first} leaves no token of a --context {args.context} window to train on; "
@@ -170,14 +173,6 @@ def training_settings(args: argparse.Namespace) -> dict[str, Any]:
         "buffer_rows": args.buffer_rows,
         "min_position": args.skip_first,
     }
-
-
-def _flag_message(message: str) -> str:
-    """``lr=-1.0; ...`` as ``--lr -1.0; ...``: the library's words with the command's flag."""
-    match = re.match(r"(\w+)=(\S+?)([;:,]|\s)", message)
-    if match is None or match.group(1) not in SETTING_FLAGS:
-        return message
-    return f"{SETTING_FLAGS[match.group(1)]} {match.group(2)}{message[match.end(2) :]}"
 
 
 def _settings(args: argparse.Namespace, data_sha: str) -> dict[str, Any]:
@@ -222,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
     from interp import distributed
     from interp.load import load
     from interp.preflight import check_placement
+    from interp.sae.training import TrainingWarning
 
     placement = check_placement(args)
     with distributed.session():
@@ -230,24 +226,28 @@ def run(args: argparse.Namespace) -> int:
             device = distributed.device()
         model = load(args.model, device=device, dtype=args.dtype, **placement)
         plan = _sae_plan(model, args) if args.kind == "sae" else _transcoder_plan(model, args)
-        trained = folder.train(
-            model,
-            texts,
-            plan,
-            context=args.context,
-            batch_size=args.batch_size,
-            shard_rows=args.shard_rows,
-            progress=not args.quiet,
-        )
+        with warnings.catch_warnings():  # said below, in the command's words
+            warnings.simplefilter("ignore", TrainingWarning)
+            trained = folder.train(
+                model,
+                texts,
+                plan,
+                context=args.context,
+                batch_size=args.batch_size,
+                shard_rows=args.shard_rows,
+                progress=not args.quiet,
+            )
         if distributed.rank() == 0:
             print(trained.summary)
+            if trained.warning is not None:
+                print(f"warning: {trained.warning}", file=sys.stderr)
     return 0
 
 
 def _sae_plan(model: Any, args: argparse.Namespace) -> Any:
     """The SAE's plan, its one hook (``--hook``) checked against the loaded model."""
     from interp.dictionary import hook_width
-    from interp.sae.training.run_folder import SAEPlan
+    from interp.sae.training.run_folder import Plan
 
     hooks = model.resolve(args.hook)
     if len(hooks) != 1:
@@ -255,19 +255,19 @@ def _sae_plan(model: Any, args: argparse.Namespace) -> Any:
     hook = hooks[0]
     if hook.endswith(("hook_pattern", "hook_attn_scores")):
         raise ValueError(f"--hook {hook} is [batch, head, query, key]; an SAE reads one row per token")
-    return SAEPlan(hook, hook_width(model, hook), training_settings(args))
+    return Plan("sae", hook_width(model, hook), training_settings(args), hook=hook)
 
 
 def _transcoder_plan(model: Any, args: argparse.Namespace) -> Any:
     """The transcoders' plan, their layers (``--layers``) and hooks checked against the loaded model."""
     from hooks.names import UnknownHookError, unknown_hook_message
-    from interp.sae.training.run_folder import TranscoderPlan
+    from interp.sae.training.run_folder import Plan
 
     layers = parse_layers(args.layers, model.cfg.n_layers)
     if args.kind == "clt" and layers != list(range(model.cfg.n_layers)):
         raise ValueError(f"--kind clt spans every layer; drop --layers (got {args.layers!r})")
     sites = (args.input_site, args.output_site)
-    plan = TranscoderPlan(args.kind, layers, sites, model.cfg.d_model, training_settings(args))
+    plan = Plan(args.kind, model.cfg.d_model, training_settings(args), layers=layers, sites=sites)
     for hook in plan.hooks:
         if hook not in model.hook_dict:
             raise UnknownHookError(unknown_hook_message(hook, model.hook_dict))

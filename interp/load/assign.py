@@ -14,14 +14,13 @@ A tensor converted from a memory-mapped checkpoint file leaves the file's pages 
 a bfloat16 file in float32 (or a float32 file in bfloat16) held the whole file beside the converted weights.
 After each conversion the pages of its source are handed back to the kernel (``madvise(MADV_DONTNEED)``, on
 Linux, and only inside mappings of files): they are clean pages of a file opened read-only, so reading them
-again reads the file, but nothing keeps them resident. Loading then peaks near the weights in the dtype asked
-for, whatever the checkpoint stores.
+again reads the file, but nothing keeps them resident (:func:`interp.allocator.drop_file_pages`, the one place
+the C library is called). Loading then peaks near the weights in the dtype asked for, whatever the checkpoint
+stores.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import mmap
 import sys
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from interp.allocator import drop_file_pages
 from interp.load.errors import CheckpointError
 
 Placement = Callable[[str], torch.device | str | None]
@@ -119,9 +119,6 @@ def inverse_order(order: list[int]) -> list[int]:
     return [order.index(d) for d in range(len(order))]
 
 
-_MADV_DONTNEED = 4
-
-
 def file_mappings() -> list[tuple[int, int]]:
     """The address ranges of this process's mappings of files (``/proc/self/maps``); empty off Linux."""
     if not sys.platform.startswith("linux"):
@@ -160,12 +157,4 @@ def hand_back_range(start: int, nbytes: int, files: list[tuple[int, int]]) -> No
     first, last = -(-start // page) * page, end // page * page  # the whole pages inside the tensor
     if last <= first or not any(lo <= first and last <= hi for lo, hi in files):
         return
-    _madvise()(first, last - first, _MADV_DONTNEED)  # a hint: a refusal only leaves the pages resident
-
-
-@functools.cache
-def _madvise():
-    """libc's ``madvise``, looked up once."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    return libc.madvise
+    drop_file_pages(first, last - first)

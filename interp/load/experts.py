@@ -67,10 +67,13 @@ def read_moe(
         (f"{layer}{b}." for b in names.blocks if f"{layer}{b}.{names.router}.weight" in tensors), None
     )
     if block is None:
-        tried = " or ".join(f"{b}.{names.router}.weight" for b in names.blocks)
+        asked = [f"{layer}{b}.{names.router}.weight" for b in names.blocks]
+        stored = [tensors.file_name(name) for name in asked]
+        own = [f for f, name in zip(stored, asked, strict=True) if f != name]  # a GGUF file's names, if any
+        tried = " or ".join(repr(name) for name in dict.fromkeys(own or stored))
         raise CheckpointError(
-            f"{tensors.source} has no router for layer {layer!r} ({tried}), which its config "
-            f"(num_experts={n}) says it has"
+            f"{tensors.source} has no router for layer {layer.rstrip('.').rsplit('.', 1)[-1]} ({tried}), which "
+            f"its config (num_experts={n}) says it has"
         )
     router = tensors.take(block + f"{names.router}.weight", (n, d), "num_experts, hidden_size")
     state = {dst + "W_router": router.T}  # [d_model, n_experts]
@@ -106,7 +109,8 @@ def _experts(
         )
         stacks = {gate: fused[:, :m], up: fused[:, m:]}
         stacks[down] = tensors.take(src + "down_proj", (n, d, m), "num_experts, hidden_size, expert width")
-    elif src + f"{gate}.weight" in tensors:  # one stacked tensor per projection (GGUF)
+    elif src + f"{gate}.weight" in tensors or _stacked_file(tensors, src + f"{gate}.weight"):
+        # one stacked tensor per projection (GGUF, whose missing ones are named as the file names them)
         stacks = {
             name: tensors.take(src + f"{name}.weight", (n, *rows[name]), "num_experts, " + meanings[name])
             for name in projections
@@ -201,3 +205,9 @@ def sparse_layers(hf: HFConfig) -> tuple[MLPType, ...]:
     if not all(isinstance(i, int) and 0 <= i < n for i in dense):
         raise CheckpointError(f"{hf.source}: mlp_only_layers={dense!r} must list layers from 0 to {n - 1}")
     return tuple("moe" if i not in dense and (i + 1) % step == 0 else "dense" for i in range(n))
+
+
+def _stacked_file(tensors: TensorSource, name: str) -> bool:
+    """Whether the file stores ``name`` (a stacked projection) under a name of its own: a GGUF file, which holds
+    its experts stacked, never one tensor per expert."""
+    return tensors.file_name(name) != name

@@ -25,6 +25,7 @@ it, since dropping a setting would load a different model.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,7 +110,25 @@ def to_hf(file: GGUFFile, arch: GGUFArchitecture) -> tuple[HFConfig, TensorSourc
     for name, tensor in raw.items():
         for gguf_name, piece in _pieces(name, tensor, arch, heads):
             tensors[_hf_name(gguf_name, arch, str(file.path))] = _fix(gguf_name, piece, arch, heads)
-    return HFConfig(values, str(file.path)), TensorSource(tensors, str(file.path))
+    stored_as = functools.partial(gguf_tensor_name, arch=arch)
+    return HFConfig(values, str(file.path)), TensorSource(tensors, str(file.path), stored_as)
+
+
+def gguf_tensor_name(name: str, arch: GGUFArchitecture) -> str | None:
+    """The GGUF tensor a Hugging Face ``name`` is read from (``model.layers.1.block_sparse_moe.experts.w2.weight``
+    -> ``blk.1.ffn_down_exps.weight``), or ``None`` for a name no GGUF tensor of ``arch`` becomes: the inverse of
+    the name mapping, for messages about a tensor the file lacks."""
+    stem, dot, kind = name.rpartition(".")
+    if not dot or kind not in ("weight", "bias"):
+        return None
+    prefix = re.escape(arch.layer_prefix).replace(re.escape("{}"), r"(\d+)")
+    layer = re.fullmatch(prefix + r"(.+)", stem)
+    for base, hf in arch.tensors.items():
+        if layer is not None and hf == layer.group(2):
+            return f"blk.{layer.group(1)}.{base}.{kind}"
+        if layer is None and hf == stem:
+            return f"{base}.{kind}"
+    return None
 
 
 def _shared_config(meta: Metadata, arch: GGUFArchitecture, raw: dict[str, torch.Tensor]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ bfloat16 hold the file and a float32 copy of every weight at once (3.0x the weig
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -26,13 +26,29 @@ class TensorSource:
     """Named tensors from one checkpoint, each taken once, in its stored dtype.
 
     Args:
-        tensors: name -> tensor, in the checkpoint's own names.
+        tensors: name -> tensor, in the checkpoint's own names (a GGUF file's, read as its family's Hugging
+            Face names).
         source: the file or folder, named in errors.
+        stored_as: a name asked for -> the name the file stores it under, or ``None`` where it has none of its
+            own (a GGUF file's ``blk.1.ffn_down_exps.weight`` for ``model.layers.1.block_sparse_moe.experts.w2
+            .weight``), so that a missing tensor is named as the file would name it. Default: the same name.
     """
 
-    def __init__(self, tensors: dict[str, torch.Tensor], source: str) -> None:
+    def __init__(
+        self,
+        tensors: dict[str, torch.Tensor],
+        source: str,
+        stored_as: Callable[[str], str | None] | None = None,
+    ) -> None:
         self._tensors = dict(tensors)
         self.source = source
+        self._stored_as = stored_as
+
+    def file_name(self, name: str) -> str:
+        """The name the file stores tensor ``name`` under (for errors): a GGUF file's own name where it has
+        one, else ``name``."""
+        stored = self._stored_as(name) if self._stored_as is not None else None
+        return name if stored is None else stored
 
     def names(self) -> list[str]:
         """The names not yet taken."""
@@ -77,7 +93,7 @@ class TensorSource:
         """
         if name not in self._tensors:
             raise CheckpointError(
-                f"{self.source} has no tensor {name!r}; the checkpoint is incomplete or truncated"
+                f"{self.source} has no tensor {self.file_name(name)!r}; the checkpoint is incomplete or truncated"
             )
         tensor = self._tensors.pop(name)
         if tuple(tensor.shape) != tuple(shape):

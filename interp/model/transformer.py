@@ -291,7 +291,8 @@ class HookedTransformer(HookedModule):
         for ``run_with_cache``, ``run_with_hooks`` and the analysis functions. See :mod:`interp.sae.splice`.
 
         Args:
-            saes: an :class:`interp.sae.SAE` or a list of them, at different hooks.
+            saes: an :class:`interp.sae.SAE` or a list of them, at different hooks (or any sparse dictionary:
+                the splice is one for every kind, :func:`interp.sae.spliced`).
             use_error_term: add the reconstruction error back, so outputs are unchanged unless edited.
         """
         return extensions.implementation("saes")(self, saes, use_error_term=use_error_term)
@@ -308,6 +309,6 @@ class HookedTransformer(HookedModule):
             tc: an :class:`interp.sae.TranscoderSet` or :class:`interp.sae.CrossLayerTranscoder`.
             error: add each layer's reconstruction error back, so outputs are unchanged unless edited.
 
-        See :mod:`interp.sae.transcoder.splice` for the hook names.
+        The same splice as :meth:`saes` (:mod:`interp.sae.splice`, which names the hooks).
         """
         return extensions.implementation("transcoders")(self, tc, error=error)

@@ -8,18 +8,19 @@ An :class:`SAE` maps an activation ``[..., d_in]`` to latents ``[..., d_sae]`` (
   published format's convention;
 - ``sae_set.py``: :class:`SAESet`, SAEs by layer as a :class:`~interp.dictionary.SparseDictionary`, the
   interface transcoders share;
-- ``formats/``: one module per published format, each a ``load``/``save`` pair; :func:`load` recognises
-  SAELens, sparsify and Gemma Scope files, :func:`save` writes SAELens's;
-- ``transcoder/``: :class:`TranscoderSet` and :class:`CrossLayerTranscoder` (one interface), and
-  ``model.transcoders(tc)``, the replacement model;
-- ``splice.py``: ``model.saes([...])`` and ``model.run_with_saes(...)`` run SAEs in place of activations (and
-  the error term both splices share);
-- ``training/``: :func:`train` on a tensor or an activation store, resumable, under torchrun;
-- ``evaluate.py``: :func:`evaluate` (L0, explained variance, CE loss recovered, KL, dead and dense latents);
-  ``evaluate_transcoders.py``: the same per transcoder layer, and CE recovered and KL of the replacement model;
+- ``formats/``: one module per published format, each a ``load``/``save`` pair; :func:`load_dictionary`
+  reads any dictionary, told from its files, :func:`save_dictionary` writes one in its kind's format;
+  :func:`load` recognises SAELens, sparsify and Gemma Scope files, :func:`save` writes SAELens's;
+- ``transcoder/``: :class:`TranscoderSet` and :class:`CrossLayerTranscoder` (one interface);
+- ``splice.py``: :func:`spliced`, the one splice of every dictionary: ``model.saes([...])``,
+  ``model.run_with_saes(...)`` and ``model.transcoders(tc)`` (the replacement model) run it;
+- ``training/``: :func:`train`, one trainer for every kind (SAEs and transcoders), on a tensor or an activation
+  store, resumable, under torchrun;
+- ``evaluate.py``: :func:`evaluate`, of every dictionary, per layer (L0, explained variance, dead and dense
+  features) and spliced in whole (CE loss recovered, KL);
 - ``dashboards/``: every feature's dashboard in one streaming pass (quantile examples, histogram, density,
   logits), written as circuit-tracer's feature files with a page to browse them;
-- ``features.py``: the dashboards of a few features as a report section;
+- ``feature_report.py``: the dashboards of a few features as a report section;
 - ``feature_patching.py``: attribution patching of a metric to features and the error node, checked by exact
   patching of features.
 
@@ -32,18 +33,17 @@ Example:
 """
 
 from interp.sae.config import SAEConfig
-from interp.sae.evaluate import evaluate
-from interp.sae.evaluate_transcoders import evaluate_transcoders
+from interp.sae.evaluate import evaluate, evaluate_transcoders
 from interp.sae.feature_patching import feature_attribution, patch_features
-from interp.sae.features import add_feature_section, feature_stats, logit_effects
-from interp.sae.formats import load, save
+from interp.sae.feature_report import add_feature_section, feature_stats, logit_effects
+from interp.sae.formats import load, load_dictionary, save, save_dictionary
 from interp.sae.formats.build import SAEFormatError
 from interp.sae.formats.transcoders import load_transcoders, save_transcoders
 from interp.sae.module import SAE, SAE_HOOKS
 from interp.sae.sae_set import SAESet
-from interp.sae.splice import spliced
+from interp.sae.splice import spliced, spliced_transcoders
 from interp.sae.training import TrainSettings, train, train_transcoders
-from interp.sae.transcoder import CrossLayerTranscoder, Transcoder, TranscoderSet, spliced_transcoders
+from interp.sae.transcoder import CrossLayerTranscoder, Transcoder, TranscoderSet
 
 __all__ = [
     "CrossLayerTranscoder",
@@ -61,10 +61,12 @@ __all__ = [
     "feature_attribution",
     "feature_stats",
     "load",
+    "load_dictionary",
     "load_transcoders",
     "logit_effects",
     "patch_features",
     "save",
+    "save_dictionary",
     "save_transcoders",
     "spliced",
     "spliced_transcoders",

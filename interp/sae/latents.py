@@ -15,6 +15,7 @@ gradient must reach it (someone hooked it while autograd records), so decoding t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +54,16 @@ class Latents:
 
     def to_dense(self, d_sae: int) -> torch.Tensor:
         return self.dense if self.dense is not None else self.active.to_dense(d_sae)
+
+
+@dataclass(frozen=True)
+class Code:
+    """One layer's features for a batch, as a splice holds them between the input hook and the outputs they
+    write: the latents, and what decoding needs of the input (an SAE's normalisation statistics and skip input,
+    a transcoder's input for its skip term)."""
+
+    latents: Latents
+    context: Any
 
 
 class Run:

@@ -19,9 +19,9 @@ from torch import nn
 from hooks import HookedModule, HookPoint
 from interp.sae.activation import activate, top_k
 from interp.sae.config import SAEConfig
-from interp.sae.latents import Active, Latents, Run, through_post
+from interp.sae.latents import Active, Code, Latents, Run, through_post
 
-_INFERENCE = {"standard": "relu", "jumprelu": "jumprelu", "topk": "topk", "batchtopk": "jumprelu"}
+INFERENCE = {"standard": "relu", "jumprelu": "jumprelu", "topk": "topk", "batchtopk": "jumprelu"}
 """Architecture -> the activation run at inference (BatchTopK: the threshold learned in training)."""
 
 SAE_HOOKS = (
@@ -111,6 +111,12 @@ class SAE(HookedModule):
         return self.W_enc.device
 
     @property
+    def metadata(self) -> dict:
+        """What the files recorded and training adds (``metadata["training"]``): ``cfg.metadata``, named as a
+        transcoder's is."""
+        return self.cfg.metadata
+
+    @property
     def dtype(self) -> torch.dtype:
         return self.W_enc.dtype
 
@@ -159,8 +165,19 @@ class SAE(HookedModule):
         pass did, so the two are the same bits wherever the hooks changed nothing.
         """
         run = Run(hooked=hooked, dense=dense)
+        code = self.hooked_encode(x, run)
+        return self.hooked_decode(code, run), run
+
+    def hooked_encode(self, x: torch.Tensor, run: Run) -> Code:
+        """The code of inputs ``x`` through the input and latent hook points (past them unless ``run.hooked``):
+        the first half of :meth:`output`, which a splice runs when the forward reaches the input hook."""
         latents, ctx = self._encode(x, run)
-        return self._decode(latents, ctx, run), run
+        return Code(latents, ctx)
+
+    def hooked_decode(self, code: Code, run: Run) -> torch.Tensor:
+        """The output of ``code`` through ``hook_sae_recons`` (past it unless ``run.hooked``): the second half of
+        :meth:`output`, which a splice runs at the output hook."""
+        return self._decode(code.latents, code.context, run)
 
     def pre_acts(self, x: torch.Tensor) -> torch.Tensor:
         """Encoder pre-activations ``[..., d_sae]`` (what TopK ranks and JumpReLU thresholds), no hooks."""
@@ -170,7 +187,7 @@ class SAE(HookedModule):
         """The activation function on pre-activations ``[..., d_sae]`` (:mod:`interp.sae.activation`)."""
         threshold = self.threshold if self.cfg.has_threshold else None
         return activate(
-            pre, _INFERENCE[self.cfg.architecture], rectify=self.rectify, k=self.cfg.k, threshold=threshold
+            pre, INFERENCE[self.cfg.architecture], rectify=self.rectify, k=self.cfg.k, threshold=threshold
         )
 
     def _prepare(self, x: torch.Tensor, run: Run) -> tuple[torch.Tensor, _Context]:
@@ -224,13 +241,17 @@ class SAE(HookedModule):
                 f"decoding this SAE (normalize_activations={mode!r}, skip={self.cfg.skip}) needs the "
                 "encoded input: call decode(acts, x)"
             )
+        normalised = mode in ("constant_norm_rescale", "layer_norm")
+        if normalised:  # SAELens hooks the reconstruction before the input's normalisation is undone
+            out = run(self.hook_sae_recons, out)
         if mode == "constant_norm_rescale":
             out = out / ctx.stats[0]
         elif mode == "layer_norm":
             out = out * ctx.stats[1] + ctx.stats[0]
         if self.cfg.skip:
             out = out + ctx.sae_in @ self.W_skip.T
-        out = run(self.hook_sae_recons, out)
+        if not normalised:
+            out = run(self.hook_sae_recons, out)
         if self.cfg.reshape_activations == "hook_z" and ctx is not None:
             out = out.reshape(ctx.shape)  # [..., head, d_head]
         return out

@@ -15,12 +15,15 @@ Pre-activations are affine in the input, and the output in the latents, unless t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
+from hooks import HookPoint
 from hooks.names import layer_of
-from interp.dictionary import sources
-from interp.sae.module import SAE
+from interp.dictionary import SparseDictionary, sources
+from interp.sae.latents import Code, Run
+from interp.sae.module import INFERENCE, SAE, SAE_HOOKS
 
 
 class SAESet:
@@ -74,6 +77,16 @@ class SAESet:
 
     def __repr__(self) -> str:
         return f"SAESet({ {layer: sae.cfg.hook_name for layer, sae in self.saes.items()} })"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the first SAE's parameters are (the device a splice and an evaluation compute on)."""
+        return self.saes[self.layers[0]].device
+
+    def activation_of(self, layer: int) -> str:
+        """The activation the SAE of ``layer`` runs at inference (``relu``, ``jumprelu`` or ``topk``; an SAE
+        trained with BatchTopK runs as a JumpReLU)."""
+        return INFERENCE[self.sae(layer).cfg.architecture]
 
     def sae(self, layer: int) -> SAE:
         """The SAE of ``layer``."""
@@ -144,6 +157,29 @@ class SAESet:
         """``{layer: the SAE's output}`` for each given input, past the SAE's hook points."""
         return {layer: self.sae(layer).output(x, hooked=False)[0] for layer, x in inputs.items()}
 
+    # -- what a splice needs (interp.sae.splice) -----------------------------------------------------------
+
+    def hook_points(self, layer: int) -> dict[str, HookPoint]:
+        """The SAE's own hook points (``hook_sae_input`` ... ``hook_sae_output``): spliced, they are listed under
+        the model's names, and ``sae.run_with_cache`` sees the same points standalone."""
+        sae = self.sae(layer)
+        return {name: getattr(sae, name) for name in SAE_HOOKS}
+
+    def hooked_encode(self, x: torch.Tensor, layer: int, points: dict[str, HookPoint], run: Run) -> Code:
+        """The code of the input hook's tensor through the SAE's input and latent hook points (``points`` are
+        :meth:`hook_points`, which the SAE's own computation passes through): a TopK code kept as its k active
+        latents unless something reads the dense one (:mod:`interp.sae.latents`)."""
+        sae = self.sae(layer)
+        return sae.hooked_encode(x.to(sae.device), run)
+
+    def hooked_decode(
+        self, codes: Mapping[int, Code], out_layer: int, points: dict[str, HookPoint], run: Run
+    ) -> torch.Tensor:
+        """The SAE's output from the code of its layer, through ``hook_sae_recons`` (in the input's shape: heads
+        again for ``hook_z``)."""
+        (layer,) = sources(self, out_layer)
+        return self.sae(layer).hooked_decode(codes[layer], run)
+
     def _affine(self, layer: int, what: str) -> SAE:
         sae = self.sae(layer)
         mode = sae.cfg.normalize_activations
@@ -153,6 +189,23 @@ class SAESet:
                 f"has no fixed {what}; use encode and reconstruct, which take the input"
             )
         return sae
+
+
+def as_dictionary(dictionary: Any) -> SparseDictionary:
+    """``dictionary`` as a :class:`~interp.dictionary.SparseDictionary`: an :class:`~interp.sae.SAE` as an
+    :class:`SAESet` of one (its layer the block of the hook it reads), any other dictionary as it is.
+
+    Raises:
+        TypeError: neither an SAE nor a sparse dictionary.
+    """
+    if isinstance(dictionary, SAE):
+        return SAESet(dictionary)
+    if isinstance(dictionary, SparseDictionary):
+        return dictionary
+    raise TypeError(
+        "expected a sparse dictionary (an interp.sae.SAE or SAESet, a TranscoderSet or a CrossLayerTranscoder), "
+        f"got {type(dictionary).__name__}"
+    )
 
 
 def _check_hooks(sae: SAE) -> None:

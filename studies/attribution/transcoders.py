@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from interp.sae import evaluate_transcoders, load_transcoders, save_transcoders, train_transcoders
-from interp.sae.training.transcoders import transcoder_hooks
+from interp.sae import evaluate, load_transcoders, save_transcoders, train
+from interp.sae.training.kinds import transcoder_hooks
 
 INPUT_SITE, OUTPUT_SITE = "ln2.hook_normalized", "hook_mlp_out"
 
@@ -88,10 +88,10 @@ def trained_transcoders(
     shutil.rmtree(store_dir, ignore_errors=True)
     hooks = transcoder_hooks(layers, INPUT_SITE, OUTPUT_SITE)
     store = cache_activations(model, train_batches, hooks, store_dir, progress=progress)
-    tc = train_transcoders(
+    tc = train(
         store,
         kind="transcoder",
-        d_transcoder=settings.d_transcoder,
+        d_sae=settings.d_transcoder,
         k=settings.k,
         batch_size=settings.batch_size,
         tokens=settings.epochs * len(store),
@@ -108,6 +108,13 @@ def trained_transcoders(
     return Trained(tc, folder, False, time.perf_counter() - clock, n_rows, history)
 
 
+QUALITY = [
+    "layer", "hook", "activation", "d_transcoder", "n_tokens", "l0", "explained_variance", "fvu", "mse",
+    "dead_fraction", "dense_fraction", "ce_clean", "ce_replacement", "ce_zero", "ce_recovered", "kl",
+]  # fmt: skip
+"""The columns of :func:`interp.sae.evaluate` the study reports."""
+
+
 @torch.no_grad()
 def quality(model: Any, tc: Any, held: list) -> pd.DataFrame:
     """Per-layer variance explained, L0, dead fraction, and the replacement model's CE recovered and KL, on the
@@ -116,5 +123,5 @@ def quality(model: Any, tc: Any, held: list) -> pd.DataFrame:
     pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[1]))  # noqa: E731 - right padding
     ids = torch.cat([pad(b[0]) for b in held])  # [windows, width]
     mask = torch.cat([pad(b[1]) for b in held])
-    frame = evaluate_transcoders(model, tc, ids, mask)
-    return frame.reset_index(drop=True)
+    frame = evaluate(model, tc, ids, mask)
+    return frame[QUALITY].reset_index(drop=True)

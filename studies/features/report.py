@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from interp.report import Report, figures, table_records
-from interp.sae.features import add_feature_section
+from interp.sae.feature_report import add_feature_section
 
 
 def write_report(report: Report, model, config, corpus, results: dict, seconds: float) -> None:

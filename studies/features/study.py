@@ -164,7 +164,7 @@ def _twin_pairs(model, config: FeaturesConfig, items: list | None) -> tuple[list
 
 def _layer(model, config: FeaturesConfig, store, held, pairs, select, layer: int, hook: str, progress: bool):
     """Train one SAE at ``hook`` and measure it: quality, separating features, ablations, attribution."""
-    from interp.sae.features import feature_stats, logit_effects
+    from interp.sae.feature_report import feature_stats, logit_effects
     from interp.sae.training import train
     from studies.features import measure
 

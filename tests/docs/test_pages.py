@@ -24,6 +24,7 @@ OWN_TESTS = {
     "docs/attribution-graphs.md": "tests/circuits/test_docs.py",
     "docs/qk-attribution.md": "tests/analysis/test_qk_doc.py",
     "docs/transformer-lens.md": "tests/compat/test_docs.py",
+    "docs/sae-lens.md": "tests/compat/test_docs.py",
     "docs/devices.md": "tests/test_docs_devices.py",
     "docs/commands.md": "tests/test_docs_commands.py",
 }

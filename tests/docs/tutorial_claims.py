@@ -104,13 +104,15 @@ CLAIMS: dict[str, list[Claim]] = {
     "03-attribution-graphs.ipynb": [
         Claim("for all 30 layers", "tc.layers == list(range(n_layers)) == list(range(30))"),
         setting("on half of the other agreement prompts", "tokens = model.to_tokens(others[::2]"),
-        setting("128 TopK features (8 active per token)", "d_transcoder=128"),
+        setting("128 TopK features (8 active per token)", "d_sae=128"),
         setting("on 6,000 tokens", "tokens=6_000,"),
         Claim(
             "about 40% of a typical layer's MLP output variance",
             'abs(quality["explained_variance"].median() - 0.40) < 0.03',
         ),
-        Claim("recovers about 60% of the next-token loss", 'abs(quality["ce_recovered"][0] - 0.60) < 0.03'),
+        Claim(
+            "recovers about 60% of the next-token loss", 'abs(quality["ce_recovered_zero"][0] - 0.60) < 0.03'
+        ),
         setting("at most 8 per layer and position", "k=8,"),
         setting("keeps the 400 features", "max_feature_nodes=400"),
         Claim(
@@ -138,7 +140,7 @@ CLAIMS: dict[str, list[Claim]] = {
     ],
     "04-readable-features.ipynb": [
         Claim("for all 30 layers", "tc.layers == list(range(30))"),
-        setting("128 TopK features with 8 active per token", "d_transcoder=128, k=8"),
+        setting("128 TopK features with 8 active per token", "d_sae=128, k=8"),
         setting("trained on 6,000 tokens", "tokens=6_000"),
         Claim("the other 140 passages", "len(dashboard_texts) == 140"),
         Claim("each of the 3,840 features", 'done.n_features == len(index["features"]) == 30 * 128'),

@@ -258,3 +258,63 @@ def test_sentencepiece_vocabulary_tokenizes_as_sentencepiece(tmp_path, prefix):
         assert got.ids[0].tolist() == processor.encode(text), text
         assert ours.decode(got.ids[0]) == processor.decode(processor.encode(text)), text
     assert ours.to_tokens("hi").ids[0, 0] == processor.bos_id()  # llama.cpp adds BOS unless told otherwise
+
+
+class _Without:
+    """A model whose state dict lacks one tensor, for writing an incomplete GGUF file."""
+
+    def __init__(self, model: torch.nn.Module, missing: str) -> None:
+        self.config, self._model, self._missing = model.config, model, missing
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in self._model.state_dict().items() if k != self._missing}
+
+
+def test_a_tensor_the_file_lacks_is_named_as_the_file_names_it(tmp_path, reference, bpe):
+    from interp.load.errors import CheckpointError
+
+    path = write_llama_gguf(
+        _Without(reference, "model.layers.1.mlp.down_proj.weight"), bpe, tmp_path / "cut.gguf"
+    )
+    with pytest.raises(
+        CheckpointError, match=r"cut.gguf has no tensor 'blk.1.ffn_down.weight'; the checkpoint"
+    ):
+        load_checkpoint(path, use_cache=False)
+
+
+def test_a_missing_expert_tensor_or_router_is_named_as_the_gguf_file_names_it():
+    """A Mixtral file's experts, as the GGUF reader hands them to the converter (stacked, in Mixtral's names):
+    the one it lacks is named by its GGUF tensor (``blk.1.ffn_down_exps.weight``)."""
+    import functools
+
+    from interp.config import TransformerConfig
+    from interp.load.errors import CheckpointError
+    from interp.load.experts import ExpertNames, read_moe
+    from interp.load.gguf_archs import LLAMA
+    from interp.load.gguf_hf import gguf_tensor_name
+    from interp.load.tensors import TensorSource
+
+    cfg = TransformerConfig(
+        n_layers=2, d_model=8, n_heads=2, d_vocab=16, n_ctx=8, d_mlp=12, n_experts=4, experts_per_token=2
+    )
+    names = ExpertNames(blocks=("block_sparse_moe", "mlp"), projections=("w1", "w3", "w2"))
+    block = "model.layers.1.block_sparse_moe."
+    tensors = {
+        block + "gate.weight": torch.zeros(4, 8),
+        block + "experts.w1.weight": torch.zeros(4, 12, 8),
+        block + "experts.w3.weight": torch.zeros(4, 12, 8),
+    }
+    stored_as = functools.partial(gguf_tensor_name, arch=LLAMA)
+    with pytest.raises(CheckpointError, match=r"f.gguf has no tensor 'blk.1.ffn_down_exps.weight'"):
+        read_moe(
+            TensorSource(dict(tensors), "f.gguf", stored_as), cfg, "model.layers.1.", "blocks.1.mlp.", names
+        )
+    bare = {k: v for k, v in tensors.items() if not k.endswith("gate.weight")}
+    with pytest.raises(CheckpointError, match=r"has no router for layer 1 \('blk.1.ffn_gate_inp.weight'\)"):
+        read_moe(TensorSource(bare, "f.gguf", stored_as), cfg, "model.layers.1.", "blocks.1.mlp.", names)
+    # a folder of the released layout keeps its own names
+    with pytest.raises(
+        CheckpointError, match=r"has no tensor 'model.layers.1.block_sparse_moe.experts.0.w1.weight'"
+    ):
+        read_moe(TensorSource({block + "gate.weight": torch.zeros(4, 8)}, "folder", None), cfg,
+                 "model.layers.1.", "blocks.1.mlp.", names)  # fmt: skip

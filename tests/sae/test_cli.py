@@ -182,3 +182,56 @@ def test_a_transcoder_run_resumed_on_a_wider_model_is_refused_before_anything_is
     err = capsys.readouterr().err
     assert f"--out {out} was trained with d_in=16, but blocks.0.ln2.hook_normalized has width 32" in err
     assert (out / "run.json").read_text() == record  # the finished run's record is untouched
+
+
+def test_tokens_bounds_the_cache_and_a_dictionary_worse_than_the_mean_is_said(tmp_path, checkpoint, capsys):
+    """``--tokens`` caches the windows that hold the rows it asks for (with ``--skip-first`` rows left out of
+    each), not the whole corpus; a run that ends with a fraction of variance unexplained of 1 or more says
+    so on stderr, with what to try."""
+    from interp.store import ActivationStore, windows
+
+    data = tmp_path / "corpus.txt"
+    data.write_text("".join(t + "\n" for t in sentences(300, seed=4)))
+    model = load(checkpoint)
+    every = windows(model, data.read_text().splitlines(), 8, 16)
+    kept = [
+        int(n) - 1 for _, mask in every for n in mask.sum(-1)
+    ]  # training rows of each window (--skip-first 1)
+    assert sum(kept) > 1000
+    out = tmp_path / "run"
+    # Two steps at a learning rate of 10: the second step's reconstruction is far worse than the mean.
+    assert (
+        main(_argv(checkpoint, data, out, "--tokens", "200", "--train-batch-size", "100", "--lr", "10")) == 0
+    )
+    store = ActivationStore(out / "activations")
+    needed = next(i for i in range(len(kept)) if sum(kept[: i + 1]) >= 200) + 1
+    assert len(store) == sum(int(n) for n in torch.cat([m.sum(-1) for _, m in every])[:needed])
+    captured = capsys.readouterr()
+    fvu = json.loads((out / "run.json").read_text())["final"]["fvu"]
+    assert fvu >= 1, fvu
+    assert f"warning: the dictionary's fraction of variance unexplained is {fvu:.3f}" in captured.err
+    assert "it took 2 steps of 100 rows: train on more tokens" in captured.err
+    assert "TrainingWarning" not in captured.err  # said once, in the command's words
+
+
+def test_a_refused_setting_is_named_by_its_flag(tmp_path, checkpoint, capsys):
+    """The library's refusal carries the setting's name and value (``SettingError``), which the command says
+    with its flag: also where the message does not begin with the setting (``k`` refused for ``topk``)."""
+    from interp.sae.training import SettingError, TrainSettings
+
+    with pytest.raises(SettingError, match="k=None; architecture='topk' needs k >= 1") as refused:
+        TrainSettings(d_sae=8, architecture="topk")
+    assert (refused.value.name, refused.value.value) == ("k", None)
+    text = tmp_path / "ok.txt"
+    text.write_text("one two three\n")
+    argv = _argv(checkpoint, text, tmp_path / "a")
+    no_k = argv[: argv.index("--k")] + argv[argv.index("--k") + 2 :]
+    cases = [
+        (no_k, "--k None; architecture='topk' needs k >= 1 active latents"),
+        ([*argv, "--lr", "-1"], "--lr -1.0; the learning rate must be a finite number above 0"),
+        ([*argv, "--train-batch-size", "0"], "--train-batch-size 0; it must be a whole number of at least 1"),
+        ([*argv, "--buffer-rows", "0"], "--buffer-rows 0; it must be a whole number of at least 1"),
+    ]
+    for case, message in cases:
+        assert main(case) == 2, case
+        assert message in capsys.readouterr().err, message

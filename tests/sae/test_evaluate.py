@@ -10,7 +10,7 @@ import torch
 
 from interp.report import Report
 from interp.sae.evaluate import evaluate
-from interp.sae.features import add_feature_section, feature_html, feature_stats, logit_effects
+from interp.sae.feature_report import add_feature_section, feature_html, feature_stats, logit_effects
 from tests.sae.models import random_sae, tiny_model, tokens
 
 HOOK = "blocks.1.hook_resid_pre"

@@ -19,8 +19,7 @@ from interp.sae.config import SAEConfig
 from interp.sae.module import SAE
 from interp.sae.training import TrainSettings
 from interp.sae.training.selected import selected_pre_acts
-from interp.sae.training.step import TrainingStep
-from interp.sae.training.transcoder_step import TranscoderStep
+from interp.sae.training.step import DictionaryStep
 from tests.tolerance import float32_rounding
 
 ROWS, D, F, K = 40, 6, 24, 3
@@ -109,7 +108,7 @@ def test_a_transcoder_step_equals_the_dense_computation(kind):
     tc = tc.double()
     settings = TrainSettings(d_sae=F, k=K)
     variance = [1.5, 2.0, 0.5]
-    step = TranscoderStep(tc, settings, variance)
+    step = DictionaryStep(tc, settings, variance)
     batch, dead = _rows(n), _dead(n * F)
     got = step(batch, dead, ROWS)
     assert float(got["aux"]) > 0
@@ -131,7 +130,7 @@ def test_an_sae_step_equals_the_dense_computation():
     with torch.no_grad():
         for p in sae.parameters():
             p.copy_(torch.randn(p.shape, generator=g))
-    step = TrainingStep(sae, TrainSettings(d_sae=F, k=K), 1.7)
+    step = DictionaryStep(sae, TrainSettings(d_sae=F, k=K), 1.7)
     x, dead = _rows(1)[:, :D], _dead(F)
     got = step(x, dead, ROWS)
     assert float(got["aux"]) > 0
@@ -177,7 +176,7 @@ def test_in_float32_the_selected_gradients_are_as_near_the_float64_ones_as_the_d
         model.zero_grad(set_to_none=True)
         rows = batch.to(next(model.parameters()).dtype)
         if selected:
-            loss = TranscoderStep(model, settings, variance)(rows, dead, ROWS)["loss"]
+            loss = DictionaryStep(model, settings, variance)(rows, dead, ROWS)["loss"]
         else:
             x, y = rows[:, : n * D].reshape(ROWS, n, D), rows[:, n * D :].reshape(ROWS, n, D)
             loss = _dense_transcoder_loss(model, x, y, dead, variance, settings)

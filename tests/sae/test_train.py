@@ -8,7 +8,7 @@ import torch
 
 from interp.sae.training import train
 from interp.sae.training.data import RowSource, Stream
-from interp.sae.training.step import _JumpReLU, _Step
+from interp.sae.training.sparsity import JumpReLU, Step
 from interp.store import cache_activations
 from tests.sae.models import tiny_model
 
@@ -147,14 +147,14 @@ def test_jumprelu_straight_through_gradients():
     x = torch.tensor([[0.1, 0.52, 0.9], [0.49, 0.3, 1.2]], requires_grad=True)
     t = torch.tensor([0.5, 0.5, 1.0], requires_grad=True)
     bw = 0.1
-    out = _JumpReLU.apply(x, t, bw)
+    out = JumpReLU.apply(x, t, bw)
     torch.testing.assert_close(out.detach(), x.detach() * (x.detach() > t.detach()))
     out.sum().backward()
     near = ((x.detach() - t.detach()).abs() < bw / 2).float()  # rectangle((x - t) / bw)
     torch.testing.assert_close(t.grad, (-(t.detach() / bw) * near).sum(0))
     torch.testing.assert_close(x.grad, (x.detach() > t.detach()).float())
     t2 = t.detach().clone().requires_grad_(True)
-    _Step.apply(x.detach(), t2, bw).sum().backward()
+    Step.apply(x.detach(), t2, bw).sum().backward()
     torch.testing.assert_close(t2.grad, (-(1 / bw) * near).sum(0))
 
 

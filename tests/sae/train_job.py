@@ -19,13 +19,12 @@ SETTINGS = dict(d_sae=64, k=4, batch_size=100, tokens=2500, seed=0, lr=3e-3, pro
 
 def run(architecture: str):
     if architecture.startswith("tc-"):
-        from interp.sae.training import train_transcoders
         from tests.sae.transcoder.test_train import planted as planted_pairs
 
         kind = architecture.removeprefix("tc-")
         x, y, _ = planted_pairs(2, kind)
         settings = {k: v for k, v in SETTINGS.items() if k != "d_sae"}
-        return train_transcoders((x[:1000], y[:1000]), kind=kind, d_transcoder=32, **settings)
+        return train((x[:1000], y[:1000]), kind=kind, d_sae=32, **settings)
     x, _ = planted(1000)
     kw = dict(SETTINGS, architecture=architecture)
     if architecture == "jumprelu":

@@ -15,13 +15,14 @@ within the budget (the memory model is in :mod:`.memory_budget`); the re-ranking
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
-from interp.allocator import map_large_allocations
+from interp.allocator import mapped_allocations
 from interp.circuits.features.frozen import FrozenRun, frozen_run
 from interp.circuits.features.graph import AttributionGraph
 from interp.circuits.features.influence import partial_influence
@@ -141,18 +142,23 @@ def _adjacency(
     reads at most the second."""
     n_active = len(sources.features)
     capped = max_feature_nodes is not None and max_feature_nodes < n_active
-    reads = _Reads(run, sources, transcoders, chosen, *batch_sizes, budgeted=budgeted)
-    bar = _Progress(progress, max_feature_nodes if capped else n_active)
-    try:
-        if not capped:
-            return _every_feature(reads, bar), torch.arange(n_active)
-        weights = torch.tensor([t.weight for t in chosen])
-        rows, row_nodes, selected = _most_influential(
-            reads, weights, max_feature_nodes, update_interval, bar, keep
-        )
-        return _compacted(rows, row_nodes, selected, reads), selected
-    finally:
-        bar.close()
+    # Under a budget glibc maps large allocations on their own for as long as this runs, and the heap is trimmed
+    # after each pass: otherwise it serves a backward pass's gradients from its heap and keeps them when freed,
+    # and the resident set drifts above what is live (by a quarter, measured).
+    memory = mapped_allocations() if budgeted else contextlib.nullcontext(None)
+    with memory as trim:
+        reads = _Reads(run, sources, transcoders, chosen, *batch_sizes, trim=trim)
+        bar = _Progress(progress, max_feature_nodes if capped else n_active)
+        try:
+            if not capped:
+                return _every_feature(reads, bar), torch.arange(n_active)
+            weights = torch.tensor([t.weight for t in chosen])
+            rows, row_nodes, selected = _most_influential(
+                reads, weights, max_feature_nodes, update_interval, bar, keep
+            )
+            return _compacted(rows, row_nodes, selected, reads), selected
+        finally:
+            bar.close()
 
 
 class _Progress:
@@ -188,13 +194,11 @@ class _Reads:
         chosen: list[Target],
         ranking_batch: int,
         batch_size: int,
-        budgeted: bool = False,
+        trim: Callable[[int], int] | None = None,
     ) -> None:
         self.run, self.sources, self.transcoders, self.batch_size = run, sources, transcoders, batch_size
         self.ranking_batch = ranking_batch  # re-ranking every update_interval batches of this many reads
-        # under a budget: otherwise glibc serves a backward pass's gradients from its heap and keeps them when
-        # freed, and the resident set drifts above what is live (by a quarter, measured); trimmed after each pass
-        self.trim = map_large_allocations() if budgeted else None
+        self.trim = trim  # under a budget: the heap trimmed after each pass (interp.allocator)
         self.n_active, n_pos = len(sources.features), sources.tokens.shape[0]
         self.n_logits = len(chosen)
         self.logit_offset = self.n_active + (sources.errors.shape[0] + 1) * n_pos  # the first logit node

@@ -27,7 +27,8 @@ import torch
 from interp.circuits.features.held import Held
 from interp.circuits.features.inputs import check_fit, prompt_ids
 from interp.dictionary import SparseDictionary, written_layers
-from interp.sae.transcoder import Transcoder, spliced_transcoders
+from interp.sae.splice import spliced
+from interp.sae.transcoder import Transcoder
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def generate_with_features(
     hooks = _clamps(transcoders, edits)
     if hold_attention:
         hooks += _held_prompt_attention(model, prompt, kwargs.get("prepend_bos"))
-    with spliced_transcoders(model, transcoders, error=True):
+    with spliced(model, transcoders, use_error_term=True):
         return model.generate(prompt, max_new_tokens, fwd_hooks=hooks, use_kv_cache=False, **kwargs)
 
 
@@ -193,7 +194,7 @@ def _free(model: Any, transcoders: Transcoder, tokens: torch.Tensor, edits: list
         seen[hook.name] = x[0]
 
     ins = [transcoders.input_hook(layer) for layer in transcoders.layers]
-    with spliced_transcoders(model, transcoders, error=True):
+    with spliced(model, transcoders, use_error_term=True):
         logits = model.run_with_hooks(
             tokens[None],
             fwd_hooks=[*_clamps(transcoders, edits), *((n, keep) for n in [*ins, "unembed.hook_in"])],

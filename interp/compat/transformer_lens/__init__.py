@@ -1,12 +1,13 @@
 """TransformerLens's API over interp: ``import interp.compat.transformer_lens as transformer_lens``.
 
 The names a TransformerLens notebook uses, on interp's model and cache: ``HookedTransformer`` (with
-``from_pretrained``, ``return_type=``, ``loss_fn``, stacked weights, ``OV``/``QK``, token helpers),
-``ActivationCache`` (``accumulated_resid``, ``decompose_resid``, ``stack_head_results``, ``apply_ln_to_stack``,
-``logit_attrs``), ``FactoredMatrix``, ``utils``/``utilities`` (``get_act_name``...), ``hook_points``
-(``HookPoint``, ``HookedRootModule``). TransformerLens 3's canonical hook names (``blocks.3.hook_in``...) are
-aliases of interp's hook points on every interp model. :func:`install` makes ``import transformer_lens``
-itself give this package, for code that cannot be edited.
+``from_pretrained``, ``return_type=``, ``loss_fn``, stacked weights, ``OV``/``QK``, token helpers, and
+``model.tokenizer`` as a Hugging Face tokenizer), ``ActivationCache`` (``accumulated_resid``,
+``decompose_resid``, ``stack_head_results``, ``apply_ln_to_stack``, ``logit_attrs``), ``FactoredMatrix``,
+``utils``/``utilities`` (``get_act_name``, ``tokenize_and_concatenate``...), ``hook_points`` (``HookPoint``,
+``HookedRootModule``) and ``patching`` (``get_act_patch_*``, ``generic_activation_patch``). TransformerLens 3's
+canonical hook names (``blocks.3.hook_in``...) are aliases of interp's hook points on every interp model.
+:func:`install` makes ``import transformer_lens`` itself give this package, for code that cannot be edited.
 
 Numbers: the cache methods are exact without folding (see :mod:`interp.compat.transformer_lens.cache`), and
 ``from_pretrained`` folds and centres the weights as TransformerLens's does, so results match TransformerLens
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from interp.compat.transformer_lens import evals, hook_points, utils
+from interp.compat.transformer_lens import evals, hook_points, patching, utils
 from interp.compat.transformer_lens.cache import ActivationCache
 from interp.compat.transformer_lens.factored_matrix import FactoredMatrix
 from interp.compat.transformer_lens.hook_points import HookedRootModule, HookPoint
@@ -34,6 +35,7 @@ __all__ = [
     "HookedTransformer",
     "hook_points",
     "install",
+    "patching",
     "utilities",
     "utils",
 ]
@@ -48,6 +50,7 @@ _SUBMODULES = (
     "HookedTransformer",
     "model_bridge",
     "evals",
+    "patching",
 )
 
 

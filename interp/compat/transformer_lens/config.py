@@ -80,8 +80,13 @@ class ConfigView:
 
     @property
     def default_prepend_bos(self) -> bool:
+        """TransformerLens's default: texts start with BOS whenever the tokenizer has one, also where the
+        checkpoint's own tokenizer adds none (GPT-2), unless ``from_pretrained(default_prepend_bos=False)``."""
+        chosen = self._model_ref.__dict__.get("_default_prepend_bos")
+        if chosen is not None:
+            return chosen
         tokenizer = self._model_ref.tokenizer
-        return bool(tokenizer is not None and tokenizer.prepends_bos)
+        return bool(tokenizer is not None and tokenizer.bos_id is not None)
 
     def __eq__(self, other: object) -> bool:
         return self._cfg == (other._cfg if isinstance(other, ConfigView) else other)

@@ -3,8 +3,10 @@
 It is interp's :class:`interp.HookedTransformer` (the same modules, hooks and fast paths), with the parts of
 TransformerLens's interface that notebooks use: ``from_pretrained`` with weight processing, ``return_type=``,
 ``loss_fn``, stacked weights (``W_Q``..., ``OV``, ``QK``), token helpers with TransformerLens's return types,
-``run_with_cache`` returning a cache with the analysis methods, and persistent hooks. Nothing here computes
-what interp's model or analysis already computes; the methods translate arguments and results.
+``run_with_cache`` returning a cache with the analysis methods, persistent hooks, and ``model.tokenizer`` as
+the Hugging Face tokenizer TransformerLens code expects (:mod:`interp.compat.transformer_lens.hf_tokenizer`,
+which still answers interp's own tokenizer methods). Nothing here computes what interp's model or analysis
+already computes; the methods translate arguments and results.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from interp.compat.transformer_lens.cache import ActivationCache
 from interp.compat.transformer_lens.config import ConfigView
 from interp.compat.transformer_lens.factored_matrix import FactoredMatrix
 from interp.compat.transformer_lens.fold import process_weights
+from interp.compat.transformer_lens.hf_tokenizer import as_hf, from_hf
 from interp.compat.transformer_lens.stacked_weights import stacked
 from interp.compat.transformer_lens.tokens import TokenMethods
 from interp.compat.transformer_lens.utils import lm_cross_entropy_loss
@@ -60,6 +63,8 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
         model = cls.from_interp(load(model_name, **load_kwargs))
         if kwargs.get("default_padding_side") and model.tokenizer is not None:
             model.tokenizer.padding_side = kwargs["default_padding_side"]
+        if kwargs.get("default_prepend_bos") is not None:
+            model.__dict__["_default_prepend_bos"] = bool(kwargs["default_prepend_bos"])
         return model.process_weights(
             fold_ln=fold_ln,
             center_writing_weights=center_writing_weights and model.cfg.norm == "layernorm",
@@ -83,7 +88,30 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
         model.__class__ = cls
         if not isinstance(model.cfg, ConfigView):
             model.cfg = ConfigView(model.cfg, model)  # cfg.device and TransformerLens's field names
+        model.tokenizer = model.__dict__.get("tokenizer")  # through the property: the Hugging Face face
         return model
+
+    @property
+    def tokenizer(self) -> Any:
+        """The Hugging Face tokenizer TransformerLens code uses, which also answers interp's tokenizer methods
+        (see :mod:`interp.compat.transformer_lens.hf_tokenizer`); ``None`` without one."""
+        return self.__dict__.get("tokenizer")
+
+    @tokenizer.setter
+    def tokenizer(self, tokenizer: Any) -> None:
+        self.__dict__["tokenizer"] = as_hf(tokenizer)
+
+    def set_tokenizer(self, tokenizer: Any, default_padding_side: str | None = None) -> None:
+        """Use a Hugging Face fast tokenizer (or interp's) for this model, as TransformerLens's ``set_tokenizer``."""
+        if default_padding_side not in ("left", "right", None):
+            raise ValueError(
+                f"default_padding_side={default_padding_side!r}; expected 'left', 'right' or None"
+            )
+        if hasattr(tokenizer, "backend_tokenizer") and not hasattr(tokenizer, "interp_tokenizer"):
+            tokenizer = from_hf(tokenizer, n_ctx=self.cfg.n_ctx)
+        self.tokenizer = tokenizer
+        if default_padding_side is not None:
+            self.tokenizer.padding_side = default_padding_side
 
     def process_weights(
         self,
@@ -113,6 +141,7 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
     def forward(
         self,
         input: Any,
+        *args: Any,
         return_type: ReturnType = "logits",
         loss_per_token: bool = False,
         prepend_bos: bool | None = None,
@@ -124,11 +153,26 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
         """Logits, the loss, both, or ``None`` (``return_type``) of token ids or text.
 
         With ``stop_at_layer`` the stream entering that block is returned, whatever ``return_type`` says. A
-        tensor as the second positional argument is interp's ``attention_mask`` (interp's own callers, such as
-        ``generate``, pass it there).
+        second positional argument is TransformerLens's ``return_type`` when it is a string, and interp's
+        ``attention_mask`` when it is a tensor or ``None``: interp's own callers (``generate``, ``patch``,
+        ``run_conditions``) pass the mask there, and ``None`` there means no mask, never ``return_type=None``
+        (which TransformerLens code passes by keyword).
         """
-        if isinstance(return_type, torch.Tensor):
-            attention_mask, return_type = return_type, "logits"
+        if len(args) > 1:
+            raise TypeError(
+                f"forward takes the input and at most one more positional argument (return_type or an "
+                f"attention mask), got {len(args) + 1}; pass the others by keyword"
+            )
+        if args:
+            if isinstance(args[0], str):
+                return_type = args[0]
+            elif args[0] is None or isinstance(args[0], torch.Tensor):
+                attention_mask = args[0] if attention_mask is None else attention_mask
+            else:
+                raise TypeError(
+                    f"the second positional argument is {type(args[0]).__name__} {args[0]!r}; give return_type "
+                    "as a string or an attention mask as a tensor"
+                )
         if return_type not in _RETURN_TYPES:
             raise ValueError(f"return_type={return_type!r}; expected 'logits', 'loss', 'both' or None")
         if return_type in ("loss", "both") and (self.unembed is None or self.head is not None):
@@ -138,9 +182,7 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
                 "need from the output"
             )
         if isinstance(input, (str, list)):
-            tokens = self._need_tokenizer().to_tokens(
-                input, prepend_bos=prepend_bos, padding_side=padding_side
-            )
+            tokens = self._text_tokens(input, prepend_bos, padding_side)
             ids = tokens.ids.to(self.device)
             if attention_mask is None and not bool(tokens.mask.all()):
                 attention_mask = tokens.mask.to(self.device)
@@ -217,7 +259,7 @@ class HookedTransformer(TokenMethods, _HookedTransformer):
             raise ValueError(f"return_type={return_type!r}; expected 'input', 'str' or 'tokens'")
         text_in, one_text = isinstance(input, (str, list)), isinstance(input, str)
         if text_in:  # interp's Tokens, left-padded, so generate does not re-tokenize
-            input = self._need_tokenizer().to_tokens(input, prepend_bos=prepend_bos, padding_side="left")
+            input = self._text_tokens(input, prepend_bos, padding_side="left")
         out = generate(
             self,
             input,

@@ -2,7 +2,9 @@
 
 ``to_tokens`` returns the ``[batch, pos]`` id tensor (``return_mask=True`` adds the attention mask), so
 ``len(model.to_tokens(text)[0])`` is the number of tokens, as TransformerLens code expects; interp's own
-``to_tokens`` returns a :class:`interp.tokens.Tokens` with offsets.
+``to_tokens`` returns a :class:`interp.tokens.Tokens` with offsets. Text starts with BOS unless
+``prepend_bos=False``, as in TransformerLens (``model.cfg.default_prepend_bos``), where interp's own model
+follows the checkpoint's tokenizer.
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ import torch
 class TokenMethods:
     """Mixed into the compat ``HookedTransformer``; relies on interp's ``_need_tokenizer`` and ``device``."""
 
+    def _text_tokens(
+        self, text: Any, prepend_bos: bool | None = None, padding_side: str | None = None
+    ) -> Any:
+        """interp's :class:`~interp.tokens.Tokens` of ``text``, BOS per TransformerLens's default."""
+        if prepend_bos is None:
+            prepend_bos = self.cfg.default_prepend_bos
+        return self._need_tokenizer().to_tokens(text, prepend_bos=prepend_bos, padding_side=padding_side)
+
     def to_tokens(
         self,
         input: str | list[str],
@@ -25,7 +35,7 @@ class TokenMethods:
         return_mask: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Token ids ``[batch, pos]`` of a text or a list of texts (and the mask with ``return_mask``)."""
-        tokens = self._need_tokenizer().to_tokens(input, prepend_bos=prepend_bos, padding_side=padding_side)
+        tokens = self._text_tokens(input, prepend_bos, padding_side)
         ids, mask = tokens.ids, tokens.mask
         if move_to_device:
             ids, mask = ids.to(self.device), mask.to(self.device)
@@ -51,6 +61,8 @@ class TokenMethods:
                 if isinstance(input[0], (list, torch.Tensor))
                 else tokenizer.to_str_tokens(list(input))
             )
+        if prepend_bos is None:
+            prepend_bos = self.cfg.default_prepend_bos
         return tokenizer.to_str_tokens(input, prepend_bos=prepend_bos)
 
     def to_string(self, tokens: Any) -> str | list[str]:

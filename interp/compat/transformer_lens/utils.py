@@ -2,6 +2,7 @@
 
 ``get_act_name`` follows TransformerLens 3 exactly (``get_act_name("in", 3)`` is ``blocks.3.hook_in``, one of
 its canonical names, which interp models accept as an alias of ``blocks.3.hook_resid_pre``).
+``tokenize_and_concatenate`` is :mod:`interp.compat.transformer_lens.token_rows`'s.
 """
 
 from __future__ import annotations
@@ -11,6 +12,20 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from interp.compat.transformer_lens.token_rows import tokenize_and_concatenate
+
+__all__ = [
+    "get_act_name",
+    "get_corner",
+    "get_device",
+    "lm_cross_entropy_loss",
+    "remove_batch_dim",
+    "test_prompt",
+    "to_numpy",
+    "tokenize_and_concatenate",
+    "transpose",
+]
 
 _LAYER_TYPE = {"a": "attn", "m": "mlp", "b": "", "block": "", "blocks": "", "attention": "attn"}
 _ACT = {

@@ -19,23 +19,7 @@ import torch
 from interp.dictionary import SparseDictionary
 from interp.feature_id import FeatureId
 from interp.sae.dashboards.collector import Collector, Settings
-
-
-def as_dictionary(dictionary: Any) -> SparseDictionary:
-    """``dictionary`` itself if it is a :class:`~interp.dictionary.SparseDictionary`; an SAE as an
-    :class:`~interp.sae.SAESet` (the layer is the block of the hook it reads)."""
-    from interp.sae.module import SAE
-
-    if isinstance(dictionary, SAE):
-        from interp.sae.sae_set import SAESet
-
-        return SAESet(dictionary)
-    if isinstance(dictionary, SparseDictionary):
-        return dictionary
-    raise TypeError(
-        "expected a sparse dictionary (an interp.sae.SAE or SAESet, a TranscoderSet or a CrossLayerTranscoder), "
-        f"got {type(dictionary).__name__}"
-    )
+from interp.sae.sae_set import as_dictionary  # noqa: F401 (the package's name for it)
 
 
 def fixed_rows(read: Any, layer: int, features: torch.Tensor) -> torch.Tensor | None:

@@ -1,19 +1,30 @@
-"""``interp.sae.load``: recognise a dictionary's format from its files and read it.
+"""Recognise a dictionary's kind and format from its files, and read or write it.
 
-Three formats are read: SAELens (``cfg.json`` + ``sae_weights.safetensors``), sparsify (``cfg.json`` +
-``sae.safetensors``) and Gemma Scope (``params.npz``). Pickles (``.pt``, ``.pth``, ``.bin``, ``.ckpt``,
-``.pkl``) are refused without being opened: unpickling runs arbitrary code.
+- :func:`load_dictionary`: any dictionary (an SAE, a transcoder set, a cross-layer transcoder), told from its
+  files, as a :class:`~interp.dictionary.SparseDictionary`, mapped onto a model's hooks and checked against it;
+  :func:`save_dictionary` writes one in its kind's format (SAELens for an SAE, circuit-tracer's for
+  transcoders);
+- :func:`load` and :func:`save`: an SAE as an :class:`~interp.sae.SAE` (SAELens's API). Three formats are read:
+  SAELens (``cfg.json`` + ``sae_weights.safetensors``), sparsify (``cfg.json`` + ``sae.safetensors``) and Gemma
+  Scope (``params.npz``); the transcoders' formats are read by
+  :func:`~interp.sae.formats.transcoders.load_transcoders`.
+
+Pickles (``.pt``, ``.pth``, ``.bin``, ``.ckpt``, ``.pkl``) are refused without being opened: unpickling runs
+arbitrary code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from interp.sae.formats import gemma_scope, saelens, sparsify
+from interp.dictionary import SparseDictionary, check_fits
+from interp.sae.formats import circuit_tracer, circuit_tracer_clt, gemma_scope, saelens, sparsify
 from interp.sae.formats.build import SAEFormatError, rebuilt
 from interp.sae.module import SAE
 from interp.sae.read_errors import damaged_files_named
+from interp.sae.sae_set import SAESet, as_dictionary
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle")
 
@@ -108,3 +119,78 @@ def load(
 def save(sae: SAE, path: str | Path) -> Path:
     """Write ``sae`` as a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``) at ``path``."""
     return saelens.save(sae, path)
+
+
+def holds_transcoders(path: str | Path) -> bool:
+    """Whether ``path`` is a folder of transcoders (a circuit-tracer set or CLT, with ``config.yaml`` or without:
+    ``W_enc_0.safetensors``, ``layer_0.safetensors``) rather than an SAE."""
+    folder = Path(path)
+    return folder.is_dir() and (
+        (folder / circuit_tracer.CONFIG).is_file()
+        or circuit_tracer_clt.is_clt_folder(folder)
+        or (folder / "layer_0.safetensors").is_file()
+    )
+
+
+def load_dictionary(
+    path: str | Path | Mapping[int, str | Path],
+    *,
+    model: Any = None,
+    device: Any = None,
+    dtype: Any = None,
+    **options: Any,
+) -> SparseDictionary:
+    """Read the dictionary at ``path``, whatever its kind, as a :class:`~interp.dictionary.SparseDictionary`.
+
+    An SAE's folder or file (SAELens, sparsify, Gemma Scope ``params.npz``) gives an :class:`~interp.sae.SAESet`
+    of one (the SAE is ``dictionary.sae(layer)``); a transcoder folder, or a dict layer -> file, gives a
+    :class:`~interp.sae.TranscoderSet` or :class:`~interp.sae.CrossLayerTranscoder`. Given the model, a
+    transcoder's TransformerLens hook names are mapped onto its hooks and the dictionary is checked against it
+    (:func:`~interp.dictionary.check_fits`) before it is returned.
+
+    Args:
+        path: the folder or file (a dict layer -> file for per-layer Gemma Scope transcoder files).
+        model: the :class:`~interp.HookedTransformer` it is for (``None``: read as the files say, unchecked).
+        device, dtype: where and in which dtype to put the weights (default: as stored).
+        **options: what the kind's reader takes: :func:`load`'s ``hook_name``, ``hook_name_out``,
+            ``norm_scaling_factor``; :func:`~interp.sae.formats.transcoders.load_transcoders`'s ``input_hook``,
+            ``output_hook``, ``lazy``.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``. SAEFormatError: files of no known format, or damaged.
+        UnknownHookError, ValueError: a dictionary that does not fit ``model`` (each with what would).
+    """
+    from interp.sae.formats.transcoders import load_transcoders
+
+    if isinstance(path, Mapping) or holds_transcoders(path):
+        dictionary = load_transcoders(path, model=model, device=device, dtype=dtype, **options)
+    else:
+        path = Path(path).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(
+                f"{path} does not exist; give an SAE folder or file, or a transcoder folder"
+            )
+        dictionary = SAESet(load(path, device=device, dtype=dtype, **options))
+    if model is not None:
+        check_fits(model, dictionary)
+    return dictionary
+
+
+def save_dictionary(dictionary: Any, folder: str | Path) -> Path:
+    """Write ``dictionary`` to ``folder`` in its kind's format: an SAE (or an SAESet of one) as a SAELens folder,
+    a transcoder set or CLT as circuit-tracer's folder (:func:`load_dictionary` reads both back).
+
+    Raises:
+        ValueError: an SAESet of several SAEs (save each SAE to its own folder).
+    """
+    from interp.sae.formats.transcoders import save_transcoders
+
+    dictionary = as_dictionary(dictionary)
+    if isinstance(dictionary, SAESet):
+        if len(dictionary.layers) != 1:
+            raise ValueError(
+                f"an SAESet of {len(dictionary.layers)} SAEs (layers {dictionary.layers}) is several folders; save "
+                "each SAE with interp.sae.save(dictionary.sae(layer), folder)"
+            )
+        return save(dictionary.sae(dictionary.layers[0]), folder)
+    return save_transcoders(dictionary, folder)

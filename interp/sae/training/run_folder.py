@@ -3,10 +3,10 @@
 The folder holds ``run.json`` (the run record: the settings, the input width, whether the run is complete
 and, once it is, its last training record), ``activations/`` (the activation store, resumable by shard),
 ``checkpoint/`` (the trainer's checkpoint, resumable by step) and the dictionary (``sae/`` in the SAELens
-format, or ``transcoders/`` in circuit-tracer's). SAEs and transcoders go through the same steps, in
-:meth:`RunFolder.train`; a plan (:class:`SAEPlan`, :class:`TranscoderPlan`) holds what differs: the hooks
-cached, the trainer called, the format saved. The record is written atomically (:mod:`interp.atomic`), so a
-run cut short while writing it keeps the previous record whole and resumes.
+format, or ``transcoders/`` in circuit-tracer's). Every kind goes through the same steps, in
+:meth:`RunFolder.train`, with one :class:`Plan`: the kind, the hooks cached, the settings of the one trainer.
+Only the windows that hold the rows ``--tokens`` asks for are cached. The record is written atomically
+(:mod:`interp.atomic`), so a run cut short while writing it keeps the previous record whole and resumes.
 
 Running the same settings again resumes. A run that has not saved a training checkpoint holds no training,
 so its retry may change the training settings: it is compared only on what its cached activations depend on
@@ -23,15 +23,17 @@ from typing import Any
 from interp import distributed
 from interp.atomic import write_atomic
 from interp.resumable import Layout, Stage, claim
-from interp.sae import formats
-from interp.sae.formats.transcoders import save_transcoders
+from interp.sae.formats import save_dictionary
+from interp.sae.training.kinds import transcoder_hooks
 from interp.sae.training.state import CHECKPOINT, load_checkpoint
-from interp.sae.training.transcoders import transcoder_hooks
+from interp.sae.training.trainer import fit_warning
 from interp.store import cache_activations, windows
+from interp.store.meta import StoreMismatchError, read_meta
 
 RECORD = "run.json"
-CACHE_KEYS = ("data_sha256", "model", "hook", "context")
-"""The settings the cached activations depend on; the others only matter once training has taken a step."""
+CACHE_KEYS = ("data_sha256", "model", "hook", "context", "tokens")
+"""The settings the cached activations depend on (``--tokens``: how many windows are cached); the others only
+matter once training has taken a step."""
 LAYOUT = Layout(
     record=RECORD,
     what="a run of interp sae train",
@@ -44,11 +46,13 @@ LAYOUT = Layout(
 
 @dataclass(frozen=True)
 class TrainedRun:
-    """What :meth:`RunFolder.train` made: the dictionary, the rows it was trained on, and a line for people."""
+    """What :meth:`RunFolder.train` made: the dictionary, the rows it was trained on, a line for people, and a
+    warning when the dictionary reconstructs worse than the mean (:func:`~interp.sae.training.trainer.fit_warning`)."""
 
     dictionary: Any
     cached_rows: int
     summary: str
+    warning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,16 +109,19 @@ class RunFolder:
         self,
         model: Any,
         texts: list[str],
-        plan: SAEPlan | TranscoderPlan,
+        plan: Plan,
         *,
         context: int,
         batch_size: int,
         shard_rows: int,
         progress: bool,
     ) -> TrainedRun:
-        """Cut ``texts`` into windows, cache ``plan.hooks``, train and save: the same for every kind.
+        """Cut ``texts`` into windows, cache ``plan.hooks`` for the windows the run needs, train and save: the
+        same for every kind.
 
-        Under ``torchrun`` each rank caches and trains its share; rank 0 writes the record and the dictionary.
+        Only the windows that hold the rows ``--tokens`` asks for are cached (a run without ``--tokens`` makes
+        one pass over every window). Under ``torchrun`` each rank caches and trains its share; rank 0 writes the
+        record and the dictionary.
 
         Raises:
             ValueError: the run being resumed read another width, or ``context`` exceeds the model's ``n_ctx``;
@@ -131,117 +138,108 @@ class RunFolder:
             self.path.mkdir(parents=True, exist_ok=True)
             self.write_record(plan.d_in)
         distributed.barrier()
-        batches = windows(model, texts, context, batch_size)
+        every = windows(model, texts, context, batch_size)
+        batches = needed_windows(every, plan.options.get("tokens"), plan.options.get("min_position", 0))
+        activations = self.path / "activations"
+        if _cached_every_window(activations, len(every)):
+            batches = every  # a run cached before --tokens bounded the cache keeps the cache it has
         store = cache_activations(
-            model, batches, plan.hooks, self.path / "activations", shard_rows=shard_rows, progress=progress
+            model, batches, plan.hooks, activations, shard_rows=shard_rows, progress=progress
         )
         dictionary = plan.train(store, self.path / "checkpoint", progress)
-        training = plan.training(dictionary)
+        training = dictionary.metadata["training"]
         if distributed.rank() == 0:
-            plan.save(dictionary, self.path / plan.saved_as)
-            self.write_record(plan.width(dictionary), final=training["history"][-1])
-        return TrainedRun(
-            dictionary, len(store), plan.summary(dictionary, self.path / plan.saved_as, len(store))
-        )
+            save_dictionary(dictionary, self.path / plan.saved_as)
+            self.write_record(dictionary.d_in, final=training["history"][-1])
+        summary = plan.summary(dictionary, self.path / plan.saved_as, len(store))
+        return TrainedRun(dictionary, len(store), summary, fit_warning(training))
 
 
 @dataclass(frozen=True)
-class SAEPlan:
-    """An SAE at one hook, trained by :func:`~interp.sae.training.train` and saved in the SAELens format.
+class Plan:
+    """What a run trains, read by :func:`~interp.sae.training.train` and saved by
+    :func:`~interp.sae.formats.save_dictionary` (an SAE in the SAELens format, transcoders in circuit-tracer's).
 
     Attributes:
-        hook: the hook it reads.
-        d_in: the hook's width (``None`` when the config cannot tell it).
-        options: :func:`~interp.sae.training.train`'s settings (:class:`~interp.sae.training.TrainSettings`).
+        kind: ``sae``, ``transcoder``, ``skip-transcoder`` or ``clt``.
+        d_in: the width of the hook read (``None`` when the config cannot tell it).
+        options: :func:`~interp.sae.training.train`'s settings (:class:`~interp.sae.training.TrainSettings`;
+            ``d_sae`` being the features per layer).
+        hook: the hook an SAE reads.
+        layers: the layers transcoders are trained at.
+        sites: the hooks transcoders read and write inside a block, e.g. ``("ln2.hook_normalized",
+            "hook_mlp_out")``.
     """
 
-    hook: str
+    kind: str
     d_in: int | None
     options: dict[str, Any]
-    saved_as = "sae"
+    hook: str | None = None
+    layers: list[int] | None = None
+    sites: tuple[str, str] | None = None
+
+    @property
+    def saved_as(self) -> str:
+        """The folder the dictionary is written to, inside the run's."""
+        return "sae" if self.kind == "sae" else "transcoders"
 
     @property
     def hooks(self) -> list[str]:
-        return [self.hook]
+        """The hooks cached, in the order training reads them."""
+        return [self.hook] if self.kind == "sae" else transcoder_hooks(self.layers, *self.sites)
 
     def train(self, store: Any, checkpoint_dir: Path, progress: bool) -> Any:
         from interp.sae.training import train  # the package's name, read when the run starts
 
+        if self.kind == "sae":
+            where: dict[str, Any] = {"hook_name": self.hook}
+        else:
+            where = {"layers": self.layers, "input_site": self.sites[0], "output_site": self.sites[1]}
         return train(
-            store, hook_name=self.hook, checkpoint_dir=checkpoint_dir, progress=progress, **self.options
+            store, kind=self.kind, checkpoint_dir=checkpoint_dir, progress=progress, **where, **self.options
         )
 
-    def save(self, sae: Any, folder: Path) -> None:
-        formats.save(sae, folder)
-
-    def training(self, sae: Any) -> dict[str, Any]:
-        return sae.cfg.metadata["training"]
-
-    def width(self, sae: Any) -> int:
-        return sae.d_in
-
-    def summary(self, sae: Any, folder: Path, cached_rows: int) -> str:
-        last = self.training(sae)["history"][-1]
-        return (
-            f"{folder}: {self.options['architecture']} SAE, d_in={sae.d_in}, d_sae={sae.d_sae}, trained on "
-            f"{cached_rows:,} cached rows ({self.training(sae)['tokens']:,} rows seen); "
-            f"final fraction of variance unexplained {last['fvu']:.3f}, L0 {last['l0']:.1f}"
-        )
-
-
-@dataclass(frozen=True)
-class TranscoderPlan:
-    """Transcoders from each layer's input site to its output site, trained by
-    :func:`~interp.sae.training.train_transcoders` and saved in circuit-tracer's format.
-
-    Attributes:
-        kind: ``transcoder``, ``skip-transcoder`` or ``clt``.
-        layers: the layers trained.
-        sites: the hooks read and written inside a block, e.g. ``("ln2.hook_normalized", "hook_mlp_out")``.
-        d_in: the model's ``d_model``.
-        options: :func:`~interp.sae.training.train`'s settings, ``d_sae`` being the features per layer.
-    """
-
-    kind: str
-    layers: list[int]
-    sites: tuple[str, str]
-    d_in: int
-    options: dict[str, Any]
-    saved_as = "transcoders"
-
-    @property
-    def hooks(self) -> list[str]:
-        return transcoder_hooks(self.layers, *self.sites)
-
-    def train(self, store: Any, checkpoint_dir: Path, progress: bool) -> Any:
-        from interp.sae.training import train_transcoders  # the package's name, read when the run starts
-
-        options = dict(self.options)
-        options["d_transcoder"] = options.pop("d_sae")
-        return train_transcoders(
-            store,
-            kind=self.kind,
-            layers=self.layers,
-            input_site=self.sites[0],
-            output_site=self.sites[1],
-            checkpoint_dir=checkpoint_dir,
-            progress=progress,
-            **options,
-        )
-
-    def save(self, tc: Any, folder: Path) -> None:
-        save_transcoders(tc, folder)
-
-    def training(self, tc: Any) -> dict[str, Any]:
-        return tc.metadata["training"]
-
-    def width(self, tc: Any) -> int:
-        return tc.d_model
-
-    def summary(self, tc: Any, folder: Path, cached_rows: int) -> str:
-        last = self.training(tc)["history"][-1]
+    def summary(self, dictionary: Any, folder: Path, cached_rows: int) -> str:
+        """A line for people: what was trained, on how much, and how well."""
+        training = dictionary.metadata["training"]
+        last = training["history"][-1]
+        if self.kind == "sae":
+            return (
+                f"{folder}: {self.options['architecture']} SAE, d_in={dictionary.d_in}, d_sae={dictionary.d_sae}, "
+                f"trained on {cached_rows:,} cached rows ({training['tokens']:,} rows seen); "
+                f"final fraction of variance unexplained {last['fvu']:.3f}, L0 {last['l0']:.1f}"
+            )
         return (
             f"{folder}: {self.kind} ({self.options['architecture']}) at layers {self.layers}, d_transcoder="
-            f"{tc.d_transcoder}, trained on {cached_rows:,} cached rows; final fraction of variance unexplained "
-            f"{last['fvu']:.3f}, L0 {last['l0']:.1f} per layer"
+            f"{dictionary.d_transcoder}, trained on {cached_rows:,} cached rows; final fraction of variance "
+            f"unexplained {last['fvu']:.3f}, L0 {last['l0']:.1f} per layer"
         )
+
+
+def needed_windows(
+    batches: list[tuple[Any, Any]], tokens: int | None, min_position: int
+) -> list[tuple[Any, Any]]:
+    """The first windows of ``batches`` (``(ids, mask)``, padded right) whose rows from ``min_position`` on add
+    up to ``tokens`` (the last batch cut to the window that reaches it); all of them for ``tokens=None``."""
+    if tokens is None:
+        return batches
+    kept, rows = [], 0
+    for ids, mask in batches:
+        total = rows + (mask.sum(-1) - min_position).clamp(min=0).cumsum(0)  # rows up to each window
+        if int(total[-1]) >= tokens:
+            n = int((total < tokens).sum()) + 1
+            return [*kept, (ids[:n], mask[:n])]
+        kept.append((ids, mask))
+        rows = int(total[-1])
+    return kept
+
+
+def _cached_every_window(folder: Path, n_batches: int) -> bool:
+    """Whether ``folder`` holds a store of all ``n_batches`` batches of windows, as runs made it before only
+    the windows ``--tokens`` needs were cached."""
+    try:
+        meta = read_meta(folder)
+    except StoreMismatchError:
+        return False
+    n_windows = None if meta is None else meta["identity"].get("data", {}).get("n_batches")
+    return n_windows == n_batches

@@ -128,8 +128,10 @@ def restore_optimizer(
     optimizer: torch.optim.Optimizer, params: list, tensors: dict[str, torch.Tensor]
 ) -> None:
     for i, p in enumerate(params):
-        state = {
-            key.split(".", 2)[2]: value.to(p.device) if key.endswith(("exp_avg", "exp_avg_sq")) else value
+        state = {  # (a JumpReLU SAE's log-thresholds were [d_sae] before [1, d_sae])
+            key.split(".", 2)[2]: value.to(p.device).reshape(p.shape)
+            if key.endswith(("exp_avg", "exp_avg_sq"))
+            else value
             for key, value in tensors.items()
             if key.startswith(f"adam.{i}.")
         }

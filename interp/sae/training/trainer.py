@@ -1,10 +1,13 @@
-"""``interp.sae.train``: fit a sparse autoencoder to activations, in bounded memory, resumably, on N ranks.
+"""``interp.sae.train``: fit a dictionary of any kind (an SAE, a transcoder set, a cross-layer transcoder) to a
+model's activations, in bounded memory, resumably, on N ranks: one loop, one step, one checkpoint format.
 
 The recipe is the one SAELens and sparsify use: decoder rows kept at unit norm (the gradient along each row
-removed before the step, rows renormalised after), ``b_dec`` started at the data's geometric median, inputs
-scaled to mean norm ``sqrt(d_in)`` and the scale folded into the weights at the end, Adam with a linear warm-up
-and a linear decay over the last fifth of the steps, and an architecture's sparsity term (see
-:mod:`interp.sae.training.step`). The default learning rate is sparsify's, ``2e-4 / sqrt(d_sae / 2**14)``.
+removed before the step, rows renormalised after), ``b_dec`` started at the data's geometric median (an SAE)
+or mean (transcoders), inputs scaled to mean norm ``sqrt(d)`` and the scale folded into the weights at the end,
+Adam with a linear warm-up and a linear decay over the last fifth of the steps, and an architecture's sparsity
+term (see :mod:`interp.sae.training.step`). The default learning rate is sparsify's, ``2e-4 / sqrt(d_sae /
+2**14)``. What differs between the kinds (the rows, the initial dictionary, the finished one) is in
+:mod:`interp.sae.training.kinds`.
 
 Rows stream from the source through a shuffling buffer (:mod:`interp.sae.training.data`), so a store much larger
 than memory trains in ``buffer_rows`` rows of memory. With ``checkpoint_dir`` the run saves every
@@ -16,79 +19,40 @@ process gives for the same total batch (to float rounding of the gradient averag
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+import warnings
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
 from interp import distributed
-from interp.sae.config import ARCHITECTURES, SAEConfig
-from interp.sae.module import SAE
-from interp.sae.settings_check import check_train_settings
 from interp.sae.training.data import RowSource, Stream
+from interp.sae.training.kinds import KINDS, job_for
+from interp.sae.training.settings import TrainSettings
 from interp.sae.training.state import (
     CHECKPOINT,
     TrainState,
     describe_mismatch,
-    geometric_median,
     identity,
-    initial_weights,
     load_checkpoint,
     optimizer_tensors,
     restore_optimizer,
     save_checkpoint,
 )
-from interp.sae.training.step import TrainingStep
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainSettings:
-    """Every setting of a training run (recorded in checkpoints and in the SAE's metadata)."""
-
-    d_sae: int
-    architecture: Literal["topk", "batchtopk", "standard", "jumprelu"] = "topk"
-    k: int | None = None
-    lr: float | None = None
-    tokens: int | None = None
-    batch_size: int = 4096
-    seed: int = 0
-    b_dec_init: Literal["geometric_median", "mean", "zeros"] = "geometric_median"
-    normalize: bool = True
-    aux_coefficient: float = 1 / 32
-    l1_coefficient: float = 3e-3
-    l0_coefficient: float = 2e-3
-    jumprelu_init_threshold: float = 0.01
-    jumprelu_bandwidth: float = 0.05
-    batchtopk_threshold_lr: float = 0.01
-    dead_after_tokens: int | None = None
-    warmup_steps: int | None = None
-    decay_fraction: float = 0.2
-    buffer_rows: int = 262144
-    init_rows: int = 16384
-    min_position: int = 0
-    checkpoint_every: int | None = None
-    log_every: int = 25
-
-    def __post_init__(self) -> None:
-        if self.architecture not in ARCHITECTURES:
-            raise ValueError(f"architecture={self.architecture!r}; expected one of {list(ARCHITECTURES)}")
-        check_train_settings(self)
-        if not 0 <= self.decay_fraction < 1:
-            raise ValueError(f"decay_fraction={self.decay_fraction}; it must lie in [0, 1)")
-
-    def learning_rate(self) -> float:
-        return self.lr if self.lr is not None else 2e-4 / math.sqrt(self.d_sae / 2**14)
 
 
 def train(
     source: Any,
     *,
-    hook_name: str | None = None,
     d_sae: int,
+    kind: str = "sae",
+    hook_name: str | None = None,
+    layers: list[int] | None = None,
+    input_site: str | None = None,
+    output_site: str | None = None,
     architecture: str = "topk",
     k: int | None = None,
     lr: float | None = None,
@@ -99,19 +63,26 @@ def train(
     checkpoint_every: int | None = None,
     progress: bool = True,
     **options: Any,
-) -> SAE:
-    """Train an SAE on ``source`` and return it (the scale folded in, ready to splice).
+) -> Any:
+    """Train a dictionary of any kind on ``source`` and return it (scales folded in, ready to splice).
 
     Args:
-        source: a float tensor ``[n, d_in]`` or an :class:`~interp.store.ActivationStore`.
-        hook_name: the store's hook to train on (default: its only one); recorded in the SAE's config.
-        d_sae: number of latents.
+        source: for an SAE, a float tensor ``[n, d_in]`` or an :class:`~interp.store.ActivationStore`; for
+            transcoders, a store holding ``blocks.L.{input_site}`` and ``blocks.L.{output_site}`` for every layer
+            trained, or a pair ``(inputs, outputs)`` of tensors ``[rows, n_layers, d_model]``.
+        d_sae: features (per layer, for transcoders).
+        kind: ``sae``; ``transcoder`` (per layer), ``skip-transcoder`` (per layer with a linear skip) or ``clt``.
+        hook_name: an SAE's hook in the store (default: its only one); recorded in the SAE's config.
+        layers: the transcoder layers to train (default: every layer the store holds; a CLT's must be
+            ``0..n-1``).
+        input_site, output_site: the hooks inside a block transcoders read and write (default
+            ``ln2.hook_normalized`` and ``hook_mlp_out``).
         architecture: ``topk``, ``batchtopk``, ``standard`` (ReLU + L1) or ``jumprelu``.
-        k: active latents per token (TopK, BatchTopK).
+        k: active features per token (TopK, BatchTopK).
         lr: Adam's learning rate (default ``2e-4 / sqrt(d_sae / 2**14)``).
         tokens: rows to train on (default: one pass over the source); the last batch may wrap around.
         batch_size: rows per step, over all ranks together.
-        seed: decides the initial dictionary and the order of rows; the same seed gives the same SAE.
+        seed: decides the initial dictionary and the order of rows; the same seed gives the same dictionary.
         checkpoint_dir: where to save checkpoints and resume from.
         checkpoint_every: steps between checkpoints (default: only at the end).
         progress: show a progress bar (rank 0).
@@ -119,8 +90,16 @@ def train(
             ``min_position`` to train a store's rows from that position of each item on, ...).
 
     Returns:
-        The SAE, with ``sae.cfg.metadata["training"]`` holding the settings and the loss history.
+        An :class:`~interp.sae.SAE` (``sae.cfg.metadata["training"]``), or a :class:`~interp.sae.TranscoderSet`
+        or :class:`~interp.sae.CrossLayerTranscoder` (``tc.metadata["training"]``): the settings and the loss
+        history. A :class:`TrainingWarning` says when the last fraction of variance unexplained is 1 or more.
+
+    Raises:
+        SettingError: a setting no run can use (it names the setting). ValueError: an unknown kind, arguments
+        of another kind, or data that does not fit it; all before training starts.
     """
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r}; expected one of {list(KINDS)}")
     settings = TrainSettings(
         d_sae=d_sae,
         architecture=architecture,
@@ -132,67 +111,59 @@ def train(
         checkpoint_every=checkpoint_every,
         **options,
     )
-    rows = RowSource(source, hook_name, min_position=settings.min_position)
-    run = Run(
-        settings, rows, Path(checkpoint_dir) if checkpoint_dir is not None else None, SAEJob(settings, rows)
+    sites = dict(layers=layers, input_site=input_site, output_site=output_site)
+    job, rows, label = job_for(kind, settings, source, hook_name=hook_name, **sites)
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    return Run(settings, rows, folder, job, label).execute(progress and distributed.rank() == 0)
+
+
+def train_transcoders(
+    source: Any,
+    *,
+    kind: str = "transcoder",
+    d_transcoder: int,
+    layers: list[int] | None = None,
+    input_site: str = "ln2.hook_normalized",
+    output_site: str = "hook_mlp_out",
+    **settings: Any,
+) -> Any:
+    """:func:`train` of transcoders: the name earlier versions gave it, with ``d_transcoder`` for ``d_sae``.
+
+    .. deprecated:: use :func:`train` with ``kind=`` (``transcoder``, ``skip-transcoder`` or ``clt``).
+    """
+    if kind not in KINDS[1:]:
+        raise ValueError(f"kind={kind!r}; expected one of {list(KINDS[1:])}")
+    warnings.warn(
+        "interp.sae.train_transcoders is interp.sae.train now (one trainer for every dictionary): call "
+        f"train(source, kind={kind!r}, d_sae={d_transcoder}, ...)",
+        DeprecationWarning,
+        stacklevel=2,
     )
-    return run.execute(progress and distributed.rank() == 0)
+    sites = dict(layers=layers, input_site=input_site, output_site=output_site)
+    return train(source, kind=kind, d_sae=d_transcoder, **sites, **settings)
 
 
-class SAEJob:
-    """What is particular to training an SAE: the initial dictionary, the step, and the finished SAE."""
+class TrainingWarning(UserWarning):
+    """A run finished with a dictionary that reconstructs worse than predicting the mean."""
 
-    def __init__(self, settings: TrainSettings, rows: RowSource) -> None:
-        self.s, self.rows = settings, rows
 
-    def n_features(self) -> int:
-        return self.s.d_sae
-
-    def start(self, sample: torch.Tensor) -> tuple[TrainingStep, float, float]:
-        """``(step, scale, variance)`` from a sample of rows."""
-        s, d_in = self.s, self.rows.d_in
-        if not bool(torch.isfinite(sample).all()):
-            bad = int((~torch.isfinite(sample)).any(-1).sum())
-            raise ValueError(
-                f"{bad} of the first {len(sample)} training rows hold NaN or infinite values; an SAE cannot be "
-                "fitted to them: find where the activations overflow (a float16 model?) and cache them again"
-            )
-        scale = math.sqrt(d_in) / float(sample.norm(dim=-1).mean().clamp(min=1e-12)) if s.normalize else 1.0
-        sample = sample * scale
-        variance = float((sample - sample.mean(0)).pow(2).sum(-1).mean().clamp(min=1e-12))
-        cfg = SAEConfig(
-            d_in=d_in,
-            d_sae=s.d_sae,
-            architecture=s.architecture,
-            k=s.k,
-            hook_name=self.rows.hook_name,
-            model_name=self.rows.model_name,
-        )
-        sae = SAE(cfg)
-        w_enc, w_dec = initial_weights(d_in, s.d_sae, s.seed)
-        with torch.no_grad():
-            sae.W_enc.copy_(w_enc)
-            sae.W_dec.copy_(w_dec)
-            if s.b_dec_init == "geometric_median":
-                sae.b_dec.copy_(geometric_median(sample))
-            elif s.b_dec_init == "mean":
-                sae.b_dec.copy_(sample.mean(0))
-        if cfg.has_threshold:
-            sae.threshold.requires_grad_(False)
-        return TrainingStep(sae, s, variance), scale, variance
-
-    def finish(self, step_module: TrainingStep, state: TrainState, record: dict[str, Any]) -> SAE:
-        sae = step_module.sae
-        with torch.no_grad():
-            if sae.cfg.architecture == "jumprelu":
-                sae.threshold.copy_(step_module.log_threshold.exp())
-            elif sae.cfg.architecture == "batchtopk":
-                sae.threshold.fill_(float(state.batch_threshold))
-        if sae.cfg.has_threshold:
-            sae.threshold.requires_grad_(True)
-        sae.fold_activation_scale(state.scale)
-        sae.cfg.metadata["training"] = record
-        return sae
+def fit_warning(record: dict[str, Any]) -> str | None:
+    """What to say when a finished run's last fraction of variance unexplained is 1 or more (the dictionary
+    does worse than predicting every row's mean), with what to try; ``None`` otherwise."""
+    last = record["history"][-1] if record["history"] else None
+    if last is None or not last["fvu"] >= 1:
+        return None
+    s = record["settings"]
+    advice = (
+        f"it took {record['steps']} steps of {s['batch_size']:,} rows: train on more tokens (tokens=, "
+        "--tokens) or in smaller batches (batch_size=, --train-batch-size), so that it takes a few thousand steps"
+        if record["steps"] < 1000
+        else "lower the learning rate (lr=, --lr), or raise k or d_sae"
+    )
+    return (
+        f"the dictionary's fraction of variance unexplained is {last['fvu']:.3f} at the end of training, worse "
+        f"than predicting the mean of the rows (1.0): {advice}"
+    )
 
 
 class Run:
@@ -249,8 +220,8 @@ class Run:
                 "pass the same settings and data to resume, or another checkpoint_dir to start over"
             )
         with torch.no_grad():
-            for i, p in enumerate(params):
-                p.copy_(tensors[f"param.{i}"])
+            for i, p in enumerate(params):  # (a JumpReLU SAE's log-thresholds were [d_sae] before [1, d_sae])
+                p.copy_(tensors[f"param.{i}"].reshape(p.shape))
         restore_optimizer(optimizer, params, tensors)
         step_module.variance = header["variance"]
         return TrainState.restored(header, tensors)
@@ -276,7 +247,7 @@ class Run:
             factor = min(factor, (self.steps - step) / max(1, self.steps - decay_start))
         return base * factor
 
-    def execute(self, progress: bool) -> SAE:
+    def execute(self, progress: bool) -> Any:
         s = self.s
         step_module, optimizer, state = self._start()
         params = step_module.trained_parameters()
@@ -285,7 +256,8 @@ class Run:
             wrapped = torch.nn.parallel.DistributedDataParallel(step_module)
         dead_after = s.dead_after_tokens or max(s.batch_size, min(10_000_000, self.total_tokens // 4))
         scale = self.job.batch_scale(state.scale) if hasattr(self.job, "batch_scale") else state.scale
-        bar = tqdm(total=self.steps, initial=state.step, disable=not progress, unit="step", desc="train sae")
+        desc = getattr(self.job, "desc", "train")
+        bar = tqdm(total=self.steps, initial=state.step, disable=not progress, unit="step", desc=desc)
         batches = self.stream.batches(s.batch_size, state.step) if state.step < self.steps else iter(())
         with bar:
             for batch in batches:
@@ -313,7 +285,7 @@ class Run:
                     break
         return self._finish(step_module, state)
 
-    def _track(self, out: dict, state: TrainState, s: TrainSettings) -> None:
+    def _track(self, out: dict, state: TrainState, s: Any) -> None:
         fired = out["fired"].to(torch.float32)
         if distributed.is_distributed():
             dist.all_reduce(fired)
@@ -344,4 +316,7 @@ class Run:
             "history": state.history,
             "data": self.identity["data"],
         }
+        warning = fit_warning(record)
+        if warning is not None:
+            warnings.warn(warning, TrainingWarning, stacklevel=4)
         return self.job.finish(step_module, state, record)

@@ -5,8 +5,10 @@
 - ``per_layer.py``: :class:`TranscoderSet`, one transcoder per layer, optional skip connection;
 - ``cross_layer.py``: :class:`CrossLayerTranscoder`, features writing to their layer and every later one,
   decoders in memory or read lazily;
-- ``layer_tensors.py``: the per-layer tensors both are built from, checked and stacked;
-- ``splice.py``: ``model.transcoders(tc, error=...)``, the replacement model.
+- ``layer_tensors.py``: the per-layer tensors both are built from, checked and stacked.
+
+``model.transcoders(tc)``, the replacement model, is the one splice of every dictionary
+(:mod:`interp.sae.splice`).
 
 The activation functions are :mod:`interp.sae.activation`'s, with circuit-tracer's convention.
 """
@@ -14,11 +16,9 @@ The activation functions are :mod:`interp.sae.activation`'s, with circuit-tracer
 from interp.sae.transcoder.base import Transcoder
 from interp.sae.transcoder.cross_layer import CrossLayerTranscoder
 from interp.sae.transcoder.per_layer import TranscoderSet
-from interp.sae.transcoder.splice import spliced_transcoders
 
 __all__ = [
     "CrossLayerTranscoder",
     "Transcoder",
     "TranscoderSet",
-    "spliced_transcoders",
 ]

@@ -22,8 +22,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from hooks import HookPoint
 from interp.dictionary import sources, written_layers
 from interp.sae.activation import activate, check_activation
+from interp.sae.latents import Code, Latents, Run
+from interp.sae.module import SAE_HOOKS
 from interp.sae.transcoder.layer_tensors import layer_parameter
 
 
@@ -125,6 +128,11 @@ class Transcoder(nn.Module):
         self.check_layer(layer)
         return self.d_transcoder
 
+    def activation_of(self, layer: int) -> str:
+        """The activation the features of ``layer`` run (the same at every layer)."""
+        self.check_layer(layer)
+        return self.activation
+
     @property
     def has_skip(self) -> bool:
         """Whether the transcoder has a linear skip connection."""
@@ -194,6 +202,39 @@ class Transcoder(nn.Module):
             skip = self.skip(inputs[out_layer], out_layer)
             outs[out_layer] = out if skip is None else out + skip
         return outs
+
+    # -- what a splice needs (interp.sae.splice) -----------------------------------------------------------
+
+    @property
+    def device(self) -> torch.device:
+        """Where the encoder's parameters are (the device a splice and an evaluation compute on)."""
+        return self.b_enc.device
+
+    def hook_points(self, layer: int) -> dict[str, HookPoint]:
+        """New hook points for the features of ``layer`` (``hook_sae_input`` ... ``hook_sae_output``), one set per
+        splice."""
+        self.check_layer(layer)
+        return {name: HookPoint() for name in SAE_HOOKS}
+
+    def hooked_encode(self, x: torch.Tensor, layer: int, points: dict[str, HookPoint], run: Run) -> Code:
+        """The features of ``layer`` from its input hook's tensor, through ``points``' input and latent hook
+        points (past them unless ``run.hooked``); the code's context is the input the skip term reads."""
+        x_in = x.to(self.device)
+        sae_in = run(points["hook_sae_input"], x_in)
+        pre = run(points["hook_sae_acts_pre"], self.pre_acts(sae_in, layer))
+        acts = run(points["hook_sae_acts_post"], self.activate(pre, layer))
+        return Code(Latents(dense=acts), sae_in)
+
+    def hooked_decode(
+        self, codes: Mapping[int, Code], out_layer: int, points: dict[str, HookPoint], run: Run
+    ) -> torch.Tensor:
+        """The output at ``out_layer`` (every source layer's write, ``b_dec`` and the skip term of that layer's
+        input) through ``points``' ``hook_sae_recons``; ``codes`` holds every layer of ``sources(self,
+        out_layer)``."""
+        acts = {s: code.latents.to_dense(self.d_transcoder) for s, code in codes.items()}
+        out = self.decode(acts, out_layer)
+        skip = self.skip(codes[out_layer].context, out_layer)
+        return run(points["hook_sae_recons"], out if skip is None else out + skip)
 
     def check_layer(self, layer: int, *, writes: bool = False) -> None:
         """Raise when ``layer`` has no features (or, ``writes``, no output this transcoder writes)."""

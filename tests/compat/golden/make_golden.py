@@ -94,10 +94,10 @@ def tokenizer(folder: Path) -> None:
 
 
 def tl_model(
-    hf: transformers.GPT2LMHeadModel, process: bool, folder: Path | None = None
+    hf: transformers.GPT2LMHeadModel, process: bool, folder: Path | None = None, cls: type = HookedTransformer
 ) -> HookedTransformer:
-    """TransformerLens's model on ``hf``'s weights; with ``folder``, also its tokenizer, which starts every
-    text with BOS (as interp's does for this checkpoint)."""
+    """TransformerLens's model (``cls``: ``HookedTransformer`` or a subclass) on ``hf``'s weights; with
+    ``folder``, also its tokenizer, which starts every text with BOS (as interp's does for this checkpoint)."""
     c = hf.config
     cfg = HookedTransformerConfig(
         n_layers=c.n_layer,
@@ -117,7 +117,7 @@ def tl_model(
     tokenizer = None
     if folder is not None:
         tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(str(folder))
-    model = HookedTransformer(cfg, tokenizer=tokenizer)
+    model = cls(cfg, tokenizer=tokenizer)
     model.load_and_process_state_dict(
         convert_gpt2_weights(hf, cfg),
         fold_ln=process,

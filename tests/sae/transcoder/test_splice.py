@@ -8,7 +8,7 @@ import torch
 from hooks.names import UnknownHookError
 from interp.dictionary import sources
 from tests.sae.models import tiny_model, tokens
-from tests.sae.transcoder.factories import random_clt, random_set
+from tests.sae.transcoder.factories import random_clt, random_set, replacement_hooks
 
 KINDS = {
     "set": lambda **kw: random_set(activation="topk", k=4, **kw),
@@ -20,29 +20,7 @@ KINDS = {
 
 def _by_hand(model, tc, ids, edit=None):
     """The replacement model's logits by hand: at each output hook, the reconstruction from the inputs seen."""
-    inputs: dict[int, torch.Tensor] = {}
-
-    def read(layer):
-        def fn(x, hook):
-            inputs[layer] = x.detach().clone()
-
-        return fn
-
-    def write(layer):
-        def fn(x, hook):
-            acts = {s: tc.encode(inputs[s], s)[1] for s in sources(tc, layer)}
-            if edit is not None:
-                acts = {s: edit(s, a) for s, a in acts.items()}
-            out = tc.decode(acts, layer)
-            skip = tc.skip(inputs[layer], layer)
-            return out if skip is None else out + skip
-
-        return fn
-
-    hooks = []
-    for layer in tc.layers:
-        hooks += [(tc.input_hook(layer), read(layer)), (tc.output_hook(layer), write(layer))]
-    return model.run_with_hooks(ids, fwd_hooks=hooks)
+    return model.run_with_hooks(ids, fwd_hooks=replacement_hooks(tc, edit))
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

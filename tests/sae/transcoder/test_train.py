@@ -12,13 +12,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from interp.sae import CrossLayerTranscoder, TranscoderSet, train_transcoders
+from interp.sae import CrossLayerTranscoder, TranscoderSet, train, train_transcoders
 from interp.sae.training.data import Stream
 from interp.store import cache_activations
 from tests.sae.models import tiny_model
 
 D, ATOMS, ROWS = 16, 32, 12000
-FAST = dict(d_transcoder=128, k=3, lr=1e-2, batch_size=256, tokens=120000, progress=False)
+FAST = dict(d_sae=128, k=3, lr=1e-2, batch_size=256, tokens=120000, progress=False)
 
 
 def _unit(g, *shape):
@@ -66,7 +66,7 @@ def _fvu(tc, x, y) -> list[float]:
 
 def test_a_transcoder_set_recovers_the_planted_output_dictionary():
     x, y, atoms = planted(1, "transcoder")
-    tc = train_transcoders((x, y), kind="transcoder", **FAST)
+    tc = train((x, y), kind="transcoder", **FAST)
     assert isinstance(tc, TranscoderSet) and tc.layers == [0] and not tc.has_skip
     best = _best_cosines(tc.W_dec[0], atoms[0])
     assert (best > 0.9).float().mean() >= 0.9, best.sort().values[:8]
@@ -78,8 +78,8 @@ def test_a_transcoder_set_recovers_the_planted_output_dictionary():
 @pytest.mark.slow
 def test_a_skip_transcoder_learns_the_planted_skip_and_dictionary():
     x, y, (atoms, skip) = planted(2, "skip-transcoder")
-    tc = train_transcoders((x, y), kind="skip-transcoder", **FAST)
-    plain = train_transcoders((x, y), kind="transcoder", **FAST)
+    tc = train((x, y), kind="skip-transcoder", **FAST)
+    plain = train((x, y), kind="transcoder", **FAST)
     assert tc.has_skip
     for i in range(2):
         dense = tc.W_skip[i][:, D // 2 :]
@@ -93,7 +93,7 @@ def test_a_skip_transcoder_learns_the_planted_skip_and_dictionary():
 @pytest.mark.slow
 def test_a_clt_recovers_the_planted_cross_layer_dictionary():
     x, y, atoms = planted(2, "clt")
-    clt = train_transcoders((x, y), kind="clt", **FAST)
+    clt = train((x, y), kind="clt", **FAST)
     assert isinstance(clt, CrossLayerTranscoder) and clt.n_layers == 2
     for s in range(2):
         best = _best_cosines(clt.W_dec[s], atoms[s])
@@ -107,12 +107,10 @@ def test_a_clt_recovers_the_planted_cross_layer_dictionary():
 )
 def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path, monkeypatch, kind, architecture):
     x, y, _ = planted(2, "clt" if kind == "clt" else "transcoder")
-    kw = dict(
-        kind=kind, architecture=architecture, d_transcoder=24, batch_size=100, tokens=3000, progress=False
-    )
+    kw = dict(kind=kind, architecture=architecture, d_sae=24, batch_size=100, tokens=3000, progress=False)
     kw.update(k=3 if architecture == "batchtopk" else None, checkpoint_every=7)
     data = (x[:2000], y[:2000])
-    whole = train_transcoders(data, checkpoint_dir=tmp_path / "whole", **kw)
+    whole = train(data, checkpoint_dir=tmp_path / "whole", **kw)
 
     class Interrupt(Exception):
         pass
@@ -127,16 +125,14 @@ def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path, monkeyp
 
     monkeypatch.setattr(Stream, "batches", failing)
     with pytest.raises(Interrupt):
-        train_transcoders(data, checkpoint_dir=tmp_path / "resumed", **kw)
+        train(data, checkpoint_dir=tmp_path / "resumed", **kw)
     monkeypatch.setattr(Stream, "batches", original)
-    resumed = train_transcoders(data, checkpoint_dir=tmp_path / "resumed", **kw)
+    resumed = train(data, checkpoint_dir=tmp_path / "resumed", **kw)
     for name, p in whole.state_dict().items():
         assert torch.equal(p, resumed.state_dict()[name]), name
     assert resumed.metadata["training"]["history"] == whole.metadata["training"]["history"]
     with pytest.raises(ValueError, match="belongs to another run"):
-        train_transcoders(
-            data, checkpoint_dir=tmp_path / "resumed", **{**kw, "kind": "transcoder", "seed": 1}
-        )
+        train(data, checkpoint_dir=tmp_path / "resumed", **{**kw, "kind": "transcoder", "seed": 1})
 
 
 def test_training_on_a_store_lacking_the_output_hook_is_refused(tmp_path):
@@ -147,6 +143,12 @@ def test_training_on_a_store_lacking_the_output_hook_is_refused(tmp_path):
     with pytest.raises(
         ValueError, match="the store lacks 'blocks.0.hook_mlp_out', the output hook of layer 0"
     ):
-        train_transcoders(store, d_transcoder=8, k=2)
-    with pytest.raises(ValueError, match="kind='sae'; expected one of"):
+        train(store, kind="transcoder", d_sae=8, k=2)
+    with pytest.raises(ValueError, match="kind='gelu'; expected one of"):
+        train(store, kind="gelu", d_sae=8, k=2)
+    with pytest.raises(ValueError, match="hook_name='blocks.0.ln2.hook_normalized' is for an SAE"):
+        train(store, kind="clt", hook_name=hooks[0], d_sae=8, k=2)
+    with pytest.raises(
+        ValueError, match="kind='sae'; expected one of"
+    ):  # the old name trains transcoders alone
         train_transcoders(store, kind="sae", d_transcoder=8, k=2)
