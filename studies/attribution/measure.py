@@ -22,6 +22,8 @@ from interp.analysis.stats import bootstrap_mean_interval
 from interp.circuits.features import head_loadings
 from studies.attribution import graphs, interventions
 from studies.attribution.prompts import Prompt
+from studies.data.switch import SwitchSummary, switch_pair
+from studies.data.switch import summarise as summarise_switch
 
 WORDS = ("name", "animal", "street")  # the roles whose features' paths are split into heads
 
@@ -197,3 +199,18 @@ def role_shares(rows: list[dict], seed: int) -> dict:
     groups = [r["schema"] for r in rows]
     roles = sorted({role for r in rows for role in r["role_shares"]})
     return {role: interval([r["role_shares"].get(role, 0.0) for r in rows], seed, groups) for role in roles}
+
+
+def switch(rows: list[dict], labels: tuple[str, str], seed: int) -> SwitchSummary | None:
+    """The model's switch sensitivity and bias over the twin pairs among ``rows`` (:mod:`studies.data.switch`):
+    per schema with two prompts, the target (``a - b``, one direction in both twins) of the model itself
+    (``clean``: the replacement model with its error terms) in each twin, twin a expecting ``a`` when its
+    ``sign`` is +1. ``None`` when no schema has two prompts."""
+    by_schema: dict[str, list[dict]] = {}
+    for r in rows:
+        by_schema.setdefault(r["schema"], []).append(r)
+    pairs = [v for v in by_schema.values() if len(v) == 2]
+    if not pairs:
+        return None
+    scored = [switch_pair(a["clean"], b["clean"], 0 if a["sign"] > 0 else 1) for a, b in pairs]
+    return summarise_switch(scored, labels=labels, unit="logits", seed=seed)

@@ -29,6 +29,10 @@ def write_report(report: Report, model, config, corpus, results: dict, seconds: 
         "ablating the graph's top features should move the difference as the graph predicts (frozen: exactly "
         "minus their direct edges), and random features of matched activation should not. Effects are signed "
         "toward each prompt's expected answer, so ablating what carries the answer gives a negative number. "
+        "What the model itself does on the prompts comes first: per twin pair, the switch sensitivity (the target "
+        "in one twin minus the other's, signed toward the expected answer; 0 is none), tested by sign flips over "
+        "pairs with its interval, and the bias (the target's mean over both twins) apart; a pair is right in both "
+        "twins (chance 0.25) only when half its sensitivity exceeds its bias. "
         "Intervals are 95% (bootstrap over prompts, twins of a schema together, for means, fractions and "
         "shares). The frozen ablation is a consistency check, not evidence: its effect equals minus the selected "
         "features' direct edges by construction, and the features were selected by those edges. The evidence is "
@@ -112,6 +116,20 @@ def _group_section(report: Report, model, config, name: str, group: dict) -> dic
     s, rows = group["summary"], group["rows"]
     title = TITLES[name]
     report.add_section(title)
+    switch = group.get("switch")
+    if switch is not None:
+        report.add_text(switch.verdict("the model on these prompts"))
+        sens = switch.sensitivity
+        finite = np.isfinite([sens.interval.low, sens.interval.high]).all()
+        report.add_headline(
+            f"{name}: switch sensitivity",
+            round(sens.estimate, 3),
+            ci=(sens.interval.low, sens.interval.high) if finite else None,
+            unit="logits",
+            note=f"toward the expected answer, 0 is none; {switch.n_pairs} twin pair"
+            + ("s, sign-flip interval" if switch.n_pairs > 1 else ", no test")
+            + f"; bias {switch.bias.estimate:+.2f}",
+        )
     prompt_table = pd.DataFrame([_prompt_row(r) for r in rows])
     report.add_table(
         f"{name}_prompts", prompt_table,
@@ -181,6 +199,7 @@ def _group_section(report: Report, model, config, name: str, group: dict) -> dic
         "or less in 95% of shuffles."
     )
     return {
+        "switch": None if switch is None else switch.to_json(),
         "summary": s,
         "prompts": table_records(prompt_table),
         "features": table_records(words),
@@ -435,6 +454,9 @@ def _prompt_row(r: dict) -> dict:
 
 
 def _findings(report: Report, config, whole: dict, groups: dict) -> None:
+    for name, group in groups.items():  # first what the model does: the switch sensitivity and the bias
+        if group.get("switch") is not None:
+            report.add_finding(f"{TITLES[name]}: {group['switch']['verdict']}", TITLES[name])
     ag = groups.get("agreement")
     if ag is not None:
         s = ag["summary"]

@@ -9,7 +9,11 @@ attention step is those heads; ablating the graph's top features should move the
 predicts, and features of matched activation picked at random should not. For the Winograd pair the target is
 the animal - street logit difference after a question ('In that sentence, "it" means the').
 
-Metrics. Transcoder quality per layer and of the whole replacement (variance explained, L0, dead fraction, CE
+Metrics. First, what the model does on the graphs' prompts (``studies.data.switch``): per twin pair, the switch
+sensitivity (the target in one twin minus the other's, signed toward the expected answer: does the name or the
+switch word move the model?), tested by sign flips over pairs with its interval, and the bias (the target's mean
+over both twins) apart, with "right in both twins" against its chance 0.25 after them. Transcoder quality per
+layer and of the whole replacement (variance explained, L0, dead fraction, CE
 recovered against zeroed MLPs, KL) on held-out text. Per graph: replacement and completeness scores; the top
 features by influence on the target and by word; the frozen ablation of the top features against the graph's
 linear prediction (minus the sum of their direct edges: must agree to float tolerance), the free ablation's
@@ -46,6 +50,8 @@ from studies.attribution.measure import ProbeSettings
 from studies.attribution.transcoders import TrainingSettings
 
 DESCRIPTION = "Attribution graphs of pronoun agreement and the seed's Winograd pair on SmolLM2's transcoders."
+SWITCH_LABELS = {"agreement": ('"she"', '"he"'), "winograd": ('"animal"', '"street"')}
+"""What each group's target is the difference of, as a sentence reads it (the target's first token is label 0)."""
 DEFAULT_WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp" / "attribution"
 
 
@@ -268,6 +274,7 @@ def run_study(model, config: AttributionConfig, corpus, work: Path, progress: bo
             "rows": rows,
             "features": tables,
             "summary": measure.summarise(rows, config.seed),
+            "switch": measure.switch(rows, SWITCH_LABELS[name], config.seed),
             "head_shares": measure.head_shares([r["loadings"] for r in rows]),
             "seconds": time.perf_counter() - clock,
         }

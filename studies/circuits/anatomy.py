@@ -13,6 +13,9 @@ import torch
 from interp.analysis import attribution_patch, bootstrap_mean_interval
 from interp.circuits import Circuit, EdgeScores, corrupt_run, faithfulness, logit_difference, run_circuit
 from studies.circuits.data import StudyPairs
+from studies.data.switch import SwitchSummary, summarise, switch_from_margins
+
+LABELS = ("the first pronoun of the pair (she, her, herself; they, their)", "the other")
 
 COREFERENCE_HEADS = ((25, 2), (26, 2))
 """Heads whose outputs (``hook_z``), patched between agreement twins, recovered most of the pronoun logit
@@ -36,6 +39,7 @@ def per_pair_metrics(model, circuit: Circuit, pairs: StudyPairs, batch_size: int
                 {
                     "pair": "/".join(pairs.ids[i]),
                     "two_people": pairs.two_people[i],
+                    "first": pairs.first[i],
                     **{n: float(v[k]) for n, v in values.items()},
                 }
             )
@@ -67,6 +71,62 @@ def by_people(per_pair: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
                 **_accuracy("circuit", part, seed),
             }
         )
+    return pd.DataFrame(rows)
+
+
+def switch_by_people(per_pair: pd.DataFrame, seed: int = 0) -> dict[str, dict[str, SwitchSummary]]:
+    """The switch sensitivity and bias (:mod:`studies.data.switch`) of the full model and of the circuit alone,
+    on one- and two-person prompts and on all: a twin pair's two directions hold each twin's margin for its own
+    pronoun (the metric with that twin clean), so their sum is the twin difference of the preference."""
+    out: dict[str, dict[str, SwitchSummary]] = {}
+    for label, part in (
+        ("one person", per_pair[~per_pair["two_people"]]),
+        ("two people", per_pair[per_pair["two_people"]]),
+        ("all", per_pair),
+    ):
+        rows = {tuple(r["pair"].split("/")): r for r in part.to_dict("records")}
+        twins = sorted({tuple(sorted(k)) for k in rows if tuple(reversed(k)) in rows})
+        if not twins:
+            continue
+        out[label] = {
+            column: summarise(
+                [
+                    switch_from_margins(
+                        rows[(a, b)][column], rows[(b, a)][column], 0 if rows[(a, b)]["first"] else 1
+                    )
+                    for a, b in twins
+                ],
+                labels=LABELS,
+                unit="logits",
+                seed=seed,
+            )
+            for column in ("full", "circuit")
+        }
+    return out
+
+
+def switch_table(found: dict[str, dict[str, SwitchSummary]]) -> pd.DataFrame:
+    """One row per prompt set and run (the full model, the circuit alone)."""
+    rows = []
+    for label, runs in found.items():
+        for run, s in runs.items():
+            sens, bias = s.sensitivity, s.bias
+            rows.append(
+                {
+                    "prompts": label,
+                    "run": run,
+                    "twin pairs": s.n_pairs,
+                    "sensitivity": sens.estimate,
+                    "sens_low": sens.interval.low,
+                    "sens_high": sens.interval.high,
+                    "sens_p": sens.p_value,
+                    "bias": bias.estimate,
+                    "bias_low": bias.interval.low,
+                    "bias_high": bias.interval.high,
+                    "right_both": s.right_both,
+                    "right_both_chance": s.chance,
+                }
+            )
     return pd.DataFrame(rows)
 
 

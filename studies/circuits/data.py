@@ -28,13 +28,16 @@ class StudyPairs:
     ids: list[tuple[str, str]]
     two_people: list[bool]
     names: list[list[int]]  # token positions of the antecedent (where the twins differ)
+    first: list[bool]  # whether the clean twin's answer is its first target (" she" of " she", " he")
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def subset(self, rows: list[int]) -> StudyPairs:
         pick = lambda values: [values[i] for i in rows]  # noqa: E731
-        return StudyPairs(self.pairs[rows], pick(self.ids), pick(self.two_people), pick(self.names))
+        return StudyPairs(
+            self.pairs[rows], pick(self.ids), pick(self.two_people), pick(self.names), pick(self.first)
+        )
 
 
 def check_items(items: list) -> None:
@@ -64,7 +67,7 @@ def build_pairs(model, twins: list[tuple[AgreementItem, AgreementItem]]) -> tupl
             name = tokens.span_positions(start, start + len(item.antecedent), row=clean)
             rows.append(
                 (ids[clean], ids[corrupt], targets[item.answer], targets[twin.answer], (item.id, twin.id),
-                 item.distractor is not None, [int(p) for p in name])
+                 item.distractor is not None, [int(p) for p in name], item.answer == 0)
             )  # fmt: skip
     if not rows:
         raise ValueError("no twin pair tokenizes to one length for both twins; nothing to patch")
@@ -84,7 +87,10 @@ def build_pairs(model, twins: list[tuple[AgreementItem, AgreementItem]]) -> tupl
         positions=mask.sum(1) - 1,
         labels={"answer": torch.tensor([r[2] for r in rows]), "foil": torch.tensor([r[3] for r in rows])},
     )
-    return StudyPairs(pairs, [r[4] for r in rows], [r[5] for r in rows], [r[6] for r in rows]), dropped
+    found = StudyPairs(
+        pairs, [r[4] for r in rows], [r[5] for r in rows], [r[6] for r in rows], [r[7] for r in rows]
+    )
+    return found, dropped
 
 
 def split_pairs(model, items: list, fraction: float, seed: int) -> tuple[StudyPairs, StudyPairs, int]:

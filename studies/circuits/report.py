@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from interp.circuits import draw_circuit
 from interp.report import Report, table_records
+from studies.circuits.anatomy import switch_table
 
 TARGET_EDGES, TARGET_FAITHFULNESS, TARGET_PEARSON = 300, 0.85, 0.9
 ANCHORS = (
@@ -167,6 +168,16 @@ def _comparison_sections(report: Report, circuit, results: dict) -> None:
     report.add_text(_heads_text(results["heads"]))
 
     report.add_section("One person against two")
+    switch = results["switch"]
+    report.add_table(
+        "switch",
+        switch_table(switch),
+        caption="Held-out twin pairs: the switch sensitivity (the she - he preference in one twin minus the "
+        "other's, toward the expected pronoun; 0 is none) and bias (the mean preference over both twins) of the "
+        "full model and of the circuit alone, each with a 95% sign-flip interval over twin pairs; right in both "
+        "twins against chance 0.25",
+    )
+    report.add_text(_switch_text(switch))
     report.add_table(
         "people", results["people"], caption="Held-out pairs, by the number of people in the prompt"
     )
@@ -210,6 +221,10 @@ def _add_results(report: Report, config, results: dict, circuit) -> None:
             "attribution_vs_exact": table_records(correlations),
             "heads": table_records(results["heads"]),
             "people": table_records(results["people"]),
+            "switch": {
+                label: {run: summary.to_json() for run, summary in runs.items()}
+                for label, runs in results["switch"].items()
+            },
             "mlp_positions": table_records(results["mlps"]),
             "pairs": {
                 "scoring": len(pairs["scoring"]),
@@ -300,6 +315,17 @@ def _heads_text(heads: pd.DataFrame) -> str:
             f"Not in the circuit: {', '.join(missed)}; the edge scores do not rank their paths among the top."
         )
     return " ".join(parts)
+
+
+def _switch_text(switch: dict) -> str:
+    """The primary numbers in words: the full model's and the circuit's switch sensitivity and bias, per prompt
+    set."""
+    parts = []
+    for label, runs in switch.items():
+        for run, who in (("full", "the full model"), ("circuit", "the circuit alone")):
+            if run in runs:
+                parts.append(f"{label.capitalize()}, {who}: " + runs[run].verdict(who))
+    return "\n\n".join(parts)
 
 
 def _people_text(people: pd.DataFrame) -> str:

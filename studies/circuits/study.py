@@ -209,6 +209,7 @@ def measure(model, config: CircuitsConfig, progress: bool, items: list | None = 
         "correlations": correlations,
         "per_pair": per_pair,
         "people": anatomy.by_people(per_pair, config.seed),
+        "switch": anatomy.switch_by_people(per_pair, config.seed),
         "heads": anatomy.heads_table(chosen.circuit, scored.all[config.method], attention, tuple(reference)),
         "attention": attention,
         "mlps": mlps,

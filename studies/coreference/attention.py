@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from interp.analysis import bootstrap_mean_interval, holm, sign_flip_test
+from interp.analysis import bootstrap_mean_interval, holm, sign_flip_test, twin_difference_test
 from studies.coreference.measure import BY, Measured
 
 
@@ -62,8 +62,17 @@ def select_and_test(
     *,
     groups: Sequence | np.ndarray | None = None,
     seed: int = 0,
+    pairs: Sequence[tuple[int, int]] = (),
 ) -> pd.DataFrame:
     """Rank heads by accuracy on the ``select`` items; test the top ``top_k`` on the rest.
+
+    With twin ``pairs`` (indices of comparable twins), each tested head also gets its switch sensitivity on the
+    held-out pairs (:mod:`studies.data.switch`): per pair, the sum of the twins' margins (mass on each twin's
+    referent minus mass on the other candidate), the twin difference of its attention toward the expected
+    referent, tested by sign flips over pairs (``sens``, ``sens_low``, ``sens_high``, ``sens_p``, Holm-adjusted
+    over the same family as ``sens_p_holm``, and ``sensitive``: Holm p < 0.05 and the interval above 0). A head
+    that gives one candidate more mass in both twins is right in one twin of each pair (accuracy 0.5) however
+    much the switch word moves it; its sensitivity shows that movement.
 
     Ties in accuracy are broken by the mean margin. The p-values test held-out accuracy against 0.5,
     two-sided, by flipping the sign of each held-out schema's deviation (:func:`~interp.analysis.sign_flip_test`,
@@ -77,6 +86,7 @@ def select_and_test(
     rows = []
     test = ~select
     labels = np.arange(len(select)) if groups is None else np.asarray(groups)
+    held_out = [(a, b) for a, b in pairs if test[a] and test[b]]
     n_layers, n_heads = right.shape[-2:]
     for qi, query in enumerate(queries):
         for bi, by in enumerate(BY):
@@ -107,13 +117,36 @@ def select_and_test(
                         "test_n": n,
                         "test_schemas": len(set(schema.tolist())),
                         "p": sign_flip_test(column, 0.5, groups=schema),
+                        **_sensitivity(margin[:, qi, bi, layer, head], held_out, labels, seed),
                     }
                 )
             rows += found
     for row, adjusted in zip(rows, holm([r["p"] for r in rows]), strict=True):
         row["p_holm"] = adjusted
         row["above_chance"] = bool(adjusted < 0.05 and row["test_ci_low"] > 0.5)
+    tested = [r for r in rows if "sens_p" in r]
+    for row, adjusted in zip(tested, holm([r["sens_p"] for r in tested]), strict=True):
+        row["sens_p_holm"] = adjusted
+        row["sensitive"] = bool(adjusted < 0.05 and row["sens_low"] > 0)
     return pd.DataFrame(rows)
+
+
+def _sensitivity(margin: np.ndarray, pairs: Sequence[tuple[int, int]], labels: np.ndarray, seed: int) -> dict:
+    """One head's switch sensitivity over held-out twin ``pairs``: per pair the sum of the twins' margins
+    (``margin [item]``, toward each twin's own referent), by sign flips over pairs (a schema's pairs
+    together); nothing when no pair has both margins."""
+    values = [margin[a] + margin[b] for a, b in pairs]
+    kept = [k for k, v in enumerate(values) if np.isfinite(v)]
+    if not kept:
+        return {}
+    found = twin_difference_test([values[k] for k in kept], [labels[pairs[k][0]] for k in kept], seed=seed)
+    return {
+        "sens": found.estimate,
+        "sens_low": found.interval.low,
+        "sens_high": found.interval.high,
+        "sens_pairs": len(kept),
+        "sens_p": found.p_value,
+    }
 
 
 def twin_difference(

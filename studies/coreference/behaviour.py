@@ -70,7 +70,8 @@ def _interval(correct: Sequence[bool], schemas: Sequence[str]) -> tuple[float, f
     return bootstrap_mean_interval([float(c) for c in correct], 2000, 0, groups=list(schemas))[1:]
 
 
-def _schemas(records: Sequence[dict]) -> list[str]:
+def schema_ids(records: Sequence[dict]) -> list[str]:
+    """Each record's schema id (an item without a twin is its own schema)."""
     return [r["schema_id"] or r["id"] for r in records]  # an item without a twin is its own schema
 
 
@@ -93,7 +94,7 @@ def resolution_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) 
         ok = lambda r, m=method: r["correct"][m]  # noqa: E731
         rows.append(
             accuracy_row(
-                LABELS[method], [ok(r) for r in records], _pairs(records, pairs, ok), _schemas(records)
+                LABELS[method], [ok(r) for r in records], _pairs(records, pairs, ok), schema_ids(records)
             )
         )
     known = lambda r: r.get("nearest_candidate") is not None  # noqa: E731
@@ -106,7 +107,7 @@ def resolution_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) 
         for name, ok in baselines.items():
             rows.append(
                 accuracy_row(
-                    name, [ok(r) for r in placed], _pairs(records, pairs, ok, known), _schemas(placed)
+                    name, [ok(r) for r in placed], _pairs(records, pairs, ok, known), schema_ids(placed)
                 )
             )
     frame = pd.DataFrame(rows)
@@ -122,7 +123,7 @@ def agreement_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) -
     ok = lambda r: r["correct"]  # noqa: E731
     rows.append(
         accuracy_row(
-            "model, all prompts", [ok(r) for r in records], _pairs(records, pairs, ok), _schemas(records)
+            "model, all prompts", [ok(r) for r in records], _pairs(records, pairs, ok), schema_ids(records)
         )
     )
     if two:
@@ -131,7 +132,7 @@ def agreement_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) -
                 "model, two-person prompts",
                 [ok(r) for r in two],
                 _pairs(records, pairs, ok, is_two),
-                _schemas(two),
+                schema_ids(two),
             )
         )
         recent = lambda r: r["antecedent_is_recent"]  # noqa: E731
@@ -140,7 +141,7 @@ def agreement_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) -
                 "baseline: most recent name, two-person",
                 [recent(r) for r in two],
                 _pairs(records, pairs, recent, is_two),
-                _schemas(two),
+                schema_ids(two),
             )
         )
         first = lambda r: not r["antecedent_is_recent"]  # noqa: E731
@@ -149,7 +150,7 @@ def agreement_table(records: Sequence[dict], pairs: Sequence[tuple[int, int]]) -
                 "baseline: first name, two-person",
                 [first(r) for r in two],
                 _pairs(records, pairs, first, is_two),
-                _schemas(two),
+                schema_ids(two),
             )
         )
     frame = pd.DataFrame(rows)

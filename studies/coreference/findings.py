@@ -1,6 +1,7 @@
 """What the coreference report leads with: one line per question the study asks, linked to its evidence.
 
-For each data set: does the model resolve the pronoun (the primary metric, partial scoring, against chance),
+For each data set: is the model's preference moved by the switch word (switch sensitivity, with its bias
+apart: the primary measure), does it resolve the pronoun (partial scoring's accuracy, against chance),
 which heads carry the referent on held-out schemas, what patching them recovers, and where a probe reads the
 referent; then what was not found. Each line comes from the same tables the sections show, so the summary
 cannot say more than the sections do.
@@ -19,11 +20,15 @@ def add_findings(report: Report, model: str, results: Sequence[Any], causal: boo
     """Add the report's "What we found" lines (see the module docstring)."""
     for result in results:
         a, label = result.analysis, result.name
+        if a.get("switch"):
+            report.add_finding(_switch(a["switch"], model, label, result.kind), f"Behaviour: {label}")
         if "behaviour" in a:
             report.add_finding(_behaviour(a["behaviour"], model, label, result.kind), f"Behaviour: {label}")
         heads = a.get("heads")
         if heads is not None and len(heads):
-            report.add_finding(_heads(heads, label, blind_queries(a.get("twins"))), f"Attention: {label}")
+            line = _heads(heads, label, blind_queries(a.get("twins")))
+            extra = sensitivity_line(heads)
+            report.add_finding(line + (" " + extra if extra else ""), f"Attention: {label}")
         exact = a.get("z_exact")
         if exact is not None and len(exact):
             top = exact.iloc[0]
@@ -49,6 +54,14 @@ def add_findings(report: Report, model: str, results: Sequence[Any], causal: boo
             "model's activations are identical across twins, so nothing there can carry the referent.",
             "The seed's picture",
         )
+
+
+def _switch(summaries: dict, model: str, label: str, kind: str) -> str:
+    """The primary line: the switch sensitivity and bias of the primary scoring (resolution) or of all prompts
+    (agreement), in the words of :meth:`~studies.data.switch.SwitchSummary.verdict`."""
+    name = LABELS[PRIMARY] if kind == "resolution" else next(iter(summaries))
+    summary = summaries.get(name) or next(iter(summaries.values()))
+    return f"{label} ({name}): {summary.verdict(model)}"
 
 
 def _behaviour(table: Any, model: str, label: str, kind: str) -> str:
@@ -86,6 +99,25 @@ def _heads(heads: Any, label: str, blind: Sequence[str] = ()) -> str:
 
 
 INTERVAL = "interval over held-out schemas, twins together"
+
+
+def sensitivity_line(heads: Any) -> str:
+    """The selected heads' switch sensitivity in words, as the summary and the section say it: how many tests
+    are sensitive after Holm, and the most sensitive head (empty without the columns: no twin pairs)."""
+    if "sens_p_holm" not in heads:
+        return ""
+    tested = heads[heads["sens_p_holm"].notna()]
+    if not len(tested):
+        return ""
+    sensitive = tested[tested["sensitive"].astype(bool)]
+    top = tested.loc[tested["sens"].idxmax()]
+    return (
+        f"Switch sensitivity of the same heads' attention on the held-out twin pairs (mass on each twin's "
+        f"referent minus mass on the other candidate, summed over a pair; 0 is none): {len(sensitive)} of "
+        f"{len(tested)} tests sensitive (Holm p < 0.05 over them and the interval above 0); the largest, "
+        f"{head_name(top)} from {top['query']} ({top['by']}), {top['sens']:+.3f} [{top['sens_low']:+.3f}, "
+        f"{top['sens_high']:+.3f}] over {int(top['sens_pairs'])} pairs (Holm p = {top['sens_p_holm']:.2g})."
+    )
 
 
 def head_counts(heads: Any) -> str:

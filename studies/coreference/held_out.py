@@ -20,9 +20,9 @@ MIN_PROBE_SCHEMAS = 4
 every schema must hold two items."""
 
 
-def held_out_heads(items, right, margin, queries, config) -> tuple[pd.DataFrame, str | None]:
-    """Heads selected on half the schemas and tested on the other half; skipped (with the reason) when the
-    data hold fewer than two schemas."""
+def held_out_heads(items, right, margin, queries, config, pairs=()) -> tuple[pd.DataFrame, str | None]:
+    """Heads selected on half the schemas and tested on the other half (with their switch sensitivity on the
+    held-out twin ``pairs``); skipped (with the reason) when the data hold fewer than two schemas."""
     n_schemas = len({x.schema_id for x in items})
     if n_schemas < 2:
         return pd.DataFrame(), (
@@ -33,7 +33,7 @@ def held_out_heads(items, right, margin, queries, config) -> tuple[pd.DataFrame,
     select = np.isin([x.id for x in items], [x.id for x in first])
     schemas = [x.schema_id or x.id for x in items]  # an item without a twin is its own schema
     table = attention.select_and_test(
-        right, margin, select, queries, config.top_k, groups=schemas, seed=config.seed
+        right, margin, select, queries, config.top_k, groups=schemas, seed=config.seed, pairs=pairs
     )
     return table, None
 

@@ -16,10 +16,12 @@ from studies.coreference.findings import (
     head_counts,
     head_name,
     lead_head,
+    sensitivity_line,
 )
 from studies.coreference.measure import BY
 from studies.coreference.picture import SEED
 from studies.coreference.report_data import data_section
+from studies.coreference.sensitivity import switch_table
 
 N_EXAMPLES = 6
 
@@ -33,12 +35,16 @@ def write_report(report: Report, model, config, results: Sequence, picture: dict
     lm = model.cfg.causal and model.cfg.lm_head != "none"
     report.add_section("Hypothesis and metric")
     report.add_text(
-        "A model that resolves a pronoun prefers the right candidate for both twins of a pair (twins differ "
-        "in one switch word and have opposite answers), attends to the referent from positions that can see "
-        "the switch word, carries the twin difference causally through those heads, and holds the referent "
-        "linearly decodable. Accuracies carry 95% bootstrap intervals over schemas (twins together); chance is "
-        "0.5 (0.25 for pair accuracy), and rules that ignore the switch word score 0.5 accuracy and 0 pair "
-        "accuracy by construction."
+        "A model that resolves a pronoun moves its preference toward the right candidate when the switch word "
+        "changes (twins differ in one switch word and have opposite answers), attends to the referent from "
+        "positions that can see the switch word, carries the twin difference causally through those heads, "
+        "and holds the referent linearly decodable. The primary measure is the switch sensitivity: per twin "
+        "pair, the preference for the first candidate (or pronoun) in one twin minus that in the other, signed "
+        "toward the expected answer (0 is no sensitivity), tested by sign flips over pairs; the model's bias, "
+        "the mean preference over both twins, is reported apart, and a pair is right in both twins only when "
+        "half its sensitivity exceeds its bias. Accuracies carry 95% bootstrap intervals over schemas (twins "
+        "together); chance is 0.5 (0.25 for pair accuracy), and rules that ignore the switch word score 0.5 "
+        "accuracy and 0 pair accuracy by construction."
     )
     if not lm:
         report.add_text(
@@ -69,6 +75,9 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
         data_section(report, result, out)
     report.add_section(f"Behaviour: {label}")
     if "behaviour" in a:
+        if a.get("switch"):
+            _switch_section(report, a["switch"], name, label, kind)
+            out["switch"] = {method: s.to_json() for method, s in a["switch"].items()}
         table = a["behaviour"]
         _behaviour_section(report, table, name, label, kind)
         out["behaviour"] = table_records(table)
@@ -114,6 +123,35 @@ def _data_section(report: Report, model, name: str, lm: bool, result) -> dict:
     )
     out["probes"] = table_records(probes)
     return out
+
+
+def _switch_section(report: Report, summaries: dict, name: str, label: str, kind: str) -> None:
+    """The primary measure: switch sensitivity and bias per scoring method (resolution) or prompt set
+    (agreement), their table, the verdict of the primary one in words, and the headline card."""
+    primary = LABELS[PRIMARY] if kind == "resolution" else next(iter(summaries))
+    main = summaries.get(primary) or next(iter(summaries.values()))
+    report.add_table(
+        f"{label}_switch",
+        switch_table(summaries),
+        caption=(
+            "Switch sensitivity (per twin pair, the preference for the first candidate or pronoun in one twin "
+            "minus the other's, signed toward the expected answer; 0 is no sensitivity) and bias (the mean "
+            "preference over both twins), each with a 95% sign-flip interval and p over twin pairs; right in "
+            "both twins against chance 0.25 (exact binomial)"
+        ),
+        digits=3,
+    )
+    report.add_text(f"{label} ({primary}): " + main.verdict(name))
+    sens = main.sensitivity
+    report.add_headline(
+        f"{label}: switch sensitivity ({primary})",
+        round(sens.estimate, 3),
+        ci=(sens.interval.low, sens.interval.high) if np.isfinite(list(sens.interval)).all() else None,
+        note=(
+            f"{main.unit} toward the expected answer, 0 is none (chance); p = {sens.p_value:.2g} by sign flips "
+            f"over {sens.n_units} twin pairs; bias {main.bias.estimate:+.2f}"
+        ),
+    )
 
 
 def _behaviour_section(report: Report, table: pd.DataFrame, name: str, label: str, kind: str) -> None:
@@ -192,9 +230,11 @@ def _attention_section(report: Report, result, out: dict) -> None:
     if a.get("heads_skipped"):
         report.add_text(f"No held-out head test: {a['heads_skipped']}.")
     if len(heads):
-        report.add_text(
-            _heads_text(heads, blind_queries(a.get("twins")), result.measured and "final" in result.queries)
+        text = _heads_text(
+            heads, blind_queries(a.get("twins")), result.measured and "final" in result.queries
         )
+        extra = sensitivity_line(heads)
+        report.add_text(text + ("\n\n" + extra if extra else ""))
     if "twins" in a:
         lines = []
         for query, d in a["twins"].items():

@@ -1,15 +1,20 @@
 """Pronoun coreference in trained models: does the model resolve "it", and which heads carry the referent?
 
 Hypothesis. In "The animal didn't cross the street because it was too tired" the pronoun refers to the
-animal; with "wide" it refers to the street. A language model that resolves such pronouns should (1) prefer
-the right candidate when the pronoun is replaced by each candidate or when asked what the pronoun refers to,
-for both twins of a pair; (2) have heads whose attention, from a position that can see the switch word,
+animal; with "wide" it refers to the street. A language model that resolves such pronouns should (1) move its
+preference toward the right candidate when the switch word changes it (switch sensitivity), whatever it prefers
+in both twins (its bias), and so prefer the right candidate in both twins when the bias is small;
+(2) have heads whose attention, from a position that can see the switch word,
 goes to the referent; (3) carry the twin difference causally through those heads and positions; and (4)
 hold the referent linearly decodable in its residual stream. A causal model cannot do any of this *at the
 pronoun* when the switch word comes after it: its activations there are identical across twins.
 
-Metric. Resolution (``winograd``): accuracy of full, partial (Trinh and Le 2018) and question-prompt scoring,
-with 95% bootstrap intervals over schemas (twins together), pair accuracy (both twins right; chance 0.25),
+Metric. Primary, per data set: the switch sensitivity (``studies.data.switch``), per comparable twin pair the
+preference for the first candidate (or pronoun) in one twin minus that in the other, signed toward the expected
+answer, tested by sign flips over pairs with its interval; the bias (the mean preference over both twins)
+apart; both twins right (pair accuracy; chance 0.25) after them. Resolution (``winograd``): accuracy of full,
+partial (Trinh and Le 2018) and question-prompt scoring,
+with 95% bootstrap intervals over schemas (twins together),
 chance (0.5) and rules that ignore the switch (first candidate, nearest candidate: 0.5 accuracy, 0 pair
 accuracy by construction). Agreement (``agreement``): the logit difference between the agreeing and the other
 pronoun at the next-token position, accuracy overall and on two-person prompts against most-recent-name and
@@ -219,6 +224,7 @@ def analyse(
     :class:`DataResult` (others ``None``). With ``progress``, each long step says when it starts and ends."""
     from studies.coreference import attention, behaviour, causal
     from studies.coreference.coverage import coverage_table
+    from studies.coreference.sensitivity import switch_summaries
     from studies.data import pairs as pairs_module
 
     items, pairing = planned.data.items, planned.pairing
@@ -243,11 +249,14 @@ def analyse(
         table = behaviour.resolution_table if kind == "resolution" else behaviour.agreement_table
         out["behaviour"] = table(records, pairing.pairs)
         out["behaviour"]["bos_prepended"] = bos_prepended(model, config.prepend_bos)
+        out["switch"] = switch_summaries(records, pairing.comparable, kind, config.seed)
     targets = [r["answer"] for r in records] if kind == "resolution" else [0] * len(records)
     right, margin = attention.picks(measured, targets)
     out["head_accuracy"] = attention.head_accuracy(right)
     with step(f"{label}: testing heads on held-out schemas", study="coreference", enabled=progress):
-        out["heads"], out["heads_skipped"] = held_out_heads(items, right, margin, queries, config)
+        out["heads"], out["heads_skipped"] = held_out_heads(
+            items, right, margin, queries, config, pairing.comparable if kind == "resolution" else ()
+        )  # agreement twins share the antecedent's position: no referent to switch between
     if kind == "resolution":
         out["twins"] = {
             q: attention.twin_difference(measured, pairing.comparable, pairing.aligned, qi, q)

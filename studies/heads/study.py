@@ -17,8 +17,8 @@ correlation of scores across heads, the share of heads whose best score clearly 
 coreference the best head picked on half of the sentences and measured on the other half with a 95% bootstrap
 interval (chance level: 0 difference).
 
-Run time (``interp study heads --quiet``, both models): 26 s of CPU time, 25 s wall on 2 CPU cores shared with
-another job (load 3.2), on one thread (``studies.threads``).
+Run time: ``studies/heads/README.md`` gives the recorded run's (``results/default.json``); it runs on one
+thread (``studies.threads``).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ in the shuffled order, mean over tokens with a 95% bootstrap interval over sente
 positions removed by hooks (MiniLM: every position's vector replaced by the mean over positions; SmolLM2: the
 rotary rotation undone by handing ``hook_rot_q``/``hook_rot_k`` the unrotated queries and keys).
 
-Run time (``interp study position --quiet``, both models): 19 s of CPU time, 18 s wall on 2 CPU cores shared
-with another job (load 3.3). A sentence and its shuffles run as one batch, on one thread (``studies.threads``).
+Run time: ``studies/position/README.md`` gives the recorded run's (``results/default.json``). A sentence and its
+shuffles run as one batch, on one thread (``studies.threads``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,13 @@
 """The study's reductions: the split by schema, the choice of heads, and per head the splits and interventions.
 
-Counts and intervals. A head is right on a pair when it prefers each twin's own referent; with random signs
+The primary measure is each head's switch sensitivity (:mod:`studies.data.switch`): per pair, its preference
+for the first candidate in one twin minus that in the other, signed toward the expected referent (in score
+units; 0 is no sensitivity), tested by sign flips over the held-out pairs with its interval, Holm-corrected over
+the analysed heads; its bias (the mean preference over both twins) is reported apart. Heads are chosen by their
+mean sensitivity on the selection pairs.
+
+Counts and intervals. A head is right on a pair when it prefers each twin's own referent (secondary: it needs
+half the sensitivity to exceed the bias); with random signs
 that happens on 25% of pairs (:data:`CHANCE`), the level every count is read against. The seed's pair is its
 own: it is neither a selection nor a test pair, and it is reported beside them, once. Intervals resample
 schemas, the twins of a pair (and the random draws on them) together, with
@@ -14,10 +21,13 @@ import random
 import numpy as np
 
 from interp.analysis import binomial_test, bootstrap_mean_interval
+from interp.analysis.stats import Correction, correct_tests
+from studies.data import switch
 from studies.qk.measure import KEY_GROUPS, QUERY_GROUPS, intervene, matched_random, split_preference
 
-CHANCE = 0.25
+CHANCE = switch.BOTH_CHANCE
 """The fraction of pairs right in both twins when each twin's preference has a random sign."""
+LABELS = ("the first candidate", "the second")
 N_BOOT = 2000
 
 
@@ -45,37 +55,53 @@ def right_fraction(pairs: list, indices: list[int], layer: int, head: int, seed:
     return {"k": k, "n": n, "fraction": fraction, "ci": (low, high), "chance": CHANCE, "p": p}
 
 
-def switch_tracking(pairs: list, indices: list[int]) -> np.ndarray:
-    """``[layer, head]`` mean over the pairs of the smaller of the two twins' preferences: positive when the
-    head prefers each twin's own referent, so its preference flips with the switch word."""
-    mins = [np.minimum(a.preference, b.preference) for _, (a, b), _ in (pairs[i] for i in indices)]
-    return np.mean(mins, axis=0)
+def sensitivity(pairs: list, indices: list[int]) -> np.ndarray:
+    """``[pair, layer, head]`` each head's switch sensitivity on each pair: the sum of the twins' preferences,
+    each toward its own referent (the preference for twin a's referent in a minus that in b)."""
+    if not indices:
+        return np.zeros((0, *pairs[0][1][0].preference.shape))
+    return np.stack([a.preference + b.preference for _, (a, b), _ in (pairs[i] for i in indices)])
+
+
+def head_switch(
+    pairs: list, indices: list[int], layer: int, head: int, seed: int
+) -> switch.SwitchSummary | None:
+    """The head's switch sensitivity and bias over ``indices`` (sign flips over schemas); ``None`` for no
+    pairs."""
+    if not indices:
+        return None
+    scored = [
+        switch.switch_from_margins(
+            float(a.preference[layer, head]), float(b.preference[layer, head]), a.answer
+        )
+        for _, (a, b), _ in (pairs[i] for i in indices)
+    ]
+    groups = [pairs[i][2] for i in indices]
+    return switch.summarise(scored, groups, labels=LABELS, unit="score units", seed=seed)
 
 
 def overview(pairs: list, select: list[int], test: list[int], top: int = 10) -> list[dict]:
-    """The ``top`` heads by how many test pairs they get right in both twins, with their selection numbers.
+    """The ``top`` heads by mean switch sensitivity on the test pairs, with their right-in-both counts and their
+    selection numbers.
 
     Ranked on the test pairs themselves: the best of all heads on these pairs, a description, not a held-out
-    estimate (the maximum of many heads' counts sits above chance even when every head is at chance)."""
-    right = sum(
-        ((a.preference > 0) & (b.preference > 0)).astype(int) for _, (a, b), _ in (pairs[i] for i in test)
-    )
-    tracking = switch_tracking(pairs, select) if select else np.full(right.shape, np.nan)
-    order = np.argsort(-right.flatten(), kind="stable")[:top]
+    estimate (the maximum of many heads' means sits above 0 even when no head is sensitive)."""
+    sens = sensitivity(pairs, test).mean(0)  # [layer, head]
+    right = right_in_both(pairs, test)
+    chosen = sensitivity(pairs, select).mean(0) if select else np.full(sens.shape, np.nan)
+    order = np.argsort(-sens.flatten(), kind="stable")[:top]
     rows = []
     for flat in order:
-        layer, head = divmod(int(flat), right.shape[1])
+        layer, head = divmod(int(flat), sens.shape[1])
         rows.append(
             {
                 "head": f"L{layer}H{head}",
+                "sensitivity (test)": float(sens[layer, head]),
                 "right in both (test pairs)": int(right[layer, head]),
                 "of": len(test),
                 "fraction": float(right[layer, head]) / len(test) if test else float("nan"),
                 "chance": CHANCE,
-                "right in both (selection pairs)": int(right_in_both(pairs, select)[layer, head])
-                if select
-                else 0,
-                "tracking (selection)": float(tracking[layer, head]),
+                "sensitivity (selection)": float(chosen[layer, head]),
             }
         )
     return rows
@@ -91,15 +117,15 @@ def right_in_both(pairs: list, indices: list[int]) -> np.ndarray:
 def choose_heads(
     pairs: list, select: list[int], fixed: list[tuple[int, int]], n: int
 ) -> list[tuple[int, int]]:
-    """``fixed`` plus the ``n`` heads right in both twins on the most selection pairs (ties: the better
-    switch tracking)."""
+    """``fixed`` plus the ``n`` heads with the largest mean switch sensitivity on the selection pairs (ties: more
+    pairs right in both twins)."""
     heads = list(fixed)
     if not select or n < 1:
         return heads
-    counts, tracking = right_in_both(pairs, select), switch_tracking(pairs, select)
-    order = np.lexsort((-tracking.flatten(), -counts.flatten()))  # by count, then tracking
+    mean, counts = sensitivity(pairs, select).mean(0), right_in_both(pairs, select)
+    order = np.lexsort((-counts.flatten(), -mean.flatten()))  # by sensitivity, then count
     for flat in order:
-        head = divmod(int(flat), counts.shape[1])
+        head = divmod(int(flat), mean.shape[1])
         if len(heads) >= len(fixed) + n:
             break
         if head not in heads:
@@ -108,8 +134,9 @@ def choose_heads(
 
 
 def head_result(model, pairs: list, test: list[int], layer: int, head: int, config, rng) -> dict:
-    """Per test pair where the head is right in both twins: the QK split and the intervention, and their
-    pooling; how often it is right against chance; whether it is right on the seed's pair (counted apart)."""
+    """The head's switch sensitivity and bias on the test pairs (and on the seed's pair, apart); per test pair
+    where it is right in both twins, the QK split and the intervention, and their pooling; how often it is right
+    against chance; whether it is right on the seed's pair."""
     records = []
     n_flip = 0
     for index in test:
@@ -141,9 +168,12 @@ def head_result(model, pairs: list, test: list[int], layer: int, head: int, conf
                 }
             )
     seed_twins = [t for ids, twins, _ in pairs if ids == ("seed",) for t in twins]
+    seed_pair = [i for i, (ids, _, _) in enumerate(pairs) if ids == ("seed",)]
     return {
         "head": f"L{layer}H{head}",
         "n_test_pairs": len(test),
+        "switch": head_switch(pairs, test, layer, head, config.seed),
+        "seed_switch": head_switch(pairs, seed_pair, layer, head, config.seed),
         "n_flipping_pairs": n_flip,
         "right_in_both": right_fraction(pairs, test, layer, head, config.seed),
         "seed_flips": bool(seed_twins) and all(t.preference[layer, head] > 0 for t in seed_twins),
@@ -224,3 +254,18 @@ def _bootstrap(values: np.ndarray, groups: list, seed: int) -> tuple[float, floa
     if len(set(groups)) < 2:
         return float(values.mean()), float("nan"), float("nan")
     return bootstrap_mean_interval(values, N_BOOT, seed, groups=groups)
+
+
+def correct(heads: list[dict]) -> Correction:
+    """Holm's correction over the analysed heads' switch-sensitivity tests on the held-out pairs (the family a
+    reader scans for a sensitive head); each head gets its adjusted ``p_holm`` (NaN without test pairs)."""
+    tested = [h for h in heads if h["switch"] is not None]
+    found = correct_tests(
+        "the analysed heads' switch sensitivity on the held-out pairs",
+        [h["switch"].sensitivity.p_value for h in tested],
+    )
+    for h in heads:
+        h["p_holm"] = float("nan")
+    for h, adjusted in zip(tested, found.adjusted, strict=True):
+        h["p_holm"] = adjusted
+    return found

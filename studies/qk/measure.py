@@ -26,6 +26,7 @@ class Twin:
 
     Attributes:
         referent, foil: key positions (last token of the right and the wrong candidate).
+        answer: which candidate is the referent (0: the one mentioned first).
         query: the sentence's last token, the first position that has seen the pronoun and the switch word.
         switch, pronoun, candidates: token positions of those words.
         preference: ``[layer, head]`` score(query, referent) - score(query, foil).
@@ -39,6 +40,7 @@ class Twin:
     pronoun: set[int]
     candidates: set[int]
     preference: np.ndarray
+    answer: int = 0
     cache: object = None
 
 
@@ -55,6 +57,7 @@ def locate(model, text: str, pronoun: tuple[int, int], candidates, answer: int, 
         pronoun=set(tokens.span_positions(*pronoun)),
         candidates={p for s in spans for p in s},
         preference=np.zeros(0),
+        answer=answer,
     )
 
 

@@ -28,18 +28,45 @@ def _count(head: dict) -> str:
     )
 
 
+def _sensitivity(head: dict) -> str:
+    """The primary sentences: the head's switch sensitivity and bias on the held-out pairs (its verdict), the
+    Holm-adjusted p over the analysed heads, and the seed's pair apart."""
+    switch, name = head["switch"], head["head"]
+    if switch is None:
+        return f"{name}: no held-out pairs to test."
+    sens = switch.sensitivity
+    shown = sens.interval.low > 0 and head["p_holm"] <= 0.05
+    text = switch.verdict(name) + (
+        f" Holm over the analysed heads: p = {head['p_holm']:.2g}, so "
+        + (
+            "its sensitivity stands after correction."
+            if shown
+            else "no sensitivity is shown after correction."
+        )
+    )
+    seed = head.get("seed_switch")
+    if seed is not None:
+        text += (
+            f" The seed's pair, counted apart: twin difference {seed.sensitivity.estimate:+.2f}, bias "
+            f"{seed.bias.estimate:+.2f} score units."
+        )
+    return text
+
+
 def _verdict(head: dict) -> str:
-    """One plain paragraph: does the head beat chance on held-out pairs, what carries its preference where it is
-    right, and the intervention's consistency check (not evidence: see the report's method section)."""
+    """One plain paragraph: the head's switch sensitivity and bias on held-out pairs, how often it is right in
+    both twins against chance, what carries its preference where it is right, and the intervention's
+    consistency check (not evidence: see the report's method section)."""
     s = head["summary"]
     name = head["head"]
     seed = f"the seed's pair, counted apart: {'right in both' if head['seed_flips'] else 'not right in both'}"
+    lead = _sensitivity(head) + " "
     if not s:
-        return f"{name}: {_count(head)}; {seed}. There are no twins to split."
+        return f"{lead}{name}: {_count(head)}; {seed}. There are no twins to split."
     switch = s["query_shares"]["switch word"]
     top, rnd = s["top"], s["random"]
     shares = s.get("query_shares_ci", {})
-    text = (
+    text = lead + (
         f"{name}: {_count(head)}; {seed}. On the {s['n_twins']} twins where it is right, mean preference "
         f"{s['clean_preference']:.2f}; heads reading the switch word carry {switch:.2f} "
         f"{_interval(shares.get('switch word', (float('nan'),) * 2))} of it into the query, MLPs at the query "
@@ -74,8 +101,13 @@ def write_report(report: Report, config, results: dict, seconds: float) -> None:
         "sentence's last token in both twins, with its query carrying the switch word (earlier heads' writes "
         "read from the adjective's position) and matching the referent's key; removing the top query-side "
         "components from the head's query input should flip or shrink the preference, and components of "
-        "matched norm chosen at random should not. The preference is split exactly into query x key "
-        "component terms (QK attribution). A head is right on a pair when it prefers each twin's own referent: "
+        "matched norm chosen at random should not. The primary measure is each head's switch sensitivity: per "
+        "pair, its preference for the first candidate in one twin minus that in the other, signed toward the "
+        "expected referent (score units; 0 is none), tested by sign flips over the held-out pairs, Holm-corrected "
+        "over the analysed heads, with its bias (the mean preference over both twins) apart. "
+        "The preference is split exactly into query x key "
+        "component terms (QK attribution). A head is right on a pair when it prefers each twin's own referent "
+        "(which needs half its sensitivity to exceed its bias): "
         "with random signs, 25% of pairs (the chance level next to every count). Heads are chosen on half the "
         "schemas and counted on the other half; the seed's pair is in neither half and is reported apart. "
         "Intervals are 95% bootstraps over schemas, a pair's twins and their random draws resampled together. "
@@ -93,11 +125,10 @@ def write_report(report: Report, config, results: dict, seconds: float) -> None:
     )
     report.add_section("Which heads flip with the switch word")
     report.add_text(
-        "A head resolves a pair from the sentence's last token when it prefers each twin's own referent. The "
-        "heads that do so on the most test pairs, with their count on the selection pairs and how well they "
-        "tracked the switch word there (mean of the smaller twin preference, score units). Chance with random "
-        "signs is 0.25 of the pairs; these heads are ranked on the test pairs themselves, so the first is the "
-        "best of all heads there, not a held-out estimate:"
+        "The heads of every layer with the largest mean switch sensitivity on the test pairs (score units; 0 is "
+        "none), with how many test pairs they are right in both twins (chance with random signs 0.25) and their "
+        "mean sensitivity on the selection pairs. They are ranked on the test pairs themselves, so the first is "
+        "the best of all heads there, not a held-out estimate:"
     )
     report.add_table(
         "overview",
@@ -146,9 +177,22 @@ def write_report(report: Report, config, results: dict, seconds: float) -> None:
                 ),
             )
         r = head["right_in_both"]
+        sw = head["switch"]
         rows.append(
             {
                 "head": head["head"],
+                **(
+                    {}
+                    if sw is None
+                    else {
+                        "sensitivity": sw.sensitivity.estimate,
+                        "sens_low": sw.sensitivity.interval.low,
+                        "sens_high": sw.sensitivity.interval.high,
+                        "sens_p": sw.sensitivity.p_value,
+                        "sens_p_holm": head["p_holm"],
+                        "bias": sw.bias.estimate,
+                    }
+                ),
                 "right in both": r["k"],
                 "of": r["n"],
                 "chance": r["chance"],
@@ -157,6 +201,9 @@ def write_report(report: Report, config, results: dict, seconds: float) -> None:
             }
         )
         out["heads"][head["head"]] = {
+            "switch": None if sw is None else sw.to_json(),
+            "p_holm": head["p_holm"],
+            "seed_switch": None if head["seed_switch"] is None else head["seed_switch"].to_json(),
             "n_test_pairs": head["n_test_pairs"],
             "n_flipping_pairs": head["n_flipping_pairs"],
             "right_in_both": head["right_in_both"],
@@ -166,7 +213,15 @@ def write_report(report: Report, config, results: dict, seconds: float) -> None:
             "verdict": _verdict(head),
         }
     report.add_section("Over the set")
-    report.add_table("heads", pd.DataFrame(rows), caption="Per head, pooled over the test twins")
+    report.add_table(
+        "heads",
+        pd.DataFrame(rows),
+        caption="Per head: the switch sensitivity on the test pairs (95% sign-flip interval, p and Holm p), the "
+        "bias, right in both twins, and the splits pooled over the twins where it is right",
+    )
+    correction = results["correction"]
+    report.add_text(correction.label + ".")
+    out["correction"] = correction.to_json()
     report.add_section("Run")
     report.add_text(f"Wall time {seconds:.0f} s; the manifest records it too.")
     report.add_results(out)

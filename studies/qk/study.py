@@ -3,15 +3,20 @@
 Hypothesis. The seed says that in "The animal didn't cross the street because it was too tired" attention
 resolves "it": a query that has combined the pronoun with the adjective matches a key carrying the attributes
 of the animal, and with "wide" the street. In a causal model the pronoun's own query cannot see the adjective,
-so the first position where this can happen is the sentence's last token (the full stop). For a head whose
-preference there (score to the referent minus score to the foil) has the right sign in both twins, the
-hypothesis predicts that (1) a large share of the preference comes through query-side components that read
+so the first position where this can happen is the sentence's last token (the full stop). A head that does this
+is sensitive to the switch word there: its preference (score to the first candidate minus score to the second)
+moves toward the referent from one twin to the other. For a head whose preference has the right sign in both
+twins, the hypothesis predicts that (1) a large share of the preference comes through query-side components that read
 the switch word (earlier heads' writes carried from the adjective's position), and (2) removing the top
 query-side components from the head's query input flips or shrinks the preference, while removing components
 of matched size chosen at random does not.
 
-Metric. Per head: on how many held-out pairs it is right in both twins (prefers each twin's own referent),
-against the 25% that random signs give, with a 95% bootstrap interval over schemas and a one-sided exact
+Metric. Per head, primary: its switch sensitivity on the held-out pairs (``studies.data.switch``): per pair, its
+preference for the first candidate in one twin minus that in the other, signed toward the expected referent
+(score units; 0 is none), tested by sign flips over pairs with its interval, Holm-corrected over the analysed
+heads; its bias (the mean preference over both twins) apart. Secondary: on how many held-out pairs it is right in
+both twins (prefers each twin's own referent), against the 25% that random signs give, with a 95% bootstrap
+interval over schemas and a one-sided exact
 binomial test. Per head and twin where it is right: the preference's exact split into query component x key
 component terms (:func:`interp.analysis.qk.difference.qk_key_difference`), summarised as pooled shares by query
 group (heads reading the switch word, the pronoun, the candidates, other positions; MLPs at the query;
@@ -21,8 +26,8 @@ head at the query (the norm is recomputed, nothing frozen) and the preference me
 times, one component of closest norm per top component is removed instead. Since the top components are chosen
 as the largest terms of the very preference they are removed from, this is a consistency check, not evidence
 (prediction (2) is not tested on held-out data here). Heads: ``--heads`` (default the agreement heads L25H2 and
-L26H2) plus the ``--top-heads`` heads right in both twins on the most pairs of a selection half of the schemas
-(ties: the larger mean over pairs of the smaller twin preference); all are analysed on the other half. The seed's
+L26H2) plus the ``--top-heads`` heads with the largest mean switch sensitivity on a selection half of the schemas
+(ties: more pairs right in both twins); all are analysed on the other half. The seed's
 own pair is in neither half and is reported apart, once.
 
 Run time: see ``studies/qk/README.md`` (measured, with the command); the manifest records each run's.
@@ -161,14 +166,14 @@ def run_study(model, config: QKConfig, items: list, progress: bool = False) -> d
                 twin.cache = None  # selection needs the preferences only
     heads = analysis.choose_heads(pairs, select, fixed, config.top_heads)
     rng = np.random.default_rng(config.seed)
+    found = [analysis.head_result(model, pairs, test, layer, head, config, rng) for layer, head in heads]
     return {
         "n_pairs": len(pairs) - 1,  # the twin pairs of the data; the seed's pair (first) is counted apart
         "select": [pairs[i][0] for i in select],
         "test": [pairs[i][0] for i in test],
         "overview": analysis.overview(pairs, select, test),
-        "heads": [
-            analysis.head_result(model, pairs, test, layer, head, config, rng) for layer, head in heads
-        ],
+        "heads": found,
+        "correction": analysis.correct(found),
     }
 
 

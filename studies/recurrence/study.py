@@ -16,11 +16,9 @@ training (computed in float64 so that tiny values do not underflow; for the tran
 ``hook_embed``); the path length between the first token and the query (sequential steps); and wall time
 against sequence length of an LSTM cell stepped over the sequence, the fused LSTM, and one transformer pass.
 
-Run time (``interp study recurrence --quiet``): 52 s of CPU time, 53 s wall on 2 CPU cores shared with another
-job (load 3.3). Everything runs on one thread (``studies.threads``): these models are too small to split, and
-on two shared cores the same run took 5.3 min of CPU time, spent in threads waiting for each other. With the
-default 200 steps the transformer solves d = 4 and d = 64 (accuracy 1.00) and d = 16 (0.85), not d = 256
-(0.44); the LSTM solves d = 4 only.
+Run time and findings: ``studies/recurrence/README.md``, from the recorded run (``results/default.json``).
+Everything runs on one thread (``studies.threads``): these models are too small to split, and threads on two
+shared cores spend their time waiting for each other.
 """
 
 from __future__ import annotations

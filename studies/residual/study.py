@@ -18,9 +18,9 @@ embedding stream, relative to that at the input of the last block, with the skip
 the sum the block forms is the sublayer's output alone, and the identity's gradient cancels exactly);
 geometric mean and 95% interval over seeds, computed in float64.
 
-Run time (``interp study residual --quiet``, SmolLM2): 29 s of CPU time, 28 s wall on 2 CPU cores shared with
-another job (load 3.2). Everything runs on one thread (``studies.threads``), each random stack is built once for
-the settings that share its norm placement, and the prompts run as one batch.
+Run time: ``studies/residual/README.md`` gives the recorded run's (``results/default.json``). Everything runs on
+one thread (``studies.threads``), each random stack is built once for the settings that share its norm placement,
+and the prompts run as one batch.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ spread of the real scores within each query's row (the softmax is blind to a row
 standard deviation is what matters), the same spread before the division set against sqrt(d_head), and the
 pattern's entropy as it is and as it would be without the division.
 
-Run time (``interp study scaling --quiet``, both models): 16 s of CPU time, 15 s wall on 2 CPU cores shared
-with another job (load 3.3), on one thread (``studies.threads``).
+Run time: ``studies/scaling/README.md`` gives the recorded run's (``results/default.json``); it runs on one
+thread (``studies.threads``).
 """
 
 from __future__ import annotations

@@ -144,6 +144,7 @@ def findings_section(report: Report, result) -> None:
                 f"The {label} comparison rests on {n} held-out twin pairs; its intervals are wide and a small "
                 "effect would go unseen."
             )
+    found += _corrected_findings(result)
     found += _fluency_findings(result)
     not_found.append(
         "Steering acts at one position per step; whether adding the direction at every position (or at the "
@@ -152,6 +153,26 @@ def findings_section(report: Report, result) -> None:
     report.add_section("What is and is not found")
     report.add_text("\n".join(f"- {s}" for s in found) or "- No direction beats its random control.")
     report.add_text("\n".join(f"- {s}" for s in not_found))
+
+
+def _corrected_findings(result) -> list[str]:
+    """Per unit, where the direction shifts the prediction more than its random controls after Holm's
+    correction over every comparison of that unit (kind, layer and scale)."""
+    out = []
+    compared = result.comparisons
+    if compared is None or not len(compared):
+        return out
+    for units, correction in result.corrections.items():
+        part = compared[(compared.units == units) & compared.rejected & (compared["diff"] > 0)]
+        words = "its own norm" if units == "direction" else "the stream's norm at that layer"
+        for kind in result.kinds:
+            layers = sorted(set(part[part.kind == kind].layer.astype(int)))
+            out.append(
+                f"In units of {words}, the {KINDS[kind]} direction shifts the prediction toward the other pronoun "
+                f"more than random, after Holm's correction over the {correction.size} comparisons of that unit, "
+                + (f"at layers {', '.join(map(str, layers))}." if layers else "at no layer.")
+            )
+    return out
 
 
 def _fluency_findings(result) -> list[str]:

@@ -21,12 +21,22 @@ from interp.analysis import (
     steering_sweep,
     steering_vectors,
 )
+from interp.analysis.stats import correct_tests, sign_flip_interval, sign_flip_test
 from studies.data.load import twin_pairs
+from studies.data.switch import SwitchSummary, summarise, switch_pair
 
 FEMININE = frozenset({"she", "her", "herself", "hers"})
 PLURAL = frozenset({"they", "their", "them", "themselves", "theirs"})
 KINDS = {"gender": "she − he", "number": "they − he"}
 """The directions: feminine minus masculine pronoun prompts, and plural minus singular ones."""
+LABELS = {
+    "gender": ("the feminine pronoun (she, her, herself)", "the masculine one"),
+    "number": ("the plural pronoun (they, their)", "the singular one"),
+}
+"""Each kind's label 0 and label 1 (``targets[0]`` and ``targets[1]``), as a sentence reads them."""
+UNITS = {"direction": "the direction's own norm", "stream": "the stream's norm at that layer"}
+"""What a scale of 1 means in each unit: the mean twin difference itself, or the mean norm of the stream at the
+last prompt token at that layer (the same push, relative to what is already there, at every layer)."""
 
 
 def kind_of(item) -> str | None:
@@ -73,6 +83,86 @@ def random_controls(
             noise = torch.randn(vec.vector.shape, generator=generator)
             out[layer, r] = vec.with_vector(noise / noise.norm() * vec.vector.float().norm())
     return out
+
+
+@torch.no_grad()
+def stream_norms(
+    model, items: Sequence, kind: str, layers: Sequence[int], hook: str, batch_size: int
+) -> dict:
+    """``{layer: mean L2 norm}`` of the stream at the last prompt token of the ``kind`` twins among ``items``
+    (both twins of each pair), at each layer's ``hook``."""
+    prompts = [x.prompt for pair in contrast_pairs(items, kind) for x in pair]
+    names = [f"blocks.{layer}.{hook}" for layer in layers]
+    totals = dict.fromkeys(layers, 0.0)
+    for start in range(0, len(prompts), batch_size):
+        ids, mask = model.to_tokens(prompts[start : start + batch_size], padding_side="left")
+        _, cache = model.run_with_cache(ids, mask, names_filter=names)
+        for layer, name in zip(layers, names, strict=True):
+            totals[layer] += float(cache[name][:, -1].float().norm(dim=-1).sum())  # [batch] at the last token
+    return {layer: total / len(prompts) for layer, total in totals.items()}
+
+
+def in_stream_units(vectors: Mapping, norms: Mapping[int, float]) -> dict:
+    """Each vector rescaled to the stream's mean norm at its layer (the key, or its first element for a random
+    control keyed ``(layer, draw)``), so that scale ``s`` adds ``s`` times that norm along it. A vector of zero
+    norm (a layer where the twins do not differ) has no direction to rescale and is left out."""
+    out = {}
+    for key, vec in vectors.items():
+        layer = key[0] if isinstance(key, tuple) else key
+        if vec.norm > 0:
+            out[key] = vec.with_vector((vec.vector.float() / vec.norm * norms[layer]).to(vec.vector.dtype))
+    return out
+
+
+def unsteered_switch(frame: pd.DataFrame, items: Sequence, kind: str, seed: int) -> SwitchSummary | None:
+    """The unsteered model's switch sensitivity and bias (:mod:`studies.data.switch`) on the held-out ``kind``
+    twin pairs, from the flip sweep's unsteered values (``targets[0] - targets[1]`` per item); ``None`` when
+    no pair has both twins in the sweep."""
+    base = frame.drop_duplicates("id").set_index("id")["base"]
+    pairs = [(a, b) for a, b in contrast_pairs(items, kind) if a.id in base.index and b.id in base.index]
+    if not pairs:
+        return None
+    scored = [switch_pair(float(base[a.id]), float(base[b.id]), 0) for a, b in pairs]
+    groups = [a.schema_id or a.id for a, _ in pairs]
+    return summarise(scored, groups, labels=LABELS[kind], unit="logits", seed=seed)
+
+
+def compare_to_random(frame: pd.DataFrame, units: str, seed: int) -> tuple[pd.DataFrame, object]:
+    """Per kind, layer and scale: the direction's shift toward the other pronoun minus its random controls'
+    mean shift, paired by item, with a sign-flip p-value and interval over schemas (a schema's twins flipped
+    together); Holm's correction over every comparison of ``frame`` (the layer profile a reader scans).
+
+    Returns the table (``diff, diff_low, diff_high, p, p_holm, rejected``) and the :class:`Correction`."""
+    rows = []
+    for (kind, layer, scale), part in frame.groupby(["kind", "layer", "scale"], sort=True):
+        direction = part[~part.control].set_index("item")["shift"]
+        random = part[part.control].groupby("item")["shift"].mean()
+        items = direction.index.intersection(random.index)
+        diff = (direction.loc[items] - random.loc[items]).to_numpy()  # [item]
+        schemas = part.drop_duplicates("item").set_index("item").loc[items, "schema"].to_numpy()
+        interval = sign_flip_interval(diff, schemas, seed=seed)
+        rows.append(
+            {
+                "units": units,
+                "kind": kind,
+                "layer": int(layer),
+                "scale": float(scale),
+                "items": len(items),
+                "schemas": interval.n_groups,
+                "diff": interval.mean,
+                "diff_low": interval.low,
+                "diff_high": interval.high,
+                "p": sign_flip_test(diff, 0.0, groups=schemas, seed=seed),
+            }
+        )
+    table = pd.DataFrame(rows)
+    correction = correct_tests(
+        f"direction against random, shift per item, every kind, layer and scale in units of {UNITS[units]}",
+        table["p"].tolist(),
+    )
+    table["p_holm"] = correction.adjusted
+    table["rejected"] = correction.rejected
+    return table, correction
 
 
 def target_ids(model, items: Sequence) -> torch.Tensor:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from interp.report import Report, figures
 from studies.steering.findings import findings_section, focus_section, summary_row
-from studies.steering.measure import KINDS, bootstrap_mean
+from studies.steering.measure import KINDS, UNITS, bootstrap_mean
 
 WORDS = {
     "feminine": re.compile(r"\b(she|her|hers|herself)\b", re.IGNORECASE),
@@ -51,6 +51,7 @@ def write_report(report: Report, result, seconds: float) -> None:
     _data_section(report, result)
     for kind in result.kinds:
         _flip_section(report, result, kind)
+    _stream_section(report, result)
     focus_section(report, result)
     _fluency_section(report, result)
     _continuation_section(report, result)
@@ -67,6 +68,13 @@ def write_report(report: Report, result, seconds: float) -> None:
             "fluency": result.fluency_summary.to_dict(orient="records"),
             "continuations": result.continuations.to_dict(orient="records"),
             "timings_s": {k: round(v, 1) for k, v in result.timings.items()},
+            "switch": {k: (None if v is None else v.to_json()) for k, v in result.switch.items()},
+            "stream_scales": list(cfg.stream_scales),
+            "stream_norms": {k: {str(layer): n for layer, n in v.items()} for k, v in result.norms.items()},
+            "stream_flips": result.stream_summary.to_dict(orient="records"),
+            "comparisons": result.comparisons.to_dict(orient="records"),
+            "corrections": {u: c.to_json() for u, c in result.corrections.items()},
+            "profile": _profile(result),
         }
     )
     report.add_section("Run", f"Measured in {seconds:.0f} s wall (this run), on one thread.")
@@ -131,9 +139,16 @@ def _data_section(report: Report, result) -> None:
     report.add_section(
         "Data",
         "The agreement twins, split by schema: directions from one half, everything else measured on the "
-        "other. Unsteered accuracy is the fraction of held-out items whose agreeing pronoun gets the higher "
+        "other. First, what the unsteered model does on the held-out twin pairs: its switch sensitivity (the "
+        "preference for the first pronoun in one twin minus that in the other, toward the agreeing pronoun; 0 "
+        "is none), tested by sign flips over pairs with its 95% interval, and its bias (the mean preference over "
+        "both twins). Unsteered accuracy is the fraction of held-out items whose agreeing pronoun gets the higher "
         "logit (chance 0.5; 95% bootstrap over schemas, a schema's twins together); only those items can flip.",
     )
+    for kind in result.kinds:
+        switch = result.switch.get(kind)
+        if switch is not None:
+            report.add_text(f"{KINDS[kind]}: " + switch.verdict("the unsteered model"))
     report.add_table("data", pd.DataFrame(rows))
 
 
@@ -175,6 +190,105 @@ def _flip_section(report: Report, result, kind: str) -> None:
         caption=f"{label}: per layer, control and scale.",
         max_rows=200,
     )
+
+
+def _stream_section(report: Report, result) -> None:
+    """The layer profile in units of the stream's norm, and the corrected comparisons against random in both
+    units."""
+    summary, scales = result.stream_summary, result.config.stream_scales
+    kind = result.kinds[0]
+    ratios = {
+        layer: result.directions[kind][layer].norm / result.norms[kind][layer]
+        for layer in result.layers
+        if result.directions[kind][layer].norm > 0
+    }
+    first, last = min(ratios), max(ratios)
+    report.add_section(
+        "The layer profile in units of the stream",
+        "In its own units a direction's push grows with depth, because the direction does (the table under "
+        f"Directions): for {KINDS[kind]}, scale 1 adds {ratios[first]:.1%} of the stream's mean norm entering "
+        f"block {first} and {ratios[last]:.1%} entering block {last}. Here "
+        "the direction and its random controls are rescaled to the mean norm of the stream at the last prompt "
+        "token of the build twins at that layer, and steered at "
+        + ", ".join(f"{s:g}" for s in scales)
+        + " times it: the same push, relative to what is already in the stream, at every layer. A layer where "
+        "the twins do not differ (a zero direction) has nothing to rescale and is left out.",
+    )
+    for kind in result.kinds:
+        part = summary[summary.kind == kind]
+        layers = sorted(part.layer.unique())
+        ys, ci = {}, {}
+        for control in ("direction", "random"):
+            for scale in scales:
+                rows = part[(part.control == control) & (part.scale == scale)].set_index("layer").loc[layers]
+                ys[f"{control} ×{scale:g} stream"] = rows["flip"].to_numpy()
+                ci[f"{control} ×{scale:g} stream"] = (
+                    rows["flip_low"].to_numpy(),
+                    rows["flip_high"].to_numpy(),
+                )
+        fig = figures.line_plot(
+            layers,
+            ys,
+            ci=ci,
+            title=f"{KINDS[kind]}: fraction flipped by layer, in units of the stream's norm",
+            xlabel="layer L (blocks.L.hook_resid_pre)",
+            ylabel="fraction flipped",
+        )
+        _dense_ticks(fig)
+        report.add_figure(f"{kind}_flips_stream", fig, caption="Bands: 95% bootstrap intervals over schemas.")
+    report.add_table(
+        "stream_flips", summary.sort_values(["kind", "control", "scale", "layer"]), max_rows=200,
+        caption="Per kind, layer, control and scale (multiples of the stream's norm at that layer)",
+    )  # fmt: skip
+    compared = result.comparisons
+    report.add_table(
+        "comparisons",
+        compared,
+        max_rows=200,
+        caption="Direction against its random controls: the shift toward the other pronoun (logits), direction "
+        "minus random, paired by item, with its 95% sign-flip interval and p over schemas; Holm over every "
+        "comparison of one unit",
+    )
+    lines = []
+    for units, correction in result.corrections.items():
+        part = compared[compared.units == units]
+        lines.append(f"- In units of {UNITS[units]}: {correction.label}; {_rejected_layers(part)}.")
+    report.add_text("\n".join(lines))
+
+
+def _profile(result) -> dict:
+    """Per unit and kind, the corrected comparisons in brief: how many were made and rejected, and the layers
+    where the direction beats random at some scale and at every scale (the numbers the README cites)."""
+    out: dict = {}
+    for units, correction in result.corrections.items():
+        part = result.comparisons[result.comparisons.units == units]
+        out[units] = {"tests": correction.size, "rejected": int(sum(correction.rejected)), "kinds": {}}
+        for kind, rows in part.groupby("kind", sort=False):
+            beats = rows.rejected & (rows["diff"] > 0)
+            out[units]["kinds"][kind] = {
+                "tests": len(rows),
+                "beats_random": int(beats.sum()),
+                "layers": sorted({int(layer) for layer in rows[beats].layer}),
+                "layers_every_scale": sorted(
+                    int(layer) for layer, g in rows.groupby("layer") if (g.rejected & (g["diff"] > 0)).all()
+                ),
+            }
+    return out
+
+
+def _rejected_layers(part: pd.DataFrame) -> str:
+    """Per kind, the layers where the direction beats random after correction at every scale, and at some."""
+    out = []
+    for kind, rows in part.groupby("kind", sort=False):
+        above = rows[rows.rejected & (rows["diff"] > 0)]
+        every = sorted(
+            int(layer) for layer, g in rows.groupby("layer") if (g.rejected & (g["diff"] > 0)).all()
+        )
+        out.append(
+            f"{KINDS[kind]} beats random at layers {', '.join(map(str, sorted(set(above.layer)))) or 'none'} "
+            f"(at every scale: {', '.join(map(str, every)) or 'none'})"
+        )
+    return "; ".join(out)
 
 
 def _fluency_section(report: Report, result) -> None:
@@ -244,6 +358,8 @@ def _norms_section(report: Report, result) -> None:
         row = {"layer": layer}
         for kind in result.kinds:
             row[f"norm {KINDS[kind]}"] = result.directions[kind][layer].norm
+            row[f"stream norm ({kind} twins)"] = result.norms[kind][layer]
+            row[f"ratio {KINDS[kind]}"] = result.directions[kind][layer].norm / result.norms[kind][layer]
         if len(result.kinds) == 2:
             a, b = (result.directions[k][layer].vector.float() for k in result.kinds)
             denom = float(a.norm() * b.norm())
@@ -251,7 +367,8 @@ def _norms_section(report: Report, result) -> None:
         rows.append(row)
     report.add_section(
         "Directions",
-        "The norm of each direction (the mean twin difference at the last token) grows with depth: scale 1 "
-        "means a different absolute push at every layer, the same push relative to what separates the twins.",
+        "The norm of each direction (the mean twin difference at the last token) grows with depth, and so does "
+        "its ratio to the stream's mean norm there: scale 1 means a different push at every layer, the same "
+        "relative to what separates the twins, not to what is already in the stream.",
     )
     report.add_table("directions", pd.DataFrame(rows))

@@ -17,7 +17,15 @@ minus singular (``number``). On the other half, each item is steered toward the 
 at scales in units of the direction itself (1 moves a prompt by the full mean difference): the fraction of
 the items the unsteered model gets right whose preference flips, and the mean shift of
 the logit difference toward the other pronoun (95% bootstrap intervals over schemas). Control: for each layer,
-random Gaussian directions rescaled to the direction's norm, steered the same way. Fluency: the KL divergence
+random Gaussian directions rescaled to the direction's norm, steered the same way. The direction's norm grows
+with depth (the twins differ little early on), so in its own units an early layer's push is tiny by
+construction; the same profile is therefore measured in units of the stream's norm at that layer too
+(``--stream-scales``: multiples of the mean norm of the stream at the last prompt token of the build twins),
+the direction and its random controls rescaled to it. At each kind, layer and scale the direction's shift is
+compared with its random controls' (paired by item, sign flips over schemas), and Holm's correction runs over
+every comparison of one unit (78 at the default settings in the direction's units). Before any steering, the
+unsteered model's switch sensitivity on the held-out pairs (``studies.data.switch``: the she - he preference in
+one twin minus the other's, tested by sign flips over pairs) and its bias are reported. Fluency: the KL divergence
 (nats) from the unsteered next-token distribution after 16 neutral prompts (no person in them) under the same
 intervention, and the perplexity, under the unsteered model, of greedy continuations generated with the
 direction added at the last prompt token and every generated token (``positions=[-1, "new"]``), against
@@ -59,6 +67,7 @@ class SteeringConfig:
     focus: tuple[int, ...] = (25, 26)
     scales: tuple[float, ...] = (1.0, 2.0, 4.0)
     compare_scale: float = 2.0
+    stream_scales: tuple[float, ...] = (0.05, 0.1, 0.2)
     n_random: int = 1
     new_tokens: int = 16
     n_continuations: int = 4
@@ -84,6 +93,14 @@ class SteeringResult:
     best: dict[str, int]
     counts: dict[str, dict[str, int]]
     timings: dict[str, float] = field(default_factory=dict)
+    switch: dict = field(
+        default_factory=dict
+    )  # kind -> the unsteered model's SwitchSummary on held-out pairs
+    norms: dict = field(default_factory=dict)  # kind -> {layer: mean stream norm at the last token}
+    stream_flips: pd.DataFrame | None = None
+    stream_summary: pd.DataFrame | None = None
+    comparisons: pd.DataFrame | None = None  # direction against random, per units, kind, layer and scale
+    corrections: dict = field(default_factory=dict)  # units -> Holm's Correction over its comparisons
 
 
 def default_layers(n_layers: int, focus: Sequence[int]) -> tuple[int, ...]:
@@ -100,6 +117,11 @@ def parse(argv: Sequence[str] | None) -> tuple[SteeringConfig, StudyRun]:
     parser.add_argument("--focus", default="25,26", help="layers where patching found the signal ('' none)")
     parser.add_argument("--scales", default="1,2,4", help="comma-separated multiples of the direction")
     parser.add_argument("--compare-scale", type=float, default=2.0, help="the scale layers are compared at")
+    parser.add_argument(
+        "--stream-scales",
+        default="0.05,0.1,0.2",
+        help="comma-separated multiples of the stream's mean norm at each layer (the profile in stream units)",
+    )
     parser.add_argument("--random", type=int, default=1, help="random directions per layer")
     parser.add_argument("--new-tokens", type=int, default=16, help="tokens per generated continuation")
     parser.add_argument("--continuations", type=int, default=4, help="held-out prompts to continue")
@@ -109,6 +131,9 @@ def parse(argv: Sequence[str] | None) -> tuple[SteeringConfig, StudyRun]:
     scales = _floats(parser, "--scales", args.scales)
     if not scales or any(s <= 0 for s in scales):
         parser.error(f"--scales {args.scales}: give positive multiples, e.g. 1,2,4")
+    stream_scales = _floats(parser, "--stream-scales", args.stream_scales)
+    if not stream_scales or any(s <= 0 for s in stream_scales):
+        parser.error(f"--stream-scales {args.stream_scales}: give positive multiples, e.g. 0.05,0.1,0.2")
     if args.compare_scale not in scales:
         parser.error(f"--compare-scale {args.compare_scale} is not one of --scales {args.scales}")
     for flag, value in (("--random", args.random), ("--new-tokens", args.new_tokens)):
@@ -124,6 +149,7 @@ def parse(argv: Sequence[str] | None) -> tuple[SteeringConfig, StudyRun]:
         focus=tuple(_ints(parser, "--focus", args.focus)),
         scales=tuple(scales),
         compare_scale=args.compare_scale,
+        stream_scales=tuple(stream_scales),
         n_random=args.random,
         new_tokens=args.new_tokens,
         n_continuations=args.continuations,
@@ -175,10 +201,12 @@ def run_study(
         raise ValueError("no she/he or they/he twin pairs on both sides of the split; the study needs some")
     timings: dict[str, float] = {}
     directions, flips, fluency, counts = {}, [], [], {}
+    norms, stream_flips, switch = {}, [], {}
     for k, kind in enumerate(kinds):
         start = time.perf_counter()
         directions[kind] = measure.find_directions(model, build, kind, layers, HOOK, batch_size=16)
         controls = measure.random_controls(directions[kind], config.n_random, config.seed + 1 + k)
+        norms[kind] = measure.stream_norms(model, build, kind, layers, HOOK, batch_size=16)
         timings[f"directions_{kind}"] = time.perf_counter() - start
         start = time.perf_counter()
         flips.append(
@@ -186,7 +214,17 @@ def run_study(
                 model, test, kind, directions[kind], controls, config.scales, config.batch_size, progress
             )
         )
+        switch[kind] = measure.unsteered_switch(flips[-1], test, kind, config.seed)
         timings[f"flips_{kind}"] = time.perf_counter() - start
+        start = time.perf_counter()
+        stream = measure.in_stream_units(directions[kind], norms[kind])
+        stream_controls = measure.in_stream_units(controls, norms[kind])
+        stream_flips.append(
+            measure.flip_sweep(
+                model, test, kind, stream, stream_controls, config.stream_scales, config.batch_size, progress
+            )
+        )
+        timings[f"stream_flips_{kind}"] = time.perf_counter() - start
         start = time.perf_counter()
         fluency.append(
             measure.fluency_cost(
@@ -201,6 +239,14 @@ def run_study(
         }
     flip_frame = pd.concat(flips, ignore_index=True)
     flip_summary = measure.summarise_flips(flip_frame, config.n_boot, config.seed)
+    stream_frame = pd.concat(stream_flips, ignore_index=True)
+    stream_summary = measure.summarise_flips(stream_frame, config.n_boot, config.seed)
+    start = time.perf_counter()
+    compared, corrections = [], {}
+    for units, frame in (("direction", flip_frame), ("stream", stream_frame)):
+        table, corrections[units] = measure.compare_to_random(frame, units, config.seed)
+        compared.append(table)
+    timings["comparisons"] = time.perf_counter() - start
     fluency_frame = pd.concat(fluency, ignore_index=True)
     fluency_summary = measure.summarise_fluency(fluency_frame, config.n_boot, config.seed)
     best = {kind: best_layer(flip_summary, kind, config.compare_scale) for kind in kinds}
@@ -209,7 +255,8 @@ def run_study(
     timings["continuations"] = time.perf_counter() - start
     return SteeringResult(
         config, layers, focus, kinds, directions, flip_frame, flip_summary, fluency_frame, fluency_summary,
-        generated, best, counts, timings,
+        generated, best, counts, timings, switch, norms, stream_frame, stream_summary,
+        pd.concat(compared, ignore_index=True), corrections,
     )  # fmt: skip
 
 

@@ -102,6 +102,12 @@ def test_study_end_to_end(folder, corpus, tmp_path):
         spread = group["head_share_intervals"]["L1H0"]
         assert spread["share"] == pytest.approx(group["head_shares_asked"]["L1H0"])
         assert s["top_beats_every_random"]["chance"] == pytest.approx(1 / 3)  # two random draws
+        switch = group["switch"]  # the model's own switch sensitivity, from the same rows' clean targets
+        assert switch["n_pairs"] == n // 2 and switch["verdict"]
+    tired, wide = results["groups"]["winograd"]["prompts"]  # tired expects the animal: label 0
+    switch = results["groups"]["winograd"]["switch"]
+    assert switch["sensitivity"]["estimate"] == pytest.approx(tired["clean"] - wide["clean"], abs=1e-5)
+    assert switch["bias"]["estimate"] == pytest.approx((tired["clean"] + wide["clean"]) / 2, abs=1e-5)
     assert (out / "index.html").stat().st_size > 0 and (out / "manifest.json").exists()
     cached = list((tmp_path / "work").glob("transcoders-*"))
     assert len(cached) == 1 and not (cached[0] / "activations").exists()
@@ -291,6 +297,28 @@ def test_a_head_the_model_lacks_is_refused_naming_it(folder, corpus, tmp_path):
     config = AttributionConfig(model="tiny", heads=((25, 2),))
     with pytest.raises(ValueError, match=r"L25H2 is not a head of tiny \(2 layers"):
         run_study(model, config, Corpus([], "none", None, 0, 0), tmp_path, False)
+
+
+def test_switch_pairs_the_twins_of_each_schema_and_keeps_sensitivity_apart_from_bias():
+    # the seed's numbers: animal - street 7.89 after "tired" (expects the animal), 7.37 after "wide"
+    seed = [{"schema": "seed", "sign": 1, "clean": 7.89}, {"schema": "seed", "sign": -1, "clean": 7.37}]
+    found = measure.switch(seed, ('"animal"', '"street"'), seed=0)
+    assert found.n_pairs == 1 and found.right_both == 0
+    assert found.sensitivity.estimate == pytest.approx(0.52) and found.bias.estimate == pytest.approx(7.63)
+    # six agreement pairs, she - he higher in the feminine twin in all six, under a bias toward "he": the
+    # sign-flip test over pairs gives 2 / 64, whatever the order of the twins in a schema
+    rows = []
+    for s, (fem, masc) in enumerate(
+        [(1.0, 0.2), (0.5, -0.9), (-0.2, -1.0), (2.0, 1.1), (0.1, -2.0), (-1.0, -1.3)]
+    ):
+        twins = [{"schema": f"s{s}", "sign": 1, "clean": fem}, {"schema": f"s{s}", "sign": -1, "clean": masc}]
+        rows += twins if s % 2 else twins[::-1]
+    rows.append({"schema": "lone", "sign": 1, "clean": 3.0})  # a prompt without its twin is in no pair
+    found = measure.switch(rows, ('"she"', '"he"'), seed=0)
+    assert found.n_pairs == 6 and found.sensitive == 6
+    assert found.sensitivity.p_value == pytest.approx(2 / 64)
+    assert found.sensitivity.estimate == pytest.approx(np.mean([0.8, 1.4, 0.8, 0.9, 2.1, 0.3]))
+    assert measure.switch(rows[-1:], ('"she"', '"he"'), seed=0) is None
 
 
 def test_top_beats_random_uses_effects_signed_toward_the_answer():

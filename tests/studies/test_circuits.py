@@ -67,6 +67,8 @@ def test_report_folder_and_results(report):
     assert r["pairs"]["scoring"] == 6 and r["pairs"]["exact"] == 2
     page = (report / "index.html").read_text()
     assert "Against the GPT-2 small gendered-pronoun circuit" in page and "One person against two" in page
+    switch = r["switch"]["all"]  # the primary measure: over the held-out twin pairs, both directions each
+    assert switch["full"]["n_pairs"] == r["pairs"]["test"] // 2 and switch["circuit"]["verdict"]
 
 
 def test_a_second_run_writes_the_same_results(folder, report, tmp_path):
@@ -146,3 +148,28 @@ def test_accuracies_by_people_have_intervals_over_twin_pairs():
         assert row[f"accuracy_{column}"] == right.mean()
         expected = bootstrap_mean_interval(right, 2000, 3, groups=twins)[1:]
         assert (row[f"accuracy_{column}_low"], row[f"accuracy_{column}_high"]) == expected
+
+
+def test_switch_sums_a_twin_pairs_two_directions_for_the_full_model_and_the_circuit():
+    import pandas as pd
+
+    from studies.circuits.anatomy import switch_by_people
+
+    # six twin pairs, twin a feminine (its answer is the first target, " she"): the full model's metric is
+    # +3 with a clean and -1.5 with b clean (it prefers " she" by 2.25 in both twins and moves 1.5 toward the
+    # expected pronoun): sensitive, biased, right in both in no pair; the circuit is right in both in all
+    rows = []
+    for i in range(6):
+        rows.append(
+            {"pair": f"ag-{i}a/ag-{i}b", "two_people": i < 2, "first": True, "full": 3.0, "circuit": 1.0}
+        )
+        rows.append(
+            {"pair": f"ag-{i}b/ag-{i}a", "two_people": i < 2, "first": False, "full": -1.5, "circuit": 0.5}
+        )
+    found = switch_by_people(pd.DataFrame(rows), seed=0)
+    full, circuit = found["all"]["full"], found["all"]["circuit"]
+    assert full.n_pairs == 6 and full.sensitivity.estimate == pytest.approx(1.5)
+    assert full.sensitivity.p_value == pytest.approx(2 / 64) and full.bias.estimate == pytest.approx(2.25)
+    assert full.right_both == 0 and circuit.right_both == 6
+    assert circuit.sensitivity.estimate == pytest.approx(1.5) and circuit.bias.estimate == pytest.approx(0.25)
+    assert found["two people"]["full"].n_pairs == 2 and found["one person"]["full"].n_pairs == 4

@@ -203,3 +203,33 @@ def test_the_agreement_headline_and_verdicts_carry_the_tables_chance_level():
     assert "(chance 0.333333; pair accuracy" in cards.captions[0]
     assert cards.texts[0] == f"m is above chance on three (model, all prompts): 0.67 [{ci[0]:.2f}, {ci[1]:.2f}] " \
                              "(chance 0.333333, n = 24)."  # fmt: skip
+
+
+def test_a_head_biased_to_one_candidate_is_at_chance_by_accuracy_and_sensitive_by_its_twin_difference():
+    # 24 test pairs (twins 2s, 2s + 1; twin a's referent is candidate 0, twin b's candidate 1). Head (0, 0) gives
+    # candidate 0 more mass in both twins, 0.3 more in twin a than in twin b: right in one twin of each pair
+    # (accuracy 0.5), its mass moved toward the referent by the switch word in every pair. Head (0, 1) moves
+    # nothing: the same margins in both twins.
+    from studies.coreference.findings import sensitivity_line
+
+    n = 48
+    schema = np.repeat(np.arange(24), 2)
+    margin = np.zeros((2 * n, 1, 2, 1, 2))  # toward each twin's own referent
+    twin_b = np.arange(2 * n) % 2 == 1
+    margin[:, :, :, 0, 0] = np.where(twin_b, -0.35, 0.65)[:, None, None]  # candidate 0: +0.5 +- 0.15
+    margin[:, :, :, 0, 1] = np.where(twin_b, 0.2, -0.2)[:, None, None]
+    right = (margin > 0).astype(float)
+    select = np.arange(2 * n) < n
+    groups = np.concatenate([100 + schema, schema])
+    pairs = [(2 * s, 2 * s + 1) for s in range(48)]
+    table = attention.select_and_test(
+        right, margin, select, ["switch"], top_k=2, groups=groups, seed=0, pairs=pairs
+    )
+    by_head = table[table["by"] == "weight"].set_index("head")
+    assert by_head.loc[0, "test_accuracy"] == 0.5 and not by_head.loc[0, "above_chance"]
+    assert by_head.loc[0, "sens"] == pytest.approx(0.3) and by_head.loc[0, "sens_pairs"] == 24
+    assert by_head.loc[0, "sensitive"] and by_head.loc[0, "sens_low"] > 0
+    assert by_head.loc[1, "sens"] == pytest.approx(0.0) and not by_head.loc[1, "sensitive"]
+    assert table["sens_p_holm"].tolist() == pytest.approx(holm(table["sens_p"].tolist()))
+    line = sensitivity_line(table)
+    assert "2 of 4 tests sensitive" in line and "L0H0 from switch" in line and "+0.300" in line

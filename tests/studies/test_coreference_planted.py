@@ -4,7 +4,8 @@ Layer 0 head 0 moves the switch word's "first"/"second" feature to every later p
 planted head) turns that feature into a query that matches the positional key of the first or second
 candidate and copies the candidate's identity to the unembedding. The study must rank that head first by
 antecedent accuracy, and patching its output between twins must recover most of the question-prompt
-logit difference.
+logit difference. Two more planted heads, both biased to the first candidate, test the heads' switch
+sensitivity: one whose attention moves with the switch word, one whose attention does not.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import tokenizers
 import torch
 
 from interp import HookedTransformer, TransformerConfig
-from interp.analysis import patch
+from interp.analysis import holm, patch
 from interp.tokens import Tokenizer
 from studies.coreference import attention, causal
 from studies.coreference.measure import RESOLUTION_QUERIES, measure_resolution
 from studies.data import pairs as data_pairs
 from studies.data.load import load_items, split_by_schema, twin_pairs
+from studies.data.notes import Notes
+from studies.data.twins import pair_up
 
 WORDS = ["[UNK]", "[BOS]", "cat", "dog", "fox", "owl", "chased", "so", "tired", "wide", "it", "ran", "."]
 WORDS += ["In", "this", "sentence", ",", '"', "refers", "to"]
@@ -73,9 +76,12 @@ def planted_model() -> HookedTransformer:
     return model.eval()
 
 
-def write_items(path) -> list:
-    pairs = [("cat", "dog"), ("dog", "cat"), ("fox", "owl"), ("owl", "fox"), ("cat", "fox"), ("owl", "dog")]
-    pairs += [("dog", "fox"), ("fox", "cat"), ("cat", "owl"), ("owl", "cat")]
+PAIRS = [("cat", "dog"), ("dog", "cat"), ("fox", "owl"), ("owl", "fox"), ("cat", "fox"), ("owl", "dog")]
+PAIRS += [("dog", "fox"), ("fox", "cat"), ("cat", "owl"), ("owl", "cat")]
+EVERY_PAIR = PAIRS + [("dog", "owl"), ("fox", "dog")]  # all 12 orders of two of the four candidates
+
+
+def write_items(path, pairs=PAIRS) -> list:
     lines = []
     for n, (c0, c1) in enumerate(pairs):
         for suffix, switch, answer in (("a", "tired", 0), ("b", "wide", 1)):
@@ -176,3 +182,63 @@ def test_patching_by_position_finds_the_switch_word(setup):
     assert frame["value"].iloc[0] == pytest.approx(1.0, abs=1e-4)
     before = [data_pairs.ROLES_RESOLUTION.index(r) for r in ("candidate 0", "candidate 1")]
     assert np.abs(recovery[:, before]).max() == 0.0  # identical in both twins: nothing to patch
+
+
+MOVED, UNMOVED = (1, 0), (0, 1)
+
+
+@torch.no_grad()
+def biased_heads_model() -> HookedTransformer:
+    """The planted model with its two free heads planted too, both biased to the first candidate (key P1 only):
+    L1H0 reads the switch word's "first" feature on top of a constant query, so from the pronoun it gives the
+    first candidate more mass after "tired" than after "wide" (and more than the second candidate in both
+    twins); L0H1 reads only the constant, before any layer has moved the switch word, so its pattern is the
+    same in both twins."""
+    model = planted_model()
+    moved, unmoved = model.blocks[MOVED[0]].attn, model.blocks[UNMOVED[0]].attn
+    moved.W_Q[MOVED[1], ONE, 0] = moved.W_Q[MOVED[1], F_FIRST, 0] = 0.5  # small: softmax far from saturated
+    moved.W_K[MOVED[1], P1, 0] = 1.0
+    unmoved.W_Q[UNMOVED[1], ONE, 0] = 0.5
+    unmoved.W_K[UNMOVED[1], P1, 0] = 1.0
+    return model
+
+
+def test_a_biased_head_is_found_sensitive_only_when_its_attention_moves_with_the_switch_word(tmp_path):
+    # 12 schemas: heads chosen on 2, tested on the 10 others (sign flips over 10 pairs reach p = 2/1024)
+    items = write_items(tmp_path / "every.jsonl", EVERY_PAIR)
+    measured = measure_resolution(biased_heads_model(), items, batch_size=8, progress=False)
+    pronoun = RESOLUTION_QUERIES.index("pronoun")
+    right, margin = attention.picks(measured, [m.record["answer"] for m in measured])
+    right, margin = right[:, [pronoun]], margin[:, [pronoun]]
+    first, _ = split_by_schema(items, 2 / 12, 0)
+    select = np.isin([x.id for x in items], [x.id for x in first])
+    pairs = pair_up(items, Notes()).comparable
+    held_out = [(a, b) for a, b in pairs if not select[a]]
+    assert len(pairs) == 12 and len(held_out) == 10
+    table = attention.select_and_test(
+        right, margin, select, ["pronoun"], top_k=4, groups=[x.schema_id for x in items], pairs=pairs
+    )
+    rows = table.set_index(["by", "layer", "head"])
+
+    # the naive sum over each held-out pair: (first - second | "tired") - (first - second | "wide")
+    mass = np.stack([m.mass[pronoun, :, 0] for m in measured])  # [item, candidate, layer, head], by weight
+    toward_first = mass[:, 0] - mass[:, 1]
+    assert all(items[a].answer == 0 and items[b].answer == 1 for a, b in held_out)
+    expected = np.mean([toward_first[a] - toward_first[b] for a, b in held_out], axis=0)  # [layer, head]
+    for head in (PLANTED, MOVED, UNMOVED):
+        assert rows.loc[("weight", *head), "sens"] == pytest.approx(expected[head], abs=1e-6)
+        assert rows.loc[("weight", *head), "sens_pairs"] == 10
+
+    # both biased heads prefer the first candidate in every twin: right once per pair, 0.5 by accuracy
+    for head in (MOVED, UNMOVED):
+        assert (toward_first[:, head[0], head[1]] > 0.05).all()
+        assert rows.loc[("weight", *head), "test_accuracy"] == 0.5
+        assert not rows.loc[("weight", *head), "above_chance"]
+    moved = rows.loc[("weight", *MOVED)]
+    assert moved["sens"] > 0.1 and moved["sens_low"] > 0 and moved["sensitive"]
+    assert moved["sens_p"] == pytest.approx(2 / 1024)  # every pair moves the same way: the exact minimum
+    unmoved = rows.loc[("weight", *UNMOVED)]
+    assert unmoved["sens"] == pytest.approx(0.0, abs=1e-6) and not unmoved["sensitive"]
+    planted = rows.loc[("weight", *PLANTED)]
+    assert planted["test_accuracy"] == 1.0 and planted["sensitive"] and planted["sens"] > moved["sens"]
+    assert table["sens_p_holm"].tolist() == pytest.approx(holm(table["sens_p"].tolist()))

@@ -98,6 +98,9 @@ def test_every_format_runs_end_to_end_from_an_absolute_path(folder, tmp_path):
                                          "why": "twin link not returned: 2; no twin: 2"}  # fmt: skip
     assert coverage["attention from the switch word"]["items"] == 8
     assert results["imperfect"]["behaviour"][0]["pairs"] == 5
+    switch = results["imperfect"]["switch"]["partial scoring"]  # the primary measure, over comparable pairs
+    assert switch["n_pairs"] == results["imperfect"]["data"]["comparable_pairs"]
+    assert switch["verdict"] and "imperfect_switch" in tables
     # one warning per kind of problem and data set (the imperfect file has five kinds)
     imperfect = [str(w.message) for w in caught if str(w.message).startswith("imperfect: ")]
     assert len(imperfect) == 5

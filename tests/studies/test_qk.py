@@ -73,9 +73,15 @@ def test_study_end_to_end(folder, tmp_path):
     heads = results["heads"]
     assert results["n_pairs"] == 8 and results["n_select"] + results["n_test"] == 8  # the seed's pair apart
     assert "L1H0" in heads and len(heads) == 3
+    assert results["correction"]["size"] == 3 and results["correction"]["method"] == "holm"
     for name, head in heads.items():
         assert 0 <= head["n_flipping_pairs"] <= head["n_test_pairs"]
         assert head["verdict"].startswith(name)
+        assert (
+            head["switch"]["n_pairs"] == results["n_test"]
+            and head["p_holm"] >= head["switch"]["sensitivity"]["p_value"]
+        )
+        assert head["seed_switch"]["n_pairs"] == 1
         # a random model is right in both twins of no test pair here, so nothing is summarised (the summary's
         # values are checked against the test's own arithmetic in test_intervention_and_share_intervals_...)
         assert (head["n_flipping_pairs"], head["summary"]) == (0, {})
@@ -117,7 +123,7 @@ def test_an_encoder_is_refused():
         run_study(tiny_model(causal=False), QKConfig(), load_items("winograd"))
 
 
-def test_overview_counts_heads_right_in_both_twins(model):
+def test_overview_ranks_heads_by_switch_sensitivity_with_their_counts(model):
     pairs = twin_pairs_of(model, QKConfig(pairs=3), load_items("winograd"))
     for _, twins, _ in pairs:
         for twin in twins:
@@ -125,24 +131,60 @@ def test_overview_counts_heads_right_in_both_twins(model):
     rows = analysis.overview(pairs, [1], [0, 2, 3], top=4)
     assert all(r["chance"] == 0.25 and r["fraction"] == r["right in both (test pairs)"] / 3 for r in rows)
     assert len(rows) == 4 and all(r["of"] == 3 for r in rows)
-    counts = [r["right in both (test pairs)"] for r in rows]
-    assert counts == sorted(counts, reverse=True)
+    means = [r["sensitivity (test)"] for r in rows]
+    assert means == sorted(means, reverse=True)
     first = rows[0]["head"]
     layer, head = int(first[1 : first.index("H")]), int(first[first.index("H") + 1 :])
-    expected = sum(
-        bool(a.preference[layer, head] > 0 and b.preference[layer, head] > 0)
-        for _, (a, b), _ in pairs[:1] + pairs[2:]
+    test = pairs[:1] + pairs[2:]
+    # naive: each twin's preference toward its own referent, summed over the pair
+    expected = np.mean([a.preference[layer, head] + b.preference[layer, head] for _, (a, b), _ in test])
+    assert means[0] == pytest.approx(expected)
+    assert means[0] == pytest.approx(analysis.sensitivity(pairs, [0, 2, 3])[:, layer, head].mean())
+    right = sum(
+        bool(a.preference[layer, head] > 0 and b.preference[layer, head] > 0) for _, (a, b), _ in test
     )
-    assert counts[0] == expected
+    assert rows[0]["right in both (test pairs)"] == right
     a, b = pairs[1][1]
-    assert rows[0]["tracking (selection)"] == pytest.approx(
-        min(a.preference[layer, head], b.preference[layer, head])
+    assert rows[0]["sensitivity (selection)"] == pytest.approx(
+        a.preference[layer, head] + b.preference[layer, head]
     )
 
 
 def _pair(schema: str, *preferences: float):
-    twins = tuple(SimpleNamespace(preference=np.array([[p]])) for p in preferences)
+    twins = tuple(SimpleNamespace(preference=np.array([[p]]), answer=k) for k, p in enumerate(preferences))
     return ((f"{schema}a", f"{schema}b"), twins, schema)
+
+
+def _heads_pair(schema: str, a: list[float], b: list[float]):
+    """A pair whose twins hold one preference per head (``[1, heads]``), each toward its own referent."""
+    twins = (
+        SimpleNamespace(preference=np.array([a]), answer=0),
+        SimpleNamespace(preference=np.array([b]), answer=1),
+    )
+    return ((f"{schema}a", f"{schema}b"), twins, schema)
+
+
+def test_heads_are_chosen_by_switch_sensitivity_not_by_pairs_right_in_both():
+    # head 0 prefers the first candidate by 3 in both twins and moves 0.5 toward the referent: right in no pair,
+    # sensitive in every one; head 1 is right in both twins of half the pairs and wrong in both of the others,
+    # and moves nothing on average
+    pairs = []
+    for i in range(8):
+        lucky = 0.4 if i % 2 else -0.4
+        pairs.append(_heads_pair(f"s{i}", [3.25, lucky], [-2.75, lucky]))  # head 1: right in both, or neither
+    assert analysis.right_in_both(pairs, list(range(8))).tolist() == [[0, 4]]
+    assert analysis.choose_heads(pairs, list(range(8)), [], 1) == [(0, 0)]
+    found = analysis.head_switch(pairs, list(range(8)), 0, 0, seed=0)
+    assert found.sensitivity.estimate == pytest.approx(0.5) and found.sensitivity.p_value == pytest.approx(
+        2 / 256
+    )
+    assert found.bias.estimate == pytest.approx(3.0) and found.right_both == 0
+    other = analysis.head_switch(pairs, list(range(8)), 0, 1, seed=0)
+    assert other.sensitivity.estimate == pytest.approx(0.0) and other.right_both == 4
+    heads = [{"switch": found}, {"switch": other}, {"switch": None}]
+    correction = analysis.correct(heads)
+    assert correction.size == 2 and heads[0]["p_holm"] == pytest.approx(2 * 2 / 256)
+    assert heads[1]["p_holm"] == pytest.approx(1.0) and np.isnan(heads[2]["p_holm"])
 
 
 def test_the_seeds_pair_is_counted_once_apart_from_the_halves():

@@ -90,13 +90,24 @@ def write_items(path) -> list:
 
 
 NEUTRAL = ["rain fell on the road", "the key is", "came home and then"]
-CONFIG = SteeringConfig(scales=(1.0, 2.0, 4.0), compare_scale=2.0, n_random=2, new_tokens=4, n_boot=200)
+CONFIG = SteeringConfig(
+    scales=(1.0, 2.0, 4.0),
+    compare_scale=2.0,
+    stream_scales=(0.5, 1.0, 2.0),
+    n_random=2,
+    new_tokens=4,
+    n_boot=200,
+)
 
 
 @pytest.fixture(scope="module")
-def planted(tmp_path_factory):
+def items(tmp_path_factory):
+    return write_items(tmp_path_factory.mktemp("planted") / "items.jsonl")
+
+
+@pytest.fixture(scope="module")
+def planted(items):
     model = planted_model()
-    items = write_items(tmp_path_factory.mktemp("planted") / "items.jsonl")
     return model, run_study(model, items, CONFIG, neutral=NEUTRAL, prompts=["rain fell on the road"])
 
 
@@ -151,6 +162,13 @@ def test_the_report_is_written_and_valid(planted, tmp_path):
     validate_results(results)
     validate_manifest(json.loads((tmp_path / "report" / "manifest.json").read_text()))
     assert results["results"]["best_layer"] == {"gender": 1}
+    profile = results["results"]["profile"]  # the corrected comparisons in brief
+    assert profile["direction"]["tests"] == 6 and profile["stream"]["tests"] == 3
+    assert (
+        1 in profile["direction"]["kinds"]["gender"]["layers"]
+        and 0 not in profile["direction"]["kinds"]["gender"]["layers"]
+    )
+    assert profile["stream"]["kinds"]["gender"]["layers_every_scale"] == [1]
     assert results["headline"]["she − he flips at L1"]["value"] == 1.0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "Where patching found the signal" in page and "What is and is not found" in page
@@ -158,6 +176,64 @@ def test_the_report_is_written_and_valid(planted, tmp_path):
     row = dict(zip(data[0].split(","), data[1].split(","), strict=True))
     # every held-out item is right unsteered: accuracy 1 with an interval of [1, 1], beside its chance
     assert [float(row[k]) for k in ("unsteered_accuracy", "ci_low", "ci_high", "chance")] == [1, 1, 1, 0.5]
+
+
+def test_the_unsteered_switch_sensitivity_pairs_the_held_out_twins(planted):
+    import numpy as np
+
+    _, result = planted
+    switch = result.switch["gender"]
+    base = result.flips.drop_duplicates("id").set_index("id").base
+    # naive: she - he in the feminine twin (id ...a) minus that in its masculine twin (...b)
+    diffs = [base[i] - base[i[:-1] + "b"] for i in base.index if i.endswith("a")]
+    assert switch.n_pairs == len(diffs) == 16
+    assert switch.sensitivity.estimate == pytest.approx(np.mean(diffs))
+    assert switch.sensitivity.interval.low > 0 and switch.right_both == 16
+    bias = [(base[i] + base[i[:-1] + "b"]) / 2 for i in base.index if i.endswith("a")]
+    assert switch.bias.estimate == pytest.approx(np.mean(bias))
+
+
+def test_the_layer_profile_in_stream_units_rescales_to_the_streams_norm(planted, items):
+    model, result = planted
+    # naive: the mean norm of the stream entering block 1 at the last token of the build twins
+    from studies.data.load import split_by_schema
+    from studies.steering.measure import contrast_pairs
+
+    build = [x for pair in contrast_pairs(split_by_schema(items, 0.5, 0)[0], "gender") for x in pair]
+    assert not {x.id for x in build} & set(result.flips.id)  # the build half is not steered
+    norms = []
+    for item in build:
+        _, cache = model.run_with_cache(item.prompt, names_filter=["blocks.1.hook_resid_pre"])
+        norms.append(float(cache["blocks.1.hook_resid_pre"][0, -1].norm()))
+    assert result.norms["gender"][1] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
+    # the zero direction entering block 0 has no stream units: only layer 1 is steered
+    stream = result.stream_summary.set_index(["layer", "control", "scale"])
+    assert set(result.stream_summary.layer) == {1}
+    # 2 stream norms along the direction is more than its own norm: every item flips
+    ratio = result.directions["gender"][1].norm / result.norms["gender"][1]
+    assert ratio < 2.0 and stream.loc[(1, "direction", 2.0)].flip == 1.0
+
+
+def test_direction_against_random_is_paired_by_item_and_holm_corrected_per_unit(planted):
+    import numpy as np
+
+    from interp.analysis import holm
+
+    _, result = planted
+    compared = result.comparisons
+    assert result.corrections["direction"].size == 6  # 2 layers x 3 scales
+    assert result.corrections["stream"].size == 3  # layer 1 only
+    for units in ("direction", "stream"):
+        part = compared[compared.units == units]
+        assert part.p_holm.tolist() == pytest.approx(holm(part.p.tolist()))
+    flips = result.flips[(result.flips.layer == 1) & (result.flips.scale == 2.0)]
+    direction = flips[~flips.control].set_index("item")["shift"]
+    random = flips[flips.control].groupby("item")["shift"].mean()
+    row = compared[(compared.units == "direction") & (compared.layer == 1) & (compared.scale == 2.0)].iloc[0]
+    assert row["diff"] == pytest.approx(np.mean(direction - random.loc[direction.index]))
+    assert row["rejected"] and row["diff_low"] > 0
+    zero = compared[(compared.units == "direction") & (compared.layer == 0)]
+    assert not zero.rejected.any()  # a zero direction moves nothing
 
 
 needs_smollm2 = pytest.mark.skipif(

@@ -62,7 +62,7 @@ def sign_flip_test(
             than 0.5, ``groups`` does not give one label per value, or ``n_flips`` is below 1.
     """
     x = _checked(values, n_flips)
-    if null != 0.5 and np.isin(x, (0.0, 1.0)).all():
+    if null != 0.5 and np.isin(x, (0.0, 1.0)).all() and (x != null).any():  # all at the null: p = 1
         raise ValueError(
             f"values are all 0 or 1 (right or wrong) and null={null}: flipping signs assumes each unit is "
             f"symmetric around the null, which right-or-wrong values are only at 0.5; use "
