@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -99,6 +100,9 @@ class Pages:
     """A browser on the server, saving a picture of each page."""
 
     def __init__(self, url: str, out: Path) -> None:
+        # The test suite's headless Chromium driver; run as a file, this script's folder is on the path, not the
+        # repository root that holds tests/.
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from tests.report.browser import Browser
 
         self.browser, self.url, self.out = Browser(), url, out
